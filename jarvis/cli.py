@@ -1,0 +1,92 @@
+"""The `jarvis` command line: a thin click shell over the library.
+
+Subcommands live in `jarvis.commands.*` and are imported only when used, so `jarvis --help`
+stays instant. A JarvisError becomes one line on stderr and a non-zero exit code;
+JARVIS_DEBUG=1 shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from typing import Any
+
+import click
+
+from jarvis.errors import JarvisError
+
+# name -> ("module:attribute", short help shown by `jarvis --help` without importing it)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "tools": ("jarvis.commands.tools:tools", "List, inspect and run tools."),
+}
+
+
+class LazyGroup(click.Group):
+    """A click group whose subcommands are imported on first use."""
+
+    def __init__(self, *args: Any, lazy: dict[str, tuple[str, str]] | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy = lazy or {}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(self.lazy))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.lazy:
+            target = self.lazy[cmd_name][0]
+            module, _, attr = target.partition(":")
+            return getattr(importlib.import_module(module), attr)
+        return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            if name in self.lazy:
+                rows.append((name, self.lazy[name][1]))
+            else:
+                cmd = super().get_command(ctx, name)
+                if cmd is not None and not cmd.hidden:
+                    rows.append((name, cmd.get_short_help_str(formatter.width)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except JarvisError as exc:
+            if os.environ.get("JARVIS_DEBUG"):
+                raise
+            click.echo(f"Error: {exc}", err=True)
+            ctx.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            click.echo("Interrupted.", err=True)
+            ctx.exit(130)
+
+
+@click.group(cls=LazyGroup, lazy=COMMANDS,
+             context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="jarvis", prog_name="jarvis",
+                      message="%(prog)s %(version)s")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+              envvar="JARVIS_CONFIG", help="Path to config.toml (default: ./config.toml, then "
+              "$JARVIS_HOME/config.toml).")
+@click.pass_context
+def cli(ctx: click.Context, config_path: str | None) -> None:
+    """jarvis: a personal assistant with a built-in tool catalog.
+
+    Results go to stdout; progress and tool activity go to stderr.
+    """
+    if config_path:
+        os.environ["JARVIS_CONFIG"] = config_path
+    ctx.ensure_object(dict)["config_path"] = config_path
+
+
+def main() -> None:
+    cli(prog_name="jarvis")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

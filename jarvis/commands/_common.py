@@ -1,0 +1,37 @@
+"""Helpers shared by the CLI commands."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+
+
+def echo_json(data: Any) -> None:
+    """Print data as JSON on stdout."""
+    click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+
+
+def terminal_approver(assume_yes: bool) -> Any:
+    """An approver for confirmation-gated tools: --yes approves, a terminal asks, and with
+    neither the call is denied."""
+    if assume_yes:
+        return lambda spec, arguments: True
+    if not sys.stdin.isatty():
+        return None
+
+    def ask(spec: Any, arguments: dict[str, Any]) -> bool:
+        shown = json.dumps(arguments, ensure_ascii=False)
+        if len(shown) > 500:
+            shown = shown[:500] + "..."
+        return click.confirm(f"Allow tool {spec.name} with {shown}?", default=False, err=True)
+
+    return ask
+
+
+def load_cli_config() -> Any:
+    from jarvis.core.config import load_config
+
+    return load_config()

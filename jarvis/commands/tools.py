@@ -1,0 +1,107 @@
+"""`jarvis tools`: list, inspect and run tools."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from jarvis.commands._common import echo_json, load_cli_config, terminal_approver
+
+
+def _catalog(names: list[str] | None = None) -> list:
+    from jarvis.tools.catalog import build_tools
+
+    config = load_cli_config()
+    enabled = config.tools.enabled
+    if names is None and enabled is not None:
+        names = enabled
+    return build_tools(names, dependencies={"config": config}, settings=config.tools.settings)
+
+
+@click.group()
+def tools() -> None:
+    """List, inspect and run tools."""
+
+
+@tools.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
+def list_tools(as_json: bool) -> None:
+    """List every available tool with its category and estimates."""
+    rows = []
+    for t in _catalog():
+        spec = t.spec
+        rows.append({
+            "name": spec.name,
+            "category": spec.category,
+            "description": spec.description,
+            "cost_estimate": spec.cost_estimate,
+            "latency_estimate": spec.latency_estimate,
+            "requires_confirmation": spec.requires_confirmation,
+        })
+    if as_json:
+        echo_json(rows)
+        return
+    width = max((len(r["name"]) for r in rows), default=4)
+    for r in rows:
+        flags = " [confirm]" if r["requires_confirmation"] else ""
+        first_line = r["description"].splitlines()[0] if r["description"] else ""
+        click.echo(f"{r['name']:<{width}}  {r['category'] or '-':<11} "
+                   f"${r['cost_estimate']:.4f} ~{r['latency_estimate']:g}s{flags}  {first_line}")
+
+
+@tools.command("show")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="Print the spec as JSON.")
+def show_tool(name: str, as_json: bool) -> None:
+    """Show a tool's full spec and its JSON schema."""
+    (t,) = _catalog([name])
+    spec = t.spec.to_dict()
+    if as_json:
+        echo_json(spec)
+        return
+    click.echo(f"{spec['name']}  ({spec['category'] or 'uncategorized'})")
+    click.echo(spec["description"])
+    click.echo(f"cost estimate: ${spec['cost_estimate']:.4f} per call")
+    click.echo(f"latency estimate: {spec['latency_estimate']:g} s")
+    click.echo(f"requires confirmation: {'yes' if spec['requires_confirmation'] else 'no'}")
+    if spec["timeout_seconds"] is not None:
+        click.echo(f"timeout: {spec['timeout_seconds']:g} s")
+    click.echo("parameters (JSON schema):")
+    click.echo(json.dumps(spec["parameters"], indent=2, ensure_ascii=False))
+
+
+@tools.command("run")
+@click.argument("name")
+@click.argument("arguments", default="{}")
+@click.option("-y", "--yes", is_flag=True, help="Approve tools that require confirmation.")
+@click.option("--json", "as_json", is_flag=True, help="Print the whole ToolResult as JSON.")
+def run_tool(name: str, arguments: str, yes: bool, as_json: bool) -> None:
+    """Run tool NAME with ARGUMENTS (a JSON object) through the ToolExecutor.
+
+    Exits 0 on success and 1 on a failed result, with the error on stderr.
+
+    \b
+    Example:
+      jarvis tools run calculator '{"expression": "sqrt(144) + 3**2"}'
+    """
+    from jarvis.core.types import ToolCall
+    from jarvis.tools.executor import ToolExecutor
+
+    config = load_cli_config()
+    (t,) = _catalog([name])
+    executor = ToolExecutor(
+        [t], approver=terminal_approver(yes),
+        default_timeout=config.tools.default_timeout,
+        max_output_chars=config.tools.max_output_chars,
+    )
+    result = executor.execute(ToolCall(id="cli", name=name, arguments=arguments))
+    if as_json:
+        echo_json(result.to_dict())
+    elif result.success:
+        click.echo(result.content)
+    if not result.success:
+        kind = result.error_type.value if result.error_type else "error"
+        click.echo(f"Error ({kind}): {result.content}", err=True)
+        sys.exit(1)

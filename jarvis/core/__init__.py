@@ -1,0 +1,1 @@
+"""Core records, the event bus, registries and configuration."""

@@ -1,0 +1,188 @@
+"""Name -> implementation registries (tools, agents, engines).
+
+Every way of adding a tool (built-in modules, `@tool`, workspace `tools/*.py`, plugin entry
+points, MCP servers) ends in `ToolRegistry`, so lookup, listing and errors are the same for all.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterator
+from typing import Any, ClassVar, TypeVar
+
+from jarvis.errors import DuplicateNameError, UnknownNameError
+
+T = TypeVar("T")
+
+
+def _identity(value: Any) -> tuple[str, str] | None:
+    target = value if inspect.isclass(value) or inspect.isfunction(value) else type(value)
+    func = getattr(value, "func", None)  # tools made by @tool carry the function they wrap
+    if func is not None and inspect.isfunction(func):
+        target = func
+    module = getattr(target, "__module__", None)
+    qualname = getattr(target, "__qualname__", None)
+    return (module, qualname) if module and qualname else None
+
+
+class RegistryBase:
+    """A class-level mapping from names to classes, factories or instances."""
+
+    kind: ClassVar[str] = "entry"
+    _entries: ClassVar[dict[str, Any]]
+    _origins: ClassVar[dict[str, str]]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._entries = {}
+        cls._origins = {}
+
+    # Subclasses override to import the modules that register the built-ins.
+    @classmethod
+    def _ensure_loaded(cls) -> None:
+        return None
+
+    @classmethod
+    def register(cls, key: str, *, origin: str | None = None,
+                 replace: bool = False) -> Callable[[T], T]:
+        """Class decorator: `@ToolRegistry.register("name")`."""
+
+        def decorator(value: T) -> T:
+            cls.register_value(key, value, origin=origin, replace=replace)
+            return value
+
+        return decorator
+
+    @classmethod
+    def register_value(cls, key: str, value: Any, *, origin: str | None = None,
+                       replace: bool = False) -> None:
+        """Register `value` under `key`; a name taken by something else is an error."""
+        if not isinstance(key, str) or not key:
+            raise DuplicateNameError(f"{cls.kind} names must be non-empty strings, got {key!r}")
+        existing = cls._entries.get(key)
+        if existing is not None and not replace and existing is not value:
+            # Re-running the same definition (a module reload, a notebook cell) replaces it.
+            same = _identity(existing) is not None and _identity(existing) == _identity(value)
+            if not same:
+                raise DuplicateNameError(
+                    f"{cls.kind} {key!r} is already registered (from {cls._origins.get(key)}); "
+                    f"pick another name or unregister the first one"
+                )
+        cls._entries[key] = value
+        cls._origins[key] = origin or _describe_origin(value)
+
+    @classmethod
+    def unregister(cls, key: str) -> None:
+        cls._entries.pop(key, None)
+        cls._origins.pop(key, None)
+
+    @classmethod
+    def get(cls, key: str) -> Any:
+        try:
+            return cls._entries[key]
+        except KeyError:
+            cls._ensure_loaded()
+            if key in cls._entries:
+                return cls._entries[key]
+            raise UnknownNameError(cls.kind, key, cls._entries) from None
+
+    @classmethod
+    def create(cls, key: str, *args: Any, **kwargs: Any) -> Any:
+        """Instantiate a registered class (an instance is returned as it is)."""
+        value = cls.get(key)
+        if inspect.isclass(value) or (callable(value) and not hasattr(value, "spec")):
+            return value(*args, **kwargs)
+        return value
+
+    @classmethod
+    def contains(cls, key: str) -> bool:
+        cls._ensure_loaded()
+        return key in cls._entries
+
+    @classmethod
+    def keys(cls) -> list[str]:
+        cls._ensure_loaded()
+        return sorted(cls._entries)
+
+    @classmethod
+    def items(cls) -> Iterator[tuple[str, Any]]:
+        cls._ensure_loaded()
+        return iter(sorted(cls._entries.items()))
+
+    @classmethod
+    def origin(cls, key: str) -> str:
+        cls.get(key)
+        return cls._origins[key]
+
+    @classmethod
+    def snapshot(cls) -> tuple[dict[str, Any], dict[str, str]]:
+        """Capture the registry (tests restore it to stay independent)."""
+        cls._ensure_loaded()
+        return dict(cls._entries), dict(cls._origins)
+
+    @classmethod
+    def restore(cls, snap: tuple[dict[str, Any], dict[str, str]]) -> None:
+        cls._entries.clear()
+        cls._entries.update(snap[0])
+        cls._origins.clear()
+        cls._origins.update(snap[1])
+
+    @classmethod
+    def clear(cls) -> None:
+        cls._entries.clear()
+        cls._origins.clear()
+
+
+def _describe_origin(value: Any) -> str:
+    ident = _identity(value)
+    if ident is None:
+        return "unknown"
+    module = ident[0]
+    return "builtin" if module.startswith("jarvis.") else f"module {module}"
+
+
+def accepted_kwargs(factory: Callable[..., Any], available: dict[str, Any]) -> dict[str, Any]:
+    """The subset of `available` that `factory` takes as keyword arguments."""
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return {}
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return dict(available)
+    return {k: v for k, v in available.items() if k in params}
+
+
+class ToolRegistry(RegistryBase):
+    """Every tool jarvis can run, by name."""
+
+    kind = "tool"
+    _loaded: ClassVar[bool] = False
+
+    @classmethod
+    def _ensure_loaded(cls) -> None:
+        if not cls._loaded:
+            cls._loaded = True
+            import jarvis.tools  # noqa: F401  (registers the built-in catalog)
+
+    @classmethod
+    def create_with(cls, key: str, dependencies: dict[str, Any]) -> Any:
+        """Instantiate a tool, passing only the dependencies its constructor accepts.
+
+        `dependencies` may hold engine, model, backend (memory), scheduler, bus, config, ...
+        """
+        value = cls.get(key)
+        if inspect.isclass(value):
+            return value(**accepted_kwargs(value, dependencies))
+        return value
+
+
+class AgentRegistry(RegistryBase):
+    """Agent classes by name (simple, react, orchestrator, workspace agents)."""
+
+    kind = "agent"
+
+
+class EngineRegistry(RegistryBase):
+    """Inference engine backends by name."""
+
+    kind = "engine"

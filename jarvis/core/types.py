@@ -1,0 +1,174 @@
+"""Records that flow between agents, engines and tools.
+
+Plain dataclasses (no pydantic) so that importing them is cheap; pydantic is used only at
+validation boundaries (tool arguments, config, agent files).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Literal
+
+
+class ErrorType(str, Enum):
+    """Why a tool call failed; carried on a failed ToolResult."""
+
+    INVALID_ARGS = "invalid_args"
+    TOOL_NOT_FOUND = "tool_not_found"
+    TIMEOUT = "timeout"
+    EXECUTION = "execution"
+    DENIED = "denied"
+    TRANSPORT = "transport"
+
+
+@dataclass(slots=True)
+class ToolCall:
+    """A request from a model to run one tool. `arguments` is a JSON string or a dict."""
+
+    id: str
+    name: str
+    arguments: str | dict[str, Any] = "{}"
+
+    def to_openai(self) -> dict[str, Any]:
+        args = self.arguments if isinstance(self.arguments, str) else json.dumps(self.arguments)
+        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": args}}
+
+
+@dataclass(slots=True)
+class ToolCallAction:
+    """OpenEnv RFC-004 style action: a named operation with structured parameters."""
+
+    tool_name: str
+    parameters: dict[str, Any] = field(default_factory=dict)
+    tool_call_id: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True, frozen=True)
+class TextBlock:
+    """An ORS text block."""
+
+    text: str
+    detail: Any = None
+    type: Literal["text"] = "text"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"text": self.text, "detail": self.detail, "type": "text"}
+
+
+@dataclass(slots=True, frozen=True)
+class ImageBlock:
+    """An ORS image block: base64 `data` with its `mimeType`."""
+
+    data: str
+    mimeType: str = "image/png"  # noqa: N815 - the ORS wire name
+    detail: Any = None
+    type: Literal["image"] = "image"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"data": self.data, "mimeType": self.mimeType, "detail": self.detail, "type": "image"}
+
+
+Block = TextBlock | ImageBlock
+
+
+def block_from_dict(data: dict[str, Any]) -> Block:
+    """Build a block from its ORS dict form."""
+    if data.get("type") == "image":
+        return ImageBlock(data=data["data"], mimeType=data.get("mimeType", "image/png"),
+                          detail=data.get("detail"))
+    return TextBlock(text=str(data.get("text", "")), detail=data.get("detail"))
+
+
+@dataclass(slots=True)
+class ToolResult:
+    """The outcome of one tool call, success or failure.
+
+    `content` is the text the model reads. `blocks` holds ORS content blocks (text and images);
+    when empty, the content is the single text block. `error_type` is set on failures.
+    """
+
+    tool_name: str
+    content: str
+    success: bool = True
+    usage: dict[str, Any] = field(default_factory=dict)
+    cost_usd: float = 0.0
+    latency_seconds: float = 0.0
+    metadata: dict[str, Any] = field(default_factory=dict)
+    blocks: list[Block] = field(default_factory=list)
+    finished: bool = False
+    reward: float | None = None
+    error_type: ErrorType | None = None
+    call_id: str | None = None
+
+    @classmethod
+    def failure(cls, tool_name: str, message: str, error_type: ErrorType | str,
+                **metadata: Any) -> ToolResult:
+        """A failed result whose content is the error message the model reads."""
+        return cls(tool_name=tool_name, content=message, success=False,
+                   error_type=ErrorType(error_type), metadata=dict(metadata))
+
+    def all_blocks(self) -> list[Block]:
+        """The ORS blocks, with the content as one text block when none were given."""
+        return list(self.blocks) if self.blocks else [TextBlock(self.content)]
+
+    def to_tool_output(self) -> dict[str, Any]:
+        """The ORS ToolOutput form: blocks, metadata, reward, finished."""
+        metadata = dict(self.metadata)
+        if not self.success:
+            metadata.setdefault("error_type", self.error_type.value if self.error_type else None)
+        return {
+            "blocks": [b.to_dict() for b in self.all_blocks()],
+            "metadata": metadata or None,
+            "reward": self.reward,
+            "finished": self.finished,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready summary (used by the SDK, the run log and `--json` output)."""
+        return {
+            "tool_name": self.tool_name,
+            "content": self.content,
+            "success": self.success,
+            "latency_seconds": self.latency_seconds,
+            "cost_usd": self.cost_usd,
+            "usage": dict(self.usage),
+            "metadata": dict(self.metadata),
+            "error_type": self.error_type.value if self.error_type else None,
+            "call_id": self.call_id,
+        }
+
+
+@dataclass(slots=True)
+class Message:
+    """One chat message in OpenAI form."""
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str | None = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    tool_call_id: str | None = None
+    name: str | None = None
+
+    def to_openai(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            out["tool_calls"] = [tc.to_openai() for tc in self.tool_calls]
+        if self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
+        if self.name is not None and self.role != "tool":
+            out["name"] = self.name
+        return out
+
+
+@dataclass(slots=True)
+class AgentResult:
+    """What an agent run produced."""
+
+    content: str
+    tool_results: list[ToolResult] = field(default_factory=list)
+    turns: int = 0
+    usage: dict[str, int] = field(default_factory=dict)
+    messages: list[Message] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
