@@ -70,3 +70,14 @@ def build_tools(names: list[str] | None = None, dependencies: dict[str, Any] | N
     for name in names:
         ToolRegistry.get(name)  # fail on the first unknown name before building anything
     return [build_tool(name, dependencies, settings.get(name)) for name in names]
+
+
+def load_extensions(config: Any) -> None:
+    """Register the tools this config adds beyond the built-ins, into ToolRegistry:
+    workspace `tools/*.py`, plugin entry points, and MCP servers' tools.
+
+    Called by the SDK and the CLI before they build tools by name. Each source that fails is
+    reported by its own loader and never stops the others.
+    """
+    # (filled in by the workspace/plugins and MCP modules)
+    return None
