@@ -80,4 +80,9 @@ def load_extensions(config: Any) -> None:
     reported by its own loader and never stops the others.
     """
     # (filled in by the workspace/plugins and MCP modules)
+    from jarvis.plugins import load_plugins
+    from jarvis.workspace.tools import load_workspace_tools
+
+    load_plugins()
+    load_workspace_tools(config)
     return None

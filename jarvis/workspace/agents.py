@@ -27,6 +27,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from jarvis.errors import ConfigError
+from jarvis.workspace import workspace_path
 
 MAX_AGENT_FILE_BYTES = 256_000
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -119,9 +120,10 @@ class AgentScan:
 
 
 def agents_dir(config: Any = None) -> Path:
-    """The workspace agents folder: `[workspace] agents_dir`, relative to the config file."""
+    """The workspace agents folder: `[workspace] agents_dir`, relative to the config file
+    (with no config file: under $JARVIS_HOME)."""
     config = _config(config)
-    return config.resolve_path(config.workspace.agents_dir)
+    return workspace_path(config, config.workspace.agents_dir)
 
 
 def parse_agent_file(path: str | os.PathLike[str]) -> AgentSpec:

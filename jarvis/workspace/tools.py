@@ -1,0 +1,216 @@
+"""Workspace tools: every `*.py` in the tools folder, loaded by path into ToolRegistry.
+
+A tool file is plain Python, not part of a package. It is executed under a private module
+name; the tools *defined in it* with `@tool` (or BaseTool subclasses it registers with
+`@ToolRegistry.register`) join the registry. Anything it imports stays out: a tool that some
+imported module registers as a side effect is rolled back, so only what the file itself
+defines counts.
+
+A file that fails (syntax error, import error, an invalid tool, a name clash) is reported
+with its path and line and skipped as a whole: none of its tools are registered and the other
+files still load. Files whose names start with `_` are not loaded (use them for notes or
+drafts). Loading is idempotent: an unchanged file whose tools are still registered is not
+executed again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import logging
+import sys
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jarvis.core.registry import ToolRegistry, _identity
+from jarvis.workspace import workspace_path
+
+log = logging.getLogger("jarvis.workspace")
+
+MODULE_PREFIX = "_jarvis_workspace_tool_"
+
+
+@dataclass(slots=True)
+class ToolFileError:
+    """A tool file that did not load: where (file and line) and why."""
+
+    path: Path
+    line: int | None
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}" if self.line else str(self.path)
+        return f"{where}: {self.message}"
+
+
+@dataclass(slots=True)
+class ToolFileReport:
+    """What one file contributed (tool names) or why it contributed nothing."""
+
+    path: Path
+    tools: list[str] = field(default_factory=list)
+    error: ToolFileError | None = None
+    ignored: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class WorkspaceToolsReport:
+    """The outcome of loading a tools folder."""
+
+    folder: Path
+    files: list[ToolFileReport] = field(default_factory=list)
+
+    @property
+    def tools(self) -> dict[str, Path]:
+        """Registered tool name -> the file that defines it."""
+        return {name: f.path for f in self.files for name in f.tools}
+
+    @property
+    def errors(self) -> list[ToolFileError]:
+        return [f.error for f in self.files if f.error is not None]
+
+
+@dataclass(slots=True)
+class _Loaded:
+    stamp: tuple[int, int]
+    tools: dict[str, Any]
+    report: ToolFileReport
+
+
+# path -> what the last load of that file produced; makes repeated loads cheap and quiet.
+_CACHE: dict[Path, _Loaded] = {}
+_last_report: WorkspaceToolsReport | None = None
+
+
+def tools_dir(config: Any) -> Path:
+    """The workspace tools folder: `[workspace] tools_dir`, relative to the config file
+    (with no config file: under $JARVIS_HOME)."""
+    return workspace_path(config, config.workspace.tools_dir)
+
+
+def last_report() -> WorkspaceToolsReport | None:
+    """The report of the most recent `load_workspace_tools` call in this process."""
+    return _last_report
+
+
+def load_workspace_tools(config: Any = None, folder: str | Path | None = None) -> WorkspaceToolsReport:
+    """Load every `*.py` tool file of the workspace (or of `folder`) into ToolRegistry.
+
+    Problems are logged (logger `jarvis.workspace`, shown on stderr by default) once per
+    version of a file and returned in the report; they never raise.
+    """
+    global _last_report
+    if folder is None:
+        if config is None:
+            from jarvis.core.config import load_config
+
+            config = load_config()
+        folder = tools_dir(config)
+    folder = Path(folder)
+    report = WorkspaceToolsReport(folder=folder)
+    if folder.is_dir():
+        ToolRegistry.keys()  # built-ins first, so a clash is blamed on the file
+        for path in sorted(folder.glob("*.py")):
+            if path.name.startswith("_") or not path.is_file():
+                continue
+            report.files.append(load_tool_file(path))
+    _last_report = report
+    return report
+
+
+def load_tool_file(path: str | Path) -> ToolFileReport:
+    """Execute one tool file by path and register the tools it defines (all or nothing)."""
+    path = Path(path).resolve()
+    try:
+        info = path.stat()
+        stamp = (info.st_mtime_ns, info.st_size)
+    except OSError as exc:
+        return _failed(ToolFileReport(path), ToolFileError(path, None, f"cannot read: {exc}"))
+    cached = _CACHE.get(path)
+    if cached is not None and cached.stamp == stamp and _still_registered(cached.tools):
+        return cached.report
+    if cached is not None:
+        for name, value in cached.tools.items():
+            if ToolRegistry._entries.get(name) is value:
+                ToolRegistry.unregister(name)
+
+    report = ToolFileReport(path)
+    module_name = _module_name(path)
+    before = dict(ToolRegistry._entries)
+    before_origins = dict(ToolRegistry._origins)
+    error: ToolFileError | None = None
+    try:
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot load {path} as Python source")
+        module = importlib.util.module_from_spec(spec)
+        # In sys.modules while it runs: dataclasses, pydantic and typing look the module up.
+        sys.modules[module_name] = module
+        spec.loader.exec_module(module)
+    except SyntaxError as exc:
+        error = ToolFileError(path, exc.lineno, f"SyntaxError: {exc.msg}")
+    except BaseException as exc:  # noqa: BLE001  (a user file may raise anything, even SystemExit)
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        error = ToolFileError(path, _line_in(exc, path), f"{type(exc).__name__}: {exc}")
+
+    added = {k: v for k, v in ToolRegistry._entries.items() if before.get(k) is not v}
+    if error is None:
+        mine: dict[str, Any] = {}
+        for name, value in added.items():
+            ident = _identity(value)
+            if ident is not None and ident[0] == module_name:
+                mine[name] = value
+            else:
+                where = f"{ident[0]}.{ident[1]}" if ident else repr(value)
+                report.ignored.append(name)
+                log.warning("jarvis: %s: tool %r comes from %s, not from this file; it is not "
+                            "loaded (only tools defined in a tool file count)", path, name, where)
+        if not mine:
+            log.warning("jarvis: %s defines no tools; decorate a function with @tool (from "
+                        "jarvis import tool) or register a BaseTool subclass", path)
+    if error is not None or report.ignored:
+        # All or nothing for a failed file; imported tools never count.
+        keep = {} if error is not None else mine
+        for name in added:
+            if name not in keep:
+                ToolRegistry.unregister(name)
+                if name in before:
+                    ToolRegistry._entries[name] = before[name]
+                    ToolRegistry._origins[name] = before_origins[name]
+    if error is not None:
+        sys.modules.pop(module_name, None)
+        _CACHE[path] = _Loaded(stamp, {}, report)
+        return _failed(report, error)
+    for name in mine:
+        ToolRegistry._origins[name] = f"workspace {path}"
+    report.tools = sorted(mine)
+    _CACHE[path] = _Loaded(stamp, mine, report)
+    return report
+
+
+def _failed(report: ToolFileReport, error: ToolFileError) -> ToolFileReport:
+    report.error = error
+    log.warning("jarvis: skipped tool file %s (fix it, or rename it to start with '_')", error)
+    return report
+
+
+def _still_registered(tools: dict[str, Any]) -> bool:
+    return all(ToolRegistry._entries.get(name) is value for name, value in tools.items())
+
+
+def _module_name(path: Path) -> str:
+    digest = hashlib.sha1(str(path).encode("utf-8")).hexdigest()[:12]
+    stem = "".join(c if c.isalnum() else "_" for c in path.stem)
+    return f"{MODULE_PREFIX}{digest}_{stem}"
+
+
+def _line_in(exc: BaseException, path: Path) -> int | None:
+    """The innermost line of `path` in the exception's traceback (where the file failed)."""
+    line = None
+    for frame in traceback.extract_tb(exc.__traceback__):
+        if frame.filename == str(path):
+            line = frame.lineno
+    return line
