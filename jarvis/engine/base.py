@@ -1,0 +1,93 @@
+"""The InferenceEngine protocol and the records an engine returns.
+
+Agents talk to every engine through this protocol: `generate` for one reply, `stream` for a
+reply delivered piece by piece (its last chunk carries the complete result), `list_models`,
+`health` and `close`. Third-party engines implement the protocol; nothing needs subclassing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from jarvis.core.types import Message, ToolCall
+
+MessageLike = Message | dict[str, Any]
+
+
+def empty_usage() -> dict[str, int]:
+    return {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+
+
+def add_usage(total: dict[str, int], usage: dict[str, Any] | None) -> dict[str, int]:
+    """Add a reply's token counts into `total` (in place) and return it."""
+    if usage:
+        for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
+            value = usage.get(key)
+            if isinstance(value, int):
+                total[key] = total.get(key, 0) + value
+    return total
+
+
+@dataclass(slots=True)
+class GenerateResult:
+    """One complete reply from an engine."""
+
+    content: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    usage: dict[str, int] = field(default_factory=empty_usage)
+    model: str = ""
+    finish_reason: str | None = "stop"
+
+    def to_message(self) -> Message:
+        """The assistant message to append to the transcript."""
+        # OpenAI wants null content (not "") on an assistant turn that only calls tools.
+        content = (self.content or None) if self.tool_calls else self.content
+        return Message(role="assistant", content=content, tool_calls=list(self.tool_calls))
+
+
+@dataclass(slots=True)
+class StreamChunk:
+    """A piece of a streamed reply: a text delta; the last chunk has `result` set."""
+
+    delta: str = ""
+    result: GenerateResult | None = None
+
+
+@runtime_checkable
+class InferenceEngine(Protocol):
+    """What an agent needs from a model server."""
+
+    engine_id: str
+
+    def generate(self, messages: Sequence[MessageLike], *, tools: list[dict[str, Any]] | None = None,
+                 model: str | None = None, temperature: float | None = None,
+                 max_tokens: int | None = None) -> GenerateResult:
+        """One reply (content and/or tool calls, usage, model, finish_reason)."""
+        ...
+
+    def stream(self, messages: Sequence[MessageLike], *, tools: list[dict[str, Any]] | None = None,
+               model: str | None = None, temperature: float | None = None,
+               max_tokens: int | None = None) -> Iterator[StreamChunk]:
+        """The same reply as text deltas; the last chunk carries the full GenerateResult."""
+        ...
+
+    def list_models(self) -> list[str]:
+        ...
+
+    def health(self) -> bool:
+        ...
+
+    def close(self) -> None:
+        ...
+
+
+def to_wire(messages: Sequence[MessageLike]) -> list[dict[str, Any]]:
+    """Messages in OpenAI chat form."""
+    return [m.to_openai() if isinstance(m, Message) else dict(m) for m in messages]
+
+
+def arguments_text(arguments: str | dict[str, Any]) -> str:
+    return arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
