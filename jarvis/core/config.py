@@ -13,7 +13,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from jarvis.core.paths import jarvis_home
 from jarvis.errors import ConfigError
@@ -144,10 +144,22 @@ class JarvisConfig(_Section):
 
     # Not part of the file: where it came from, for relative paths and `config show`.
     _source: Path | None = None
+    # dotted key -> where its value came from: the file's path, an env var name, "override"
+    _provenance: dict[str, str] = PrivateAttr(default_factory=dict)
 
     @property
     def source(self) -> Path | None:
         return self._source
+
+    def source_of(self, dotted: str) -> str:
+        """Where the value of `dotted` (e.g. "engine.model") came from: "default", the config
+        file's path, the name of the environment variable that set it, or "override"."""
+        key = dotted
+        while key:
+            if key in self._provenance:
+                return self._provenance[key]
+            key = key.rpartition(".")[0]
+        return "default"
 
     @property
     def base_dir(self) -> Path:
@@ -183,13 +195,94 @@ def _set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
     node[last] = value
 
 
-def _format_error(exc: ValidationError, where: str) -> str:
+# Per-tool settings whose key ends like this hold paths: relative ones are resolved against
+# the config file's folder, never the current folder (e.g. [tools.file_read] allowed_dirs).
+PATH_SETTING_SUFFIXES: tuple[str, ...] = ("_dir", "_dirs", "_path", "_paths", "_file", "_files")
+# State files and folders given in the file, resolved the same way.
+PATH_KEYS: tuple[str, ...] = ("memory.db_path", "scheduler.db_path", "runs.db_path")
+
+
+def _leaves(data: dict[str, Any], prefix: str = "") -> list[str]:
+    """Dotted keys of every non-table value in parsed TOML."""
+    keys = []
+    for key, value in data.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            keys.extend(_leaves(value, dotted + "."))
+        else:
+            keys.append(dotted)
+    return keys
+
+
+def _valid_keys(loc: tuple[Any, ...]) -> list[str] | None:
+    """The keys the table at `loc[:-1]` accepts (None when that is not a fixed model)."""
+    from typing import get_args, get_origin
+
+    model: type[BaseModel] = JarvisConfig
+    parts = list(loc[:-1])
+    i = 0
+    while i < len(parts):
+        info = model.model_fields.get(str(parts[i]))
+        if info is None:
+            return None
+        annotation = info.annotation
+        if get_origin(annotation) is dict:
+            annotation = get_args(annotation)[1]
+            i += 1  # skip the user's table name, e.g. mcp.servers.<name>
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return None
+        model = annotation
+        i += 1
+    return list(model.model_fields)
+
+
+def _format_error(exc: ValidationError, where: str,
+                  provenance: dict[str, str] | None = None) -> str:
     problems = []
     for err in exc.errors()[:5]:
-        key = ".".join(str(p) for p in err.get("loc", ()))
-        msg = "unknown key" if err.get("type") == "extra_forbidden" else err.get("msg", "invalid")
+        loc = tuple(err.get("loc", ()))
+        key = ".".join(str(p) for p in loc)
+        if err.get("type") == "extra_forbidden":
+            valid = _valid_keys(loc)
+            table = ".".join(str(p) for p in loc[:-1])
+            msg = "unknown key" + (f"; valid keys in [{table}]: {', '.join(valid)}"
+                                   if valid and table else
+                                   f"; valid tables: {', '.join(valid)}" if valid else "")
+        else:
+            msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+        origin = (provenance or {}).get(key, "")
+        if origin in ENV_OVERRIDES:
+            key = f"{key} (from environment variable {origin})"
+        elif origin == "override":
+            key = f"{key} (from an override)"
         problems.append(f"{key}: {msg}")
     return f"invalid config in {where}: " + "; ".join(problems)
+
+
+def _resolve_file_paths(config: JarvisConfig) -> None:
+    """Make paths given in the config file absolute, relative to the file's folder."""
+    if config.source is None:
+        return
+    file_origin = str(config.source)
+    for tool_name, table in config.tools.settings.items():
+        for key, value in list(table.items()):
+            if not key.endswith(PATH_SETTING_SUFFIXES):
+                continue
+            if config.source_of(f"tools.{tool_name}.{key}") != file_origin:
+                continue
+            if isinstance(value, str) and value:
+                table[key] = str(config.resolve_path(value))
+            elif isinstance(value, list):
+                table[key] = [str(config.resolve_path(v)) if isinstance(v, str) and v else v
+                              for v in value]
+    for dotted in PATH_KEYS:
+        section, _, key = dotted.partition(".")
+        value = getattr(getattr(config, section, None), key, None)
+        if isinstance(value, str) and value and config.source_of(dotted) == file_origin:
+            setattr(getattr(config, section), key, str(config.resolve_path(value)))
+    for name, server in config.mcp.servers.items():
+        if server.cwd and config.source_of(f"mcp.servers.{name}.cwd") == file_origin:
+            server.cwd = str(config.resolve_path(server.cwd))
 
 
 def load_config(path: str | os.PathLike[str] | None = None, *,
@@ -197,26 +290,33 @@ def load_config(path: str | os.PathLike[str] | None = None, *,
     """Load, override and validate the configuration."""
     source = find_config(path)
     data: dict[str, Any] = {}
+    provenance: dict[str, str] = {}
     if source is not None:
+        source = source.resolve()
         try:
             data = tomllib.loads(source.read_text(encoding="utf-8"))
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{source} is not valid TOML: {exc}") from None
-        except OSError as exc:
+        except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError(f"cannot read {source}: {exc}") from None
+        provenance = dict.fromkeys(_leaves(data), str(source))
     if use_env:
         for var, dotted in ENV_OVERRIDES.items():
             value = os.environ.get(var)
             if value is not None and value != "":
                 _set_dotted(data, dotted, value)
+                provenance[dotted] = var
     for dotted, value in (overrides or {}).items():
         _set_dotted(data, dotted, value)
+        provenance[dotted] = "override"
     where = str(source) if source else "defaults and environment"
     try:
         config = JarvisConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_format_error(exc, where)) from None
+        raise ConfigError(_format_error(exc, where, provenance)) from None
     except ValueError as exc:
         raise ConfigError(f"invalid config in {where}: {exc}") from None
-    config._source = source.resolve() if source is not None else None
+    config._source = source
+    config._provenance = provenance
+    _resolve_file_paths(config)
     return config
