@@ -19,6 +19,10 @@ from jarvis.errors import JarvisError
 # name -> ("module:attribute", short help shown by `jarvis --help` without importing it)
 COMMANDS: dict[str, tuple[str, str]] = {
     "tools": ("jarvis.commands.tools:tools", "List, inspect and run tools."),
+    "config": ("jarvis.commands.config:config", "Show the effective config and where it came from."),
+    "init": ("jarvis.commands.init:init", "Create config.toml, tools/ and agents/ here."),
+    "agents": ("jarvis.commands.agents:agents", "List and inspect workspace agents."),
+    "plugins": ("jarvis.commands.plugins:plugins", "List tool plugins and what they added."),
 }
 
 

@@ -58,6 +58,9 @@ class EngineConfig(_Section):
     timeout: float = Field(120.0, gt=0, description="seconds per request")
     discovery_timeout: float = Field(0.4, gt=0, description="seconds per probe when discovering")
     max_retries: int = Field(3, ge=0, le=10)
+    retry_backoff: float = Field(0.5, ge=0, le=60, description="seconds before the first retry; "
+                                 "doubles each time")
+    connect_timeout: float = Field(5.0, gt=0, description="seconds to open a connection")
     hosts: EngineHosts = Field(default_factory=EngineHosts)
 
 
@@ -66,6 +69,8 @@ class AgentConfig(_Section):
     max_turns: int = Field(10, ge=1, le=100)
     tools: list[str] = Field(default_factory=list)
     system: str = ""
+    max_repeats: int = Field(2, ge=1, le=20, description="identical tool calls allowed per run "
+                             "before the loop guard blocks them")
 
 
 class ToolsConfig(BaseModel):
@@ -101,6 +106,15 @@ class SchedulerConfig(_Section):
     db_path: str = ""
     grace_seconds: float = Field(3600.0, ge=0, description="how late a missed run may still run")
     max_workers: int = Field(2, ge=1, le=64)
+    poll_seconds: float = Field(1.0, gt=0, le=60, description="longest sleep; how soon tasks "
+                                "added by other processes are noticed")
+    lease_seconds: float = Field(60.0, ge=1, description="a claimed run whose daemon stops "
+                                 "renewing it for this long is treated as crashed")
+    default_timeout: float = Field(600.0, gt=0, description="seconds a run may take by default")
+    shutdown_timeout: float = Field(30.0, ge=0, description="seconds running tasks get to "
+                                    "finish on SIGINT/SIGTERM")
+    runner: str = Field("", description="module:factory of a TaskRunner; empty runs prompts "
+                        "through the SDK like `jarvis ask`")
 
 
 class McpServerConfig(_Section):
@@ -207,8 +221,8 @@ def _leaves(data: dict[str, Any], prefix: str = "") -> list[str]:
     keys = []
     for key, value in data.items():
         dotted = f"{prefix}{key}"
-        if isinstance(value, dict) and value:
-            keys.extend(_leaves(value, dotted + "."))
+        if isinstance(value, dict):
+            keys.extend(_leaves(value, dotted + "."))  # an empty table sets nothing
         else:
             keys.append(dotted)
     return keys

@@ -1,0 +1,91 @@
+"""`jarvis config`: show the effective configuration and where each value came from."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import click
+
+from jarvis.commands._common import echo_json
+
+# Values of keys like these are hidden in `config show` (MCP headers and env hold tokens).
+_SECRET_RE = re.compile(r"(token|secret|password|passwd|api[_-]?key|authorization|auth|cookie)",
+                        re.IGNORECASE)
+
+
+def _flatten(data: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    rows: list[tuple[str, Any]] = []
+    for key, value in data.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            rows.extend(_flatten(value, dotted + "."))
+        else:
+            rows.append((dotted, value))
+    return rows
+
+
+def _masked(dotted: str, value: Any) -> Any:
+    parts = dotted.split(".")
+    if (len(parts) >= 2 and parts[0] == "mcp" and parts[-2] in ("env", "headers")
+            and _SECRET_RE.search(parts[-1]) and value):
+        return "***"
+    return value
+
+
+def config_rows(config: Any) -> list[dict[str, Any]]:
+    """Every effective value as {key, value, source}, source being "default", the config
+    file's path, or the environment variable that set it."""
+    rows = []
+    for dotted, value in _flatten(config.model_dump()):
+        rows.append({"key": dotted, "value": _masked(dotted, value),
+                     "source": config.source_of(dotted)})
+    return rows
+
+
+@click.group()
+def config() -> None:
+    """Show the effective configuration and where it comes from."""
+
+
+@config.command("show")
+@click.option("--json", "as_json", is_flag=True, help="Print the values as JSON.")
+def show(as_json: bool) -> None:
+    """Print every setting, its effective value and where it came from: "default", the
+    config file, or the environment variable that overrides it.
+
+    Values of MCP `env` and `headers` entries that look like secrets are shown as ***.
+    """
+    from jarvis.commands._common import load_cli_config
+
+    cfg = load_cli_config()
+    rows = config_rows(cfg)
+    if as_json:
+        echo_json({"config_file": str(cfg.source) if cfg.source else None,
+                   "values": {r["key"]: {"value": r["value"], "source": r["source"]}
+                              for r in rows}})
+        return
+    click.echo(f"# config file: {cfg.source or '(none: defaults and environment only)'}")
+    section = None
+    for row in rows:
+        head, _, key = row["key"].rpartition(".")
+        if head != section:
+            section = head
+            click.echo(f"\n[{head}]")
+        value = "(not set)" if row["value"] is None else json.dumps(row["value"],
+                                                                    ensure_ascii=False)
+        click.echo(f"{key} = {value}  # {row['source']}")
+
+
+@config.command("path")
+def path() -> None:
+    """Print the config file jarvis uses (exit 1 if none is found)."""
+    from jarvis.core.config import find_config
+
+    found = find_config()
+    if found is None:
+        click.echo("no config file found (looked for --config/$JARVIS_CONFIG, ./config.toml, "
+                   "$JARVIS_HOME/config.toml); run `jarvis init` to create one", err=True)
+        raise SystemExit(1)
+    click.echo(str(found.resolve()))

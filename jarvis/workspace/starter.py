@@ -1,0 +1,89 @@
+"""The starter workspace `jarvis init` writes (the repository's own config.toml is this text).
+
+Commented `# key = value` lines show each default; uncomment one to change it. A test
+uncomments them all and checks they are valid keys holding the real defaults, so this text
+cannot drift from jarvis.core.config.
+"""
+
+STARTER_CONFIG = """\
+# jarvis workspace configuration.
+#
+# jarvis looks for its config in this order: --config PATH (or $JARVIS_CONFIG),
+# ./config.toml, then $JARVIS_HOME/config.toml. Every key is optional: a commented line
+# shows the default; uncomment it to change it. Relative paths are relative to this file's
+# folder. `jarvis config show` prints the effective values and where each came from.
+
+[engine]
+# Backend: ollama | vllm | llamacpp | lmstudio | sglang | openai.
+# Empty: use the first local engine that answers. Env: JARVIS_ENGINE.
+# default = ""
+# Model name; empty: the engine's first listed model. Env: JARVIS_MODEL.
+# model = ""
+# temperature = 0.7
+# timeout = 120.0
+# discovery_timeout = 0.4
+# max_retries = 3
+
+[engine.hosts]
+# Env: OLLAMA_HOST, VLLM_HOST, LLAMACPP_HOST, LMSTUDIO_HOST, SGLANG_HOST, OPENAI_BASE_URL.
+# ollama = "http://localhost:11434"
+# vllm = "http://localhost:8000"
+# llamacpp = "http://localhost:8080"
+# lmstudio = "http://localhost:1234"
+# sglang = "http://localhost:30000"
+# openai = "https://api.openai.com/v1"
+
+[agent]
+# Agent for `jarvis ask`: a built-in one (simple, react, orchestrator) or one from agents/.
+# Empty: orchestrator when tools are requested, simple otherwise. Env: JARVIS_AGENT.
+# default = ""
+# Env: JARVIS_MAX_TURNS.
+# max_turns = 10
+# Tools given to the agent when none are requested, e.g. ["calculator", "think"].
+# tools = []
+# system = ""
+
+[tools]
+# Tools that exist at all (built-in, tools/, plugins, MCP); unset: every registered tool.
+# enabled = ["calculator", "think", "file_read"]
+# default_timeout = 30.0
+# max_output_chars = 100000
+
+# One table per tool for its settings.
+[tools.file_read]
+# file_read may only read below these folders (relative to this file's folder).
+allowed_dirs = ["."]
+
+[memory]
+# enabled = true
+# SQLite file; empty: $JARVIS_HOME/memory.db. Env: JARVIS_MEMORY_DB.
+# db_path = ""
+# Put the most relevant memory into the context of `jarvis ask`.
+# context = true
+# context_top_k = 3
+# chunk_size = 1000
+# chunk_overlap = 100
+
+[scheduler]
+# SQLite file; empty: $JARVIS_HOME/scheduler.db. Env: JARVIS_SCHEDULER_DB.
+# db_path = ""
+# How late (seconds) a missed run may still run.
+# grace_seconds = 3600.0
+# max_workers = 2
+
+[runs]
+# Log every run. Env: JARVIS_RUN_LOG, JARVIS_RUNS_DB.
+# enabled = true
+# db_path = ""
+
+[workspace]
+# Folders of workspace tools (*.py) and agents (*.toml).
+# tools_dir = "tools"
+# agents_dir = "agents"
+
+# MCP servers whose tools join the catalog, one table each:
+# [mcp.servers.files]
+# command = "npx"
+# args = ["-y", "@modelcontextprotocol/server-filesystem", "."]
+# timeout = 30.0
+"""
