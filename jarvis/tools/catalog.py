@@ -18,6 +18,10 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "jarvis.tools.calculator",
     "jarvis.tools.think",
     "jarvis.tools.file_read",
+    "jarvis.tools.mcp_adapter",
+    "jarvis.scheduler.tools",
+    "jarvis.tools.repl",
+    "jarvis.tools.code_interpreter",
 )
 
 
@@ -85,4 +89,7 @@ def load_extensions(config: Any) -> None:
 
     load_plugins()
     load_workspace_tools(config)
+    from jarvis.mcp.manager import register_mcp_tools
+
+    register_mcp_tools(config)
     return None

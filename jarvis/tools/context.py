@@ -2,7 +2,14 @@
 
 A tool declares a parameter annotated with `ToolContext` (in `@tool` functions or a typed
 `call` method); the executor fills it in. It carries the run (or session) id, the call id and
-the event bus.
+the event bus, and hands out pooled resources:
+
+    proc = context.acquire(spec)                   # one per run, shared by its calls
+    shared = context.acquire(spec, scope="global") # one for every run
+
+A run's resources are released when the run ends (`jarvis.resources.release_run`). Without a
+run id (a lone `jarvis tools run`), "run" means this one call: the executor releases the
+resource when the call returns (`close()`).
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from jarvis.core.events import EventBus
+    from jarvis.resources import ResourceManager, ResourceSpec
 
 
 @dataclass(slots=True)
@@ -21,3 +29,51 @@ class ToolContext:
     tool_name: str = ""
     bus: EventBus | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    resources: ResourceManager | None = None
+    _call_owner: str | None = field(default=None, repr=False)
+
+    @property
+    def manager(self) -> ResourceManager:
+        """The resource manager: the executor's, else the process-wide one."""
+        if self.resources is None:
+            from jarvis.resources import default_manager
+
+            self.resources = default_manager()
+        return self.resources
+
+    @property
+    def owner(self) -> str:
+        """Who run-scoped resources belong to: the run, else this call alone."""
+        if self.run_id:
+            return self.run_id
+        if self._call_owner is None:
+            import uuid
+
+            self._call_owner = f"call:{self.call_id or uuid.uuid4().hex[:12]}:{uuid.uuid4().hex[:8]}"
+        return self._call_owner
+
+    def acquire(self, spec: ResourceSpec, scope: str = "run", timeout: float | None = None) -> Any:
+        """The resource of `spec` for this run (scope="run") or shared by all ("global").
+
+        Waits up to `timeout` seconds (the manager's default when None) while the pool is at
+        its maximum, then raises `jarvis.resources.ResourceBusyError`.
+        """
+        return self.manager.acquire(spec, scope=scope, owner=self.owner, timeout=timeout)
+
+    async def aacquire(self, spec: ResourceSpec, scope: str = "run",
+                       timeout: float | None = None) -> Any:
+        """`acquire` for async tools (waits in a worker thread, not on the event loop)."""
+        return await self.manager.aacquire(spec, scope=scope, owner=self.owner, timeout=timeout)
+
+    # AgentFly spelling, so tools written for it read naturally here.
+    async def acquire_resource(self, spec: ResourceSpec, scope: str = "run",
+                               timeout: float | None = None, **_: Any) -> Any:
+        if scope == "rollout":
+            scope = "run"
+        return await self.aacquire(spec, scope=scope, timeout=timeout)
+
+    def close(self) -> None:
+        """End the call: release what it acquired as a lone call (no run id). Run-scoped
+        resources of a real run stay until the run ends."""
+        if self._call_owner is not None and self.resources is not None:
+            self.resources.release_run(self._call_owner)

@@ -1,0 +1,156 @@
+"""repl: a persistent Python interpreter per run, in a sandboxed child process.
+
+Variables, imports and files in its scratch folder survive between the calls of one run and
+are gone when the run ends (the interpreter is a run-scoped pooled resource, see
+`jarvis.resources`). The code never runs in the jarvis process; limits are in
+`jarvis.resources.python_process.SandboxLimits`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jarvis.core.registry import ToolRegistry
+from jarvis.core.types import ErrorType, ToolResult
+from jarvis.tools.base import BaseTool
+from jarvis.tools.context import ToolContext
+from jarvis.tools.spec import ToolSpec
+
+MAX_CODE_CHARS = 100_000
+REPL_KIND = "python-repl"
+ONESHOT_KIND = "python-oneshot"
+
+
+def sandbox_result(tool_name: str, outcome: Any, *, fresh: bool | None = None) -> ToolResult:
+    """Turn a RunOutcome into the ToolResult the model reads."""
+    metadata: dict[str, Any] = {"seconds": round(outcome.seconds, 4)}
+    if fresh is not None:
+        metadata["fresh_interpreter"] = fresh
+    if outcome.truncated:
+        metadata["truncated"] = True
+    if outcome.ok:
+        return ToolResult(tool_name=tool_name, content=outcome.output or "(no output)",
+                          metadata=metadata)
+    kind = outcome.error_kind or "exception"
+    parts = [outcome.output.rstrip("\n")] if outcome.output else []
+    parts.append(f"Error ({kind}): {outcome.error}")
+    if outcome.restarted:
+        parts.append("The interpreter was stopped; the next call starts a fresh one.")
+    error_type = ErrorType.TIMEOUT if kind == "timeout" else ErrorType.EXECUTION
+    return ToolResult.failure(tool_name, "\n".join(parts), error_type, error_kind=kind, **metadata)
+
+
+class SandboxedPythonTool(BaseTool):
+    """What `repl` and `code_interpreter` share: settings, spec, limits and the pool."""
+
+    tool_id = ""
+    kind = ""
+    description = ""
+
+    def __init__(self, timeout: float = 10.0, cpu_seconds: int = 10, memory_mb: int = 512,
+                 max_output_chars: int = 20_000, max_code_chars: int = MAX_CODE_CHARS,
+                 max_processes: int = 4, acquire_timeout: float = 30.0,
+                 session_cpu_seconds: int = 600, requires_confirmation: bool = True) -> None:
+        from jarvis.errors import ConfigError
+        from jarvis.resources.python_process import SandboxLimits
+
+        try:
+            self.limits = SandboxLimits(timeout=float(timeout), cpu_seconds=int(cpu_seconds),
+                                        session_cpu_seconds=int(session_cpu_seconds),
+                                        memory_mb=int(memory_mb),
+                                        max_output_chars=int(max_output_chars))
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"[tools.{self.tool_id}]: {exc}") from None
+        if max_processes < 1 or max_code_chars < 1 or acquire_timeout <= 0:
+            raise ConfigError(f"[tools.{self.tool_id}]: max_processes, max_code_chars and "
+                              f"acquire_timeout must be positive")
+        self.max_code_chars = int(max_code_chars)
+        self.max_processes = int(max_processes)
+        self.acquire_timeout = float(acquire_timeout)
+        self._spec = ToolSpec(
+            name=self.tool_id,
+            description=self.description,
+            parameters={
+                "type": "object",
+                "properties": {"code": {"type": "string", "description": "Python source to run",
+                                        "maxLength": self.max_code_chars}},
+                "required": ["code"],
+                "additionalProperties": False,
+            },
+            category="code",
+            cost_estimate=0.0,
+            latency_estimate=0.05,
+            requires_confirmation=bool(requires_confirmation),
+            # Our own limits answer first; the executor's timeout is only the backstop.
+            timeout_seconds=self.limits.timeout + self.acquire_timeout + 10.0,
+            max_output_chars=self.limits.max_output_chars + 2_000,
+            metadata={"limits": {"timeout": self.limits.timeout,
+                                 "cpu_seconds": self.limits.cpu_seconds,
+                                 "memory_mb": self.limits.memory_mb,
+                                 "max_output_chars": self.limits.max_output_chars}},
+        )
+
+    @property
+    def spec(self) -> ToolSpec:
+        return self._spec
+
+    def resource_spec(self) -> Any:
+        from jarvis.resources.python_process import python_spec
+
+        return python_spec(self.kind, self.limits, self.max_processes)
+
+    def execute(self, **params: Any) -> ToolResult:
+        """Run directly, outside an executor (as a lone call)."""
+        context = ToolContext(tool_name=self.tool_id)
+        try:
+            return self.invoke(params, context)
+        finally:
+            context.close()
+
+    def _check_code(self, arguments: dict[str, Any]) -> str | ToolResult:
+        code = arguments.get("code")
+        if not isinstance(code, str):
+            return ToolResult.failure(self.tool_id, "code must be a string", ErrorType.INVALID_ARGS)
+        if len(code) > self.max_code_chars:
+            return ToolResult.failure(self.tool_id, f"code is {len(code)} characters; the limit is "
+                                      f"{self.max_code_chars}", ErrorType.INVALID_ARGS)
+        if "\x00" in code:
+            return ToolResult.failure(self.tool_id, "code contains a NUL character",
+                                      ErrorType.INVALID_ARGS)
+        return code
+
+    def _unavailable(self, exc: Exception) -> ToolResult:
+        return ToolResult.failure(self.tool_id, f"no Python interpreter available: {exc}",
+                                  ErrorType.EXECUTION, error_kind="unavailable")
+
+
+@ToolRegistry.register("repl")
+class ReplTool(SandboxedPythonTool):
+    """A persistent Python REPL: state survives between the calls of one run."""
+
+    tool_id = "repl"
+    kind = REPL_KIND
+    sequential = True  # calls of one turn share one interpreter: keep their order
+    description = (
+        "Run Python code in a persistent interpreter (a sandboxed process). Variables, "
+        "functions and imports persist between calls in this conversation; the value of a "
+        "final expression is shown, as in a REPL. Limits per call: wall-clock time, CPU time, "
+        "memory and output size; no subprocesses.")
+
+    def invoke(self, arguments: dict[str, Any], context: ToolContext | None = None) -> Any:
+        from jarvis.resources import ResourceBusyError
+        from jarvis.resources.python_process import SandboxError
+
+        code = self._check_code(arguments)
+        if isinstance(code, ToolResult):
+            return code
+        if context is None:
+            return self.execute(**arguments)
+        try:
+            proc = context.acquire(self.resource_spec(), scope="run", timeout=self.acquire_timeout)
+        except (ResourceBusyError, SandboxError) as exc:
+            return self._unavailable(exc)
+        fresh = proc.calls == 0
+        result = sandbox_result(self.tool_id, proc.run(code), fresh=fresh)
+        result.metadata["run_id"] = context.run_id
+        return result

@@ -1,0 +1,81 @@
+"""The stateless `code_interpreter` tool: one fresh sandboxed process per call."""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+import pytest
+
+from jarvis.core.types import ToolCall
+from jarvis.resources import ResourceManager
+from jarvis.tools.catalog import build_tool
+from jarvis.tools.code_interpreter import CodeInterpreterTool
+from jarvis.tools.context import ToolContext
+from jarvis.tools.executor import ToolExecutor
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux sandbox")
+
+
+@pytest.fixture(scope="module")
+def tool() -> CodeInterpreterTool:
+    return CodeInterpreterTool(timeout=2.0, cpu_seconds=1, memory_mb=256, max_output_chars=1_000,
+                               requires_confirmation=False)
+
+
+def run(tool: CodeInterpreterTool, code: str, run_id: str = "ci-run"):
+    return ToolExecutor([tool], run_id=run_id).execute(
+        ToolCall(id="", name="code_interpreter", arguments={"code": code}))
+
+
+def test_runs_code_and_keeps_no_state(tool: CodeInterpreterTool) -> None:
+    first = run(tool, "x = 6 * 7\nprint('answer', x)\nx")
+    assert first.success and first.content == "answer 42\n42\n"
+    second = run(tool, "x")  # same run id: still a fresh process
+    assert not second.success and "NameError: name 'x' is not defined" in second.content
+
+
+@pytest.mark.parametrize(("code", "kind"), [
+    ("while True:\n    pass", "cpu"),
+    ("import os\nos.fork()", "exception"),
+    ("print('y' * 5_000)", "output"),
+    ("a = [0] * (10 ** 9)", "memory"),
+])
+def test_limits_apply(tool: CodeInterpreterTool, code: str, kind: str) -> None:
+    result = run(tool, code)
+    # A runaway loop hits its CPU limit first, unless the machine is so loaded that the
+    # wall-clock limit comes first; either way it is stopped with a clear failure.
+    allowed = {"cpu", "timeout"} if kind == "cpu" else {kind}
+    assert not result.success and result.metadata["error_kind"] in allowed, result.content
+
+
+def test_requires_confirmation_unless_configured() -> None:
+    assert build_tool("code_interpreter").spec.requires_confirmation
+    assert not build_tool("code_interpreter",
+                          settings={"requires_confirmation": False}).spec.requires_confirmation
+
+
+def test_pool_limits_concurrent_interpreters() -> None:
+    tool = CodeInterpreterTool(timeout=5.0, max_processes=1, acquire_timeout=0.3,
+                               requires_confirmation=False)
+    manager = ResourceManager()
+    started = threading.Event()
+    results: dict[str, object] = {}
+
+    def slow() -> None:
+        started.set()
+        results["slow"] = tool.invoke({"code": "import time\ntime.sleep(1.5)\n'done'"},
+                                      ToolContext(resources=manager))
+
+    t = threading.Thread(target=slow)
+    t.start()
+    started.wait(5)
+    pool = manager.pool(tool.resource_spec())
+    while pool.live == 0:  # wait until the slow call holds the only interpreter
+        threading.Event().wait(0.01)
+    busy = tool.invoke({"code": "1"}, ToolContext(resources=manager))
+    t.join(10)
+    manager.close()
+    assert not busy.success and "in use" in busy.content
+    assert results["slow"].success and results["slow"].content.strip() == "'done'"
+    assert pool.stats()["created"] == 1
