@@ -23,6 +23,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "init": ("jarvis.commands.init:init", "Create config.toml, tools/ and agents/ here."),
     "agents": ("jarvis.commands.agents:agents", "List and inspect workspace agents."),
     "plugins": ("jarvis.commands.plugins:plugins", "List tool plugins and what they added."),
+    "schedule": ("jarvis.commands.schedule:schedule", "Add, list and manage scheduled tasks."),
+    "scheduler": ("jarvis.commands.schedule:scheduler", "Run the daemon that runs scheduled tasks."),
 }
 
 

@@ -1,0 +1,251 @@
+"""`jarvis schedule ...` (manage scheduled tasks) and `jarvis scheduler start` (the daemon)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from jarvis.commands._common import echo_json, load_cli_config
+
+
+def _scheduler(runner: str | None = None, **options: Any) -> Any:
+    """A TaskScheduler on the configured database, with the configured runner."""
+    from jarvis.scheduler.runner import SdkRunner, load_runner
+    from jarvis.scheduler.scheduler import TaskScheduler
+    from jarvis.scheduler.store import SchedulerStore
+
+    config = load_cli_config()
+    settings = config.scheduler
+    db_path = str(config.resolve_path(settings.db_path)) if settings.db_path else None
+    target = runner or settings.runner
+    made = load_runner(target) if target else SdkRunner()
+    return TaskScheduler(store=SchedulerStore(db_path), runner=made, config=config, **options)
+
+
+def _short(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+# --- jarvis schedule -----------------------------------------------------------------------
+@click.group()
+def schedule() -> None:
+    """Add, list, pause, resume, cancel and run scheduled tasks.
+
+    Tasks are stored in the scheduler database ([scheduler] db_path, default
+    $JARVIS_HOME/scheduler.db) and run by `jarvis scheduler start`.
+    """
+
+
+@schedule.command("add")
+@click.argument("prompt")
+@click.option("--cron", "cron", metavar="EXPR", help="5-field cron expression, e.g. '0 8 * * 1-5'.")
+@click.option("--tz", "tz", default="UTC", show_default=True, metavar="ZONE",
+              help="IANA time zone for --cron (and --at without an offset).")
+@click.option("--every", "every", type=float, metavar="SECONDS", help="Run every SECONDS seconds.")
+@click.option("--at", "at", metavar="ISO", help="Run once at this ISO 8601 time, e.g. "
+              "2026-03-01T09:00:00Z.")
+@click.option("--agent", default=None, help="Agent to run the prompt with (default: as `jarvis ask`).")
+@click.option("--tools", default=None, metavar="A,B", help="Comma-separated tools the agent may use.")
+@click.option("--approve-tools", "approve_tools", default=None, metavar="A,B",
+              help="Tools that require confirmation which this task may use unattended.")
+@click.option("--timeout", type=float, default=None, metavar="SECONDS",
+              help="Longest a run may take (default: [scheduler] default_timeout).")
+@click.option("--retries", type=int, default=0, show_default=True,
+              help="Retries after a failed run.")
+@click.option("--retry-backoff", "retry_backoff", type=float, default=30.0, show_default=True,
+              metavar="SECONDS", help="Wait before the first retry; doubles each time.")
+@click.option("--on-crash", "on_crash", type=click.Choice(["retry", "fail"]), default="retry",
+              show_default=True, help="If a scheduler dies mid-run: run it again, or record "
+              "it failed.")
+@click.option("--grace", type=float, default=None, metavar="SECONDS",
+              help="How late a missed run may still run (default: [scheduler] grace_seconds).")
+@click.option("--json", "as_json", is_flag=True, help="Print the new task as JSON.")
+def add_task(prompt: str, cron: str | None, tz: str, every: float | None, at: str | None,
+             agent: str | None, tools: str | None, approve_tools: str | None,
+             timeout: float | None, retries: int, retry_backoff: float, on_crash: str,
+             grace: float | None, as_json: bool) -> None:
+    """Schedule PROMPT: exactly one of --cron, --every or --at.
+
+    \b
+    Examples:
+      jarvis schedule add "Summarize my inbox" --cron "0 8 * * 1-5" --tz Europe/Paris
+      jarvis schedule add "Check the build" --every 3600 --tools http_request
+      jarvis schedule add "Remind me to call Bob" --at 2026-03-01T09:00:00Z
+    """
+    from jarvis.errors import UserError
+
+    given = [name for name, value in (("--cron", cron), ("--every", every), ("--at", at))
+             if value is not None]
+    if len(given) != 1:
+        raise UserError("give exactly one schedule: --cron EXPR, --every SECONDS or --at ISO "
+                        f"(got {', '.join(given) or 'none'})")
+    task = _scheduler().add(prompt, cron=cron, every=every, at=at, tz=tz, agent=agent,
+                            tools=tools, approved_tools=approve_tools, timeout_seconds=timeout,
+                            max_retries=retries, retry_backoff_seconds=retry_backoff,
+                            on_crash=on_crash, grace_seconds=grace)
+    data = task.to_dict()
+    if as_json:
+        echo_json(data)
+        return
+    click.echo(f"task {task.id} scheduled: {data['schedule']}; next run {data['next_run']}")
+    click.echo("Runs need the daemon: `jarvis scheduler start` (or `--once` from cron).", err=True)
+
+
+@schedule.command("list")
+@click.option("--status", type=click.Choice(["active", "paused", "completed", "cancelled"]),
+              default=None, help="Only tasks with this status.")
+@click.option("--json", "as_json", is_flag=True, help="Print the tasks as JSON.")
+def list_tasks(status: str | None, as_json: bool) -> None:
+    """List scheduled tasks with their status and next run."""
+    tasks = _scheduler().list_tasks(status)
+    if as_json:
+        echo_json([t.to_dict() for t in tasks])
+        return
+    if not tasks:
+        click.echo("no scheduled tasks" + (f" with status {status}" if status else "")
+                   + "; add one with `jarvis schedule add`", err=True)
+        return
+    for task in tasks:
+        data = task.to_dict()
+        click.echo(f"{task.id}  {task.status:<9}  next {data['next_run'] or '-':<25}  "
+                   f"last {task.last_outcome or '-':<10}  {data['schedule']}  "
+                   f"{_short(task.prompt, 50)!r}")
+
+
+@schedule.command("show")
+@click.argument("task_id")
+@click.option("--json", "as_json", is_flag=True, help="Print the task as JSON.")
+def show_task(task_id: str, as_json: bool) -> None:
+    """Show one task in full."""
+    data = _scheduler().get_task(task_id).to_dict()
+    if as_json:
+        echo_json(data)
+        return
+    for key, value in data.items():
+        click.echo(f"{key}: {value}")
+
+
+def _status_command(name: str, method: str, help_text: str) -> None:
+    @schedule.command(name, help=help_text)
+    @click.argument("task_id")
+    @click.option("--json", "as_json", is_flag=True, help="Print the task as JSON.")
+    def command(task_id: str, as_json: bool) -> None:
+        task = getattr(_scheduler(), method)(task_id)
+        data = task.to_dict()
+        if as_json:
+            echo_json(data)
+        else:
+            click.echo(f"task {task.id} {task.status}; next run {data['next_run'] or '-'}")
+
+
+_status_command("pause", "pause_task", "Pause task TASK_ID (kept; resume it later).")
+_status_command("resume", "resume_task",
+                "Resume paused task TASK_ID; its next run is recomputed from now.")
+_status_command("cancel", "cancel_task", "Cancel task TASK_ID for good.")
+
+
+@schedule.command("run")
+@click.argument("task_id")
+@click.option("--runner", default=None, metavar="MODULE:FACTORY",
+              help="TaskRunner to use instead of the configured one.")
+@click.option("--json", "as_json", is_flag=True, help="Print the run record as JSON.")
+def run_task(task_id: str, runner: str | None, as_json: bool) -> None:
+    """Run task TASK_ID now, in the foreground, and record the run.
+
+    Prints the answer; exits 1 if the run failed.
+    """
+    scheduler = _scheduler(runner)
+    click.echo(f"running task {task_id} now...", err=True)
+    run = scheduler.run_now(task_id)
+    if as_json:
+        echo_json(run.to_dict())
+    elif run.status == "succeeded":
+        click.echo(run.answer or "")
+    if run.status != "succeeded":
+        click.echo(f"Error ({run.error_type or 'failed'}): {run.error}", err=True)
+        sys.exit(1)
+
+
+@schedule.command("runs")
+@click.argument("task_id", required=False)
+@click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True,
+              help="How many runs to show (newest first).")
+@click.option("--json", "as_json", is_flag=True, help="Print the runs as JSON.")
+def list_runs(task_id: str | None, limit: int, as_json: bool) -> None:
+    """Show recorded runs (of TASK_ID, or of every task), newest first."""
+    runs = _scheduler().list_runs(task_id, limit=limit)
+    if as_json:
+        echo_json([r.to_dict() for r in runs])
+        return
+    if not runs:
+        click.echo("no runs recorded yet", err=True)
+        return
+    for run in runs:
+        data = run.to_dict()
+        if run.status == "skipped":
+            detail = run.error or ""
+        elif run.status == "succeeded":
+            detail = _short(run.answer or "", 60)
+        else:
+            detail = f"{run.error_type}: {_short(run.error or '', 60)}"
+        took = f"{data['duration_seconds']:.2f}s" if data["duration_seconds"] is not None else "-"
+        click.echo(f"#{run.id}  {run.task_id}  {run.status:<9}  for {data['scheduled_for']}  "
+                   f"try {run.attempt}  {took:>7}  {detail}")
+
+
+# --- jarvis scheduler ----------------------------------------------------------------------
+@click.group()
+def scheduler() -> None:
+    """Run the scheduler daemon that executes scheduled tasks."""
+
+
+@scheduler.command("start")
+@click.option("--once", is_flag=True, help="Run what is due now, wait for it, and exit.")
+@click.option("--runner", default=None, metavar="MODULE:FACTORY",
+              help="TaskRunner to use instead of the configured one ([scheduler] runner).")
+@click.option("--max-workers", "max_workers", type=click.IntRange(1, 64), default=None,
+              help="Runs at the same time (default: [scheduler] max_workers).")
+@click.option("--poll", "poll", type=click.FloatRange(0.05, 60), default=None, metavar="SECONDS",
+              help="Longest sleep between checks for new tasks (default: [scheduler] poll_seconds).")
+def start(once: bool, runner: str | None, max_workers: int | None, poll: float | None) -> None:
+    """Run scheduled tasks in the foreground until SIGINT/SIGTERM.
+
+    Logs go to stderr. Suitable for systemd or launchd (see docs/scheduler.md); with --once,
+    for cron jobs and CI.
+    """
+    import logging
+
+    from jarvis.scheduler.schedules import iso
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s jarvis scheduler: %(message)s",
+                                           datefmt="%Y-%m-%dT%H:%M:%S"))
+    logger = logging.getLogger("jarvis.scheduler")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    sched = _scheduler(runner, max_workers=max_workers, poll_seconds=poll)
+    if not once:
+        sched.run_forever()
+        return
+    runs = sched.run_due()
+    if not runs:
+        counts = sched.store.count_tasks()
+        wake = sched.store.next_wake()
+        if not counts.get("active"):
+            click.echo("nothing to run: no active scheduled tasks (add one with "
+                       "`jarvis schedule add`)")
+        else:
+            click.echo(f"nothing to run: {counts['active']} active task(s), none due; next run "
+                       f"due at {iso(wake) or '-'}")
+        return
+    failed = 0
+    for run in runs:
+        failed += run.status != "succeeded"
+        click.echo(f"task {run.task_id}: run #{run.id} {run.status}"
+                   + (f" ({run.error_type}: {_short(run.error or '', 100)})"
+                      if run.status != "succeeded" else ""))
+    click.echo(f"ran {len(runs)} task run(s), {failed} failed", err=True)

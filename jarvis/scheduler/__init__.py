@@ -1,0 +1,38 @@
+"""Scheduled background tasks: a prompt run on a schedule through the same path as `jarvis ask`.
+
+    from jarvis.scheduler import SchedulerStore, TaskScheduler
+    scheduler = TaskScheduler(store=SchedulerStore())
+    scheduler.add("Summarize the news", cron="0 8 * * *", tz="Europe/Paris")
+
+Modules: schedules (once/interval/cron), records (Task, Run), store (SQLite), runner (the
+execution seam), scheduler (operations and the daemon loop), tools (agent tools).
+Names are imported on first use so that `import jarvis.scheduler` stays cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "SchedulerStore": "jarvis.scheduler.store",
+    "TaskNotFoundError": "jarvis.scheduler.store",
+    "TaskScheduler": "jarvis.scheduler.scheduler",
+    "Task": "jarvis.scheduler.records",
+    "Run": "jarvis.scheduler.records",
+    "TaskRunner": "jarvis.scheduler.runner",
+    "RunOutcome": "jarvis.scheduler.runner",
+    "SdkRunner": "jarvis.scheduler.runner",
+    "Schedule": "jarvis.scheduler.schedules",
+    "ScheduleError": "jarvis.scheduler.schedules",
+    "parse_schedule": "jarvis.scheduler.schedules",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'jarvis.scheduler' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -1,0 +1,150 @@
+"""The execution seam: how one occurrence of a task is run.
+
+The scheduler hands every claimed run to a TaskRunner and records the RunOutcome it returns.
+That is the only place work happens, so a distributed queue can replace the local pool by
+implementing this protocol (configure it with `[scheduler] runner = "module:factory"` or
+`jarvis scheduler start --runner module:factory`).
+
+The default, SdkRunner, runs the prompt exactly as `jarvis ask` does:
+`Jarvis(...).ask_full(prompt, agent=..., tools=..., approved_tools=..., source="scheduler")`.
+Tools that require confirmation are denied unless the task named them in `approved_tools`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import queue
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from jarvis.errors import UserError
+from jarvis.scheduler.records import Run, Task
+
+
+@dataclass(slots=True)
+class RunOutcome:
+    """What a run produced: an answer, or an error (with its kind)."""
+
+    success: bool
+    answer: str | None = None
+    error: str | None = None
+    error_type: str | None = None
+    run_log_id: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def failed(cls, error: str, error_type: str = "execution", **metadata: Any) -> RunOutcome:
+        return cls(success=False, error=error, error_type=error_type, metadata=metadata)
+
+
+@runtime_checkable
+class TaskRunner(Protocol):
+    """Runs one occurrence of a task. May raise: the scheduler records that as a failure."""
+
+    def run(self, task: Task, occurrence: Run) -> RunOutcome: ...
+
+
+class FunctionRunner:
+    """A TaskRunner from a plain function `fn(task, occurrence) -> RunOutcome | str`."""
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+
+    def run(self, task: Task, occurrence: Run) -> RunOutcome:
+        value = self.fn(task, occurrence)
+        if isinstance(value, RunOutcome):
+            return value
+        return RunOutcome(success=True, answer=None if value is None else str(value))
+
+
+class SdkRunner:
+    """Runs the prompt through the SDK, the same path as `jarvis ask`.
+
+    With `system` (a Jarvis instance) every run uses it. Without, Jarvis instances are built
+    from the config on first use and reused, one per concurrent run.
+    """
+
+    def __init__(self, system: Any = None, *, config_path: str | None = None) -> None:
+        self.system = system
+        self.config_path = config_path
+        self._idle: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+
+    def _acquire(self) -> Any:
+        if self.system is not None:
+            return self.system
+        try:
+            return self._idle.get_nowait()
+        except queue.Empty:
+            from jarvis.sdk import Jarvis
+
+            kwargs = {"config_path": self.config_path} if self.config_path else {}
+            return Jarvis(**kwargs)
+
+    def _release(self, system: Any) -> None:
+        if system is not self.system:
+            self._idle.put(system)
+
+    def run(self, task: Task, occurrence: Run) -> RunOutcome:
+        system = self._acquire()
+        try:
+            result = system.ask_full(task.prompt, agent=task.agent or None,
+                                     tools=list(task.tools) or None,
+                                     approved_tools=list(task.approved_tools),
+                                     source="scheduler")
+        finally:
+            self._release(system)
+        return outcome_from_result(result)
+
+
+def outcome_from_result(result: Any) -> RunOutcome:
+    """A RunOutcome from an ask_full() dict: content is the answer, run_id the run log id."""
+    if not isinstance(result, dict):
+        return RunOutcome(success=True, answer=str(result))
+    run_id = result.get("run_id")
+    metadata = {k: result[k] for k in ("model", "engine", "turns", "usage") if k in result}
+    failed_tools = [r.get("tool_name") for r in result.get("tool_results") or []
+                    if isinstance(r, dict) and not r.get("success", True)]
+    if failed_tools:
+        metadata["failed_tools"] = failed_tools
+    return RunOutcome(success=True, answer=str(result.get("content") or ""),
+                      run_log_id=None if run_id is None else str(run_id), metadata=metadata)
+
+
+def load_runner(target: str) -> TaskRunner:
+    """Build a TaskRunner from "module:attribute": a TaskRunner class or factory (called
+    with no arguments), an instance, or a plain function `fn(task, occurrence)`."""
+    module_name, _, attr = target.partition(":")
+    if not module_name or not attr:
+        raise UserError(f"runner {target!r} must be written module:attribute, "
+                        f"e.g. mypackage.runners:QueueRunner")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise UserError(f"cannot import runner module {module_name!r}: {exc}") from None
+    try:
+        value = getattr(module, attr)
+    except AttributeError:
+        raise UserError(f"module {module_name!r} has no attribute {attr!r} (runner {target!r})") from None
+    if isinstance(value, TaskRunner) and not isinstance(value, type):
+        return value
+    if isinstance(value, type):
+        made = value()
+        if not isinstance(made, TaskRunner):
+            raise UserError(f"runner {target!r} has no run(task, occurrence) method")
+        return made
+    if callable(value):
+        try:
+            import inspect
+
+            params = len(inspect.signature(value).parameters)
+        except (TypeError, ValueError):
+            params = 2
+        if params == 0:
+            made = value()
+            if isinstance(made, TaskRunner):
+                return made
+            raise UserError(f"runner factory {target!r} did not return a TaskRunner")
+        return FunctionRunner(value)
+    raise UserError(f"runner {target!r} is not a TaskRunner, a factory or a function")

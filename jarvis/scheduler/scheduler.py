@@ -1,0 +1,442 @@
+"""TaskScheduler: the operations on scheduled tasks, and the daemon loop that runs them.
+
+    store = SchedulerStore(db_path="~/.jarvis/scheduler.db")
+    scheduler = TaskScheduler(store=store, system=Jarvis())
+    task = scheduler.create_task("Summarize the news", "cron", "0 8 * * *")
+    scheduler.run_forever()          # foreground daemon (what `jarvis scheduler start` runs)
+
+The loop sleeps until the next due occurrence, but at most `poll_seconds`, so tasks added by
+other processes are noticed within that time. Each claimed run executes on a worker thread
+that keeps the run's lease alive while it waits; a run past its timeout is recorded as failed
+and the worker moves on (Python cannot kill a thread; the abandoned call's result is dropped).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import secrets
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from jarvis.errors import EngineError, JarvisError, UserError
+from jarvis.scheduler.records import CRASH_POLICIES, TASK_STATUSES, Run, Task
+from jarvis.scheduler.runner import FunctionRunner, RunOutcome, SdkRunner, TaskRunner
+from jarvis.scheduler.schedules import iso, parse_schedule
+from jarvis.scheduler.store import Claim, SchedulerStore, owner_id
+
+log = logging.getLogger("jarvis.scheduler")
+
+MAX_PROMPT_CHARS = 20_000
+MAX_TOOLS = 64
+MAX_TIMEOUT_SECONDS = 24 * 3600.0
+MAX_RETRIES = 10
+_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+def _settings(config: Any) -> Any:
+    if config is None:
+        from jarvis.core.config import SchedulerConfig
+
+        return SchedulerConfig()
+    return getattr(config, "scheduler", config)
+
+
+class TaskScheduler:
+    """Create, inspect and run scheduled tasks; `run_forever()` is the daemon."""
+
+    def __init__(self, store: SchedulerStore | None = None, system: Any = None, *,
+                 runner: TaskRunner | Callable[..., Any] | None = None, config: Any = None,
+                 clock: Callable[[], float] = time.time, max_workers: int | None = None,
+                 poll_seconds: float | None = None, lease_seconds: float | None = None,
+                 grace_seconds: float | None = None,
+                 shutdown_timeout: float | None = None) -> None:
+        if config is None and system is not None:
+            config = getattr(system, "config", None)
+        settings = _settings(config)
+        if store is None:
+            from jarvis.core.paths import state_path
+
+            db_path = settings.db_path
+            if db_path and config is not None and hasattr(config, "resolve_path"):
+                db_path = str(config.resolve_path(db_path))
+            store = SchedulerStore(state_path(db_path or None, "scheduler.db"))
+        self.store = store
+        self.system = system
+        if runner is None:
+            runner = SdkRunner(system)
+        elif not isinstance(runner, TaskRunner):
+            runner = FunctionRunner(runner)
+        self.runner: TaskRunner = runner
+        self.clock = clock
+        self.max_workers = max_workers or settings.max_workers
+        self.poll_seconds = poll_seconds if poll_seconds is not None else settings.poll_seconds
+        self.lease_seconds = lease_seconds if lease_seconds is not None else settings.lease_seconds
+        self.grace_seconds = grace_seconds if grace_seconds is not None else settings.grace_seconds
+        self.shutdown_timeout = (shutdown_timeout if shutdown_timeout is not None
+                                 else settings.shutdown_timeout)
+        self.default_timeout = settings.default_timeout
+        self.owner = owner_id()
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._active: dict[int, threading.Thread] = {}
+        self._active_lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self.abandoned = 0  # runs whose call outlived their timeout
+
+    # --- task operations ---------------------------------------------------------------
+    def create_task(self, prompt: str, schedule_type: str, schedule_value: str, *,
+                    timezone: str = "UTC", agent: str | None = None,
+                    tools: list[str] | str | None = None,
+                    approved_tools: list[str] | str | None = None,
+                    timeout_seconds: float | None = None, max_retries: int = 0,
+                    retry_backoff_seconds: float = 30.0, on_crash: str = "retry",
+                    grace_seconds: float | None = None,
+                    metadata: dict[str, Any] | None = None) -> Task:
+        """Validate and store a new active task; raise UserError naming what is wrong."""
+        now = self.clock()
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise UserError("the task prompt is empty; give the question or instruction to run")
+        if len(prompt) > MAX_PROMPT_CHARS:
+            raise UserError(f"the task prompt is {len(prompt)} characters; the limit is "
+                            f"{MAX_PROMPT_CHARS}")
+        schedule = parse_schedule(schedule_type, schedule_value, timezone, now=now)
+        tool_names = _names(tools, "tools")
+        approved = _names(approved_tools, "approved tools")
+        stray = [n for n in approved if tool_names and n not in tool_names]
+        if stray:
+            raise UserError(f"approved tool(s) {', '.join(stray)} are not among the task's tools "
+                            f"({', '.join(tool_names)}); add them to --tools or drop the approval")
+        if agent is not None and (not isinstance(agent, str) or not _TOOL_NAME.match(agent)):
+            raise UserError(f"invalid agent name {agent!r}")
+        timeout = self.default_timeout if timeout_seconds is None else float(timeout_seconds)
+        if not 0 < timeout <= MAX_TIMEOUT_SECONDS:
+            raise UserError(f"timeout must be between 0 and {MAX_TIMEOUT_SECONDS:g} seconds, "
+                            f"got {timeout_seconds}")
+        if not isinstance(max_retries, int) or not 0 <= max_retries <= MAX_RETRIES:
+            raise UserError(f"retries must be an integer from 0 to {MAX_RETRIES}, got {max_retries!r}")
+        if not 0 <= float(retry_backoff_seconds) <= MAX_TIMEOUT_SECONDS:
+            raise UserError(f"retry backoff must be 0-{MAX_TIMEOUT_SECONDS:g} seconds")
+        if on_crash not in CRASH_POLICIES:
+            raise UserError(f"on_crash must be one of {', '.join(CRASH_POLICIES)}, got {on_crash!r}")
+        if grace_seconds is not None and float(grace_seconds) < 0:
+            raise UserError("grace seconds must be 0 or more")
+        task = Task(
+            id="", prompt=prompt, schedule_type=schedule.type, schedule_value=schedule.value,
+            timezone=schedule.timezone, agent=agent or None, tools=tool_names,
+            approved_tools=approved, status="active", created_at=now, anchor=now,
+            timeout_seconds=timeout, max_retries=max_retries,
+            retry_backoff_seconds=float(retry_backoff_seconds), on_crash=on_crash,
+            grace_seconds=None if grace_seconds is None else float(grace_seconds),
+            metadata=dict(metadata or {}),
+        )
+        task.next_run = (schedule.next_interval(now, now) if schedule.type == "interval"
+                         else max(schedule.next_after(now - 5) or now, now)
+                         if schedule.type == "once" else schedule.next_after(now))
+        for _ in range(8):
+            task.id = secrets.token_hex(4)
+            try:
+                self.store.add_task(task)
+                break
+            except sqlite3.IntegrityError:
+                continue  # id collision: draw another
+        else:
+            raise JarvisError("could not allocate a task id; try again")
+        self._wake.set()
+        return task
+
+    def add(self, prompt: str, *, cron: str | None = None, every: float | None = None,
+            at: str | None = None, tz: str = "UTC", **options: Any) -> Task:
+        """Convenience form: exactly one of `cron=`, `every=` (seconds) or `at=` (ISO 8601)."""
+        given = [(k, v) for k, v in (("cron", cron), ("interval", every), ("once", at))
+                 if v is not None]
+        if len(given) != 1:
+            raise UserError("give exactly one schedule: cron=EXPR, every=SECONDS or at=ISO_TIME")
+        kind, value = given[0]
+        return self.create_task(prompt, kind, str(value), timezone=tz, **options)
+
+    def get_task(self, task_id: str) -> Task:
+        return self.store.get_task(task_id)
+
+    def list_tasks(self, status: str | None = None) -> list[Task]:
+        if status is not None and status not in TASK_STATUSES:
+            raise UserError(f"unknown status {status!r}; use one of: {', '.join(TASK_STATUSES)}")
+        return self.store.list_tasks(status)
+
+    def pause_task(self, task_id: str) -> Task:
+        """Stop scheduling a task (kept, and resumable); a run in progress finishes."""
+        return self.store.set_status(task_id, "paused", allowed_from=("active",),
+                                     now=self.clock(), reason="task paused")
+
+    def resume_task(self, task_id: str) -> Task:
+        """Schedule a paused task again; its next run is recomputed from now."""
+        now = self.clock()
+
+        def next_run(task: Task) -> float | None:
+            if task.schedule_type == "interval":
+                task.anchor = now
+                return task.next_after(now)
+            if task.schedule_type == "once":
+                # A one-off whose time passed while paused runs as soon as it is resumed.
+                return max(task.schedule.next_after(now - 10**10) or now, now)
+            return task.next_after(now)
+
+        task = self.store.set_status(task_id, "active", allowed_from=("paused",), now=now,
+                                     next_run=next_run)
+        self._wake.set()
+        return task
+
+    def cancel_task(self, task_id: str) -> Task:
+        """Cancel for good: status "cancelled", no next run; queued retries are dropped."""
+        return self.store.set_status(task_id, "cancelled",
+                                     allowed_from=("active", "paused", "completed"),
+                                     now=self.clock(), reason="task cancelled")
+
+    def list_runs(self, task_id: str | None = None, *, status: str | None = None,
+                  limit: int | None = 50) -> list[Run]:
+        if task_id is not None:
+            self.store.get_task(task_id)  # an unknown id is an error, not an empty list
+        return self.store.list_runs(task_id, status=status, limit=limit)
+
+    def run_now(self, task_id: str) -> Run:
+        """Run a task once right now in this thread (outside its schedule); returns the run."""
+        task = self.store.get_task(task_id)
+        if task.status == "cancelled":
+            raise UserError(f"task {task_id} is cancelled; create a new task instead")
+        claim = self.store.claim_manual(task, now=self.clock(), owner=self.owner,
+                                        lease_seconds=self.lease_seconds)
+        return self._execute(claim)
+
+    # --- running -----------------------------------------------------------------------
+    def run_due(self) -> list[Run]:
+        """Run everything due now (catch-up policy included), wait for it, and return the
+        finished runs: what `jarvis scheduler start --once` does."""
+        self._recover()
+        finished: list[Run] = []
+        lock = threading.Lock()
+
+        def work(claim: Claim) -> None:
+            run = self._execute(claim)
+            with lock:
+                finished.append(run)
+
+        threads: list[threading.Thread] = []
+        while True:
+            threads = [t for t in threads if t.is_alive()]
+            free = self.max_workers - len(threads)
+            claims = self.store.claim_due(now=self.clock(), owner=self.owner,
+                                          lease_seconds=self.lease_seconds, limit=free,
+                                          default_grace=self.grace_seconds) if free > 0 else []
+            for claim in claims:
+                self._log_start(claim)
+                thread = threading.Thread(target=work, args=(claim,), daemon=True,
+                                          name=f"jarvis-run-{claim.run.id}")
+                thread.start()
+                threads.append(thread)
+            if not claims and not threads:
+                break
+            if not claims:
+                threads[0].join(0.05)
+        return sorted(finished, key=lambda r: r.id)
+
+    def start(self) -> TaskScheduler:
+        """Run the daemon loop on a background thread (stop it with `stop()`)."""
+        if self._thread is not None and self._thread.is_alive():
+            return self
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name="jarvis-scheduler", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Ask the loop to stop; waits for it (and for running tasks up to shutdown_timeout)."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def run_forever(self, *, handle_signals: bool = True) -> None:
+        """The foreground daemon: runs until SIGINT/SIGTERM (or `stop()`), then shuts down
+        cleanly: no new claims, running tasks get `shutdown_timeout` seconds to finish."""
+        import signal
+
+        previous: dict[int, Any] = {}
+        if handle_signals and threading.current_thread() is threading.main_thread():
+            def on_signal(signum: int, frame: Any) -> None:
+                log.info("received %s: stopping (running tasks get %g s to finish)",
+                         signal.Signals(signum).name, self.shutdown_timeout)
+                self._stop.set()
+                self._wake.set()
+
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                previous[sig] = signal.signal(sig, on_signal)
+        try:
+            self._loop()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def _loop(self) -> None:
+        log.info("scheduler %s started on %s (workers %d, poll %g s)", self.owner,
+                 self.store.path, self.max_workers, self.poll_seconds)
+        self._recover()
+        last_recover = time.monotonic()
+        idle_state: str | None = None
+        while not self._stop.is_set():
+            if time.monotonic() - last_recover >= self.lease_seconds / 2:
+                self._recover()
+                last_recover = time.monotonic()
+            with self._active_lock:
+                free = self.max_workers - len(self._active)
+            claims: list[Claim] = []
+            wake_at = self.store.next_wake()
+            if free > 0 and wake_at is not None and wake_at <= self.clock():
+                claims = self.store.claim_due(now=self.clock(), owner=self.owner,
+                                              lease_seconds=self.lease_seconds, limit=free,
+                                              default_grace=self.grace_seconds)
+                for claim in claims:
+                    self._spawn(claim)
+                wake_at = self.store.next_wake()
+            idle_state = self._report_idle(idle_state, wake_at)
+            timeout = self.poll_seconds
+            if wake_at is not None and free - len(claims) > 0:
+                delay = wake_at - self.clock()
+                # Due but not claimable right now (e.g. busy elsewhere): wait a poll, not spin.
+                timeout = min(self.poll_seconds, delay) if delay > 0 or claims else self.poll_seconds
+            self._wake.wait(max(timeout, 0.0))
+            self._wake.clear()
+        self._shutdown()
+
+    def _spawn(self, claim: Claim) -> None:
+        self._log_start(claim)
+
+        def work() -> None:
+            try:
+                self._execute(claim)
+            finally:
+                with self._active_lock:
+                    self._active.pop(claim.run.id, None)
+                self._wake.set()
+
+        thread = threading.Thread(target=work, daemon=True, name=f"jarvis-run-{claim.run.id}")
+        with self._active_lock:
+            self._active[claim.run.id] = thread
+        thread.start()
+
+    def _shutdown(self) -> None:
+        deadline = time.monotonic() + self.shutdown_timeout
+        with self._active_lock:
+            pending = dict(self._active)
+        for thread in pending.values():
+            thread.join(max(0.0, deadline - time.monotonic()))
+        for run_id, thread in pending.items():
+            if thread.is_alive():
+                run = self.store.interrupt(run_id, self.owner, now=self.clock(),
+                                           reason="interrupted: the scheduler shut down before "
+                                                  "this run finished")
+                if run is not None:
+                    log.warning("run %d of task %s interrupted by shutdown", run_id, run.task_id)
+        log.info("scheduler %s stopped", self.owner)
+
+    def _recover(self) -> None:
+        for run in self.store.recover(now=self.clock(), exclude_owner=self.owner):
+            log.warning("task %s: run %d (occurrence %s) was interrupted by a scheduler that "
+                        "died (%s); recorded as failed, per the task's on_crash policy",
+                        run.task_id, run.id, iso(run.scheduled_for), run.claimed_by)
+
+    def _report_idle(self, previous: str | None, wake_at: float | None) -> str:
+        if wake_at is not None:
+            state = "scheduled"
+        else:
+            with self._active_lock:
+                busy = bool(self._active)
+            state = "busy" if busy else "empty"
+        if state != previous and state == "empty":
+            counts = self.store.count_tasks()
+            paused = counts.get("paused", 0)
+            log.info("nothing to run: no active tasks%s; waiting for tasks (add one with "
+                     "`jarvis schedule add`)", f" ({paused} paused)" if paused else "")
+        elif state != previous and state == "scheduled" and wake_at is not None:
+            log.info("next run due at %s", iso(wake_at))
+        return state
+
+    def _log_start(self, claim: Claim) -> None:
+        log.info("task %s: run %d started (%s, occurrence %s, attempt %d)", claim.task.id,
+                 claim.run.id, claim.run.trigger, iso(claim.run.scheduled_for), claim.run.attempt)
+
+    def _execute(self, claim: Claim) -> Run:
+        """Run one claimed occurrence with its timeout, keep its lease alive, record it."""
+        task, run = claim.task, claim.run
+        box: dict[str, Any] = {}
+
+        def call() -> None:
+            try:
+                box["outcome"] = self.runner.run(task, run)
+            except BaseException as exc:  # recorded, never allowed to stop the daemon
+                box["error"] = exc
+
+        worker = threading.Thread(target=call, daemon=True, name=f"jarvis-task-{task.id}")
+        started = time.monotonic()
+        worker.start()
+        beat = max(self.lease_seconds / 4, 0.05)
+        while worker.is_alive():
+            left = task.timeout_seconds - (time.monotonic() - started)
+            if left <= 0:
+                break
+            worker.join(min(beat, left))
+            if worker.is_alive():
+                self.store.heartbeat(self.owner, self.clock() + self.lease_seconds)
+        if worker.is_alive():
+            self.abandoned += 1
+            outcome = RunOutcome.failed(f"timed out after {task.timeout_seconds:g} s (the task's "
+                                        f"timeout); the run was abandoned", "timeout")
+        elif "error" in box:
+            outcome = _failure(box["error"])
+        else:
+            outcome = box.get("outcome")
+            if not isinstance(outcome, RunOutcome):
+                outcome = RunOutcome(success=True, answer=None if outcome is None else str(outcome))
+        finished = self.store.finish_run(
+            run.id, self.owner, now=self.clock(), success=outcome.success, answer=outcome.answer,
+            error=outcome.error, error_type=outcome.error_type, run_log_id=outcome.run_log_id)
+        if finished is None:
+            log.warning("task %s: run %d finished, but another scheduler had taken it over "
+                        "(lease expired); its result was dropped", task.id, run.id)
+            return self.store.get_run(run.id)
+        took = time.monotonic() - started
+        if finished.status == "succeeded":
+            log.info("task %s: run %d succeeded in %.2f s", task.id, run.id, took)
+        else:
+            log.warning("task %s: run %d failed (%s) after %.2f s: %s", task.id, run.id,
+                        finished.error_type, took, (finished.error or "")[:300])
+        return finished
+
+
+def _failure(exc: BaseException) -> RunOutcome:
+    if isinstance(exc, EngineError):
+        kind = "engine"
+    elif isinstance(exc, JarvisError):
+        kind = "error"
+    else:
+        kind = "execution"
+    return RunOutcome.failed(f"{type(exc).__name__}: {exc}", kind)
+
+
+def _names(value: list[str] | str | None, what: str) -> list[str]:
+    if value is None:
+        return []
+    items = value.split(",") if isinstance(value, str) else list(value)
+    names = [str(n).strip() for n in items if str(n).strip()]
+    if len(names) > MAX_TOOLS:
+        raise UserError(f"too many {what}: {len(names)} (limit {MAX_TOOLS})")
+    for name in names:
+        if not _TOOL_NAME.match(name):
+            raise UserError(f"invalid tool name {name!r} in {what}: use letters, digits, '_' or '-'")
+    return list(dict.fromkeys(names))

@@ -1,0 +1,204 @@
+"""When a task fires: `once` (an ISO 8601 time), `interval` (seconds) or `cron` (5 fields).
+
+Every instant is a POSIX timestamp (UTC). Cron expressions are read in an IANA time zone
+(default UTC) with these daylight-saving rules, which never fire one occurrence twice:
+
+- a wall-clock time that does not exist (spring forward, e.g. 02:30 in New York) fires once,
+  shifted forward by the gap (03:30 local);
+- a wall-clock time that occurs twice (fall back, e.g. 01:30) fires once, the first time, for
+  expressions with a fixed hour; expressions whose hour field is a wildcard (`*`, `*/2`) fire
+  in both passes of the repeated hour, because those are different elapsed hours.
+
+An invalid expression, an unknown zone, or an expression that can never fire (`0 0 30 2 *`)
+is a UserError when the schedule is parsed, i.e. when the task is created.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, tzinfo
+from typing import Literal
+
+from jarvis.errors import UserError
+
+ScheduleType = Literal["once", "interval", "cron"]
+SCHEDULE_TYPES: tuple[str, ...] = ("once", "interval", "cron")
+
+MIN_INTERVAL_SECONDS = 1.0
+MAX_INTERVAL_SECONDS = 366 * 24 * 3600.0
+MAX_EXPRESSION_CHARS = 200
+
+# croniter understands these aliases; spelled out so the hour-field rule can see them.
+CRON_ALIASES = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+
+
+class ScheduleError(UserError):
+    """A schedule that is invalid or can never fire; the message says how to write it."""
+
+
+@dataclass(slots=True, frozen=True)
+class Schedule:
+    """A parsed, validated schedule. `value` is kept as the user wrote it."""
+
+    type: ScheduleType
+    value: str
+    timezone: str = "UTC"
+
+    def next_after(self, after: float) -> float | None:
+        """The first firing instant strictly after `after` (None: never again)."""
+        if self.type == "once":
+            at = parse_iso(self.value, self.timezone)
+            return at if at > after else None
+        if self.type == "interval":
+            raise ValueError("interval schedules advance from their anchor: use next_interval()")
+        return _cron_next(_cron_fields(self.value), _zone(self.timezone), after)
+
+    def next_interval(self, anchor: float, after: float) -> float:
+        """For `interval`: the first `anchor + k * seconds` strictly after `after`."""
+        seconds = float(self.value)
+        if after < anchor:
+            return anchor
+        steps = math.floor((after - anchor) / seconds) + 1
+        return anchor + steps * seconds
+
+    def describe(self) -> str:
+        if self.type == "once":
+            return f"once at {iso(parse_iso(self.value, self.timezone))}"
+        if self.type == "interval":
+            return f"every {float(self.value):g} s"
+        return f"cron '{self.value}' ({self.timezone})"
+
+
+def parse_schedule(schedule_type: str, value: str, timezone: str | None = "UTC", *,
+                   now: float | None = None) -> Schedule:
+    """Validate a schedule; raise ScheduleError naming the problem and the fix."""
+    import time
+
+    now = time.time() if now is None else now
+    timezone = timezone or "UTC"
+    if schedule_type not in SCHEDULE_TYPES:
+        raise ScheduleError(f"unknown schedule type {schedule_type!r}; use one of: "
+                            f"{', '.join(SCHEDULE_TYPES)}")
+    if not isinstance(value, str):
+        value = str(value)
+    value = value.strip()
+    if not value or len(value) > MAX_EXPRESSION_CHARS:
+        raise ScheduleError(f"the {schedule_type} schedule value must be 1-{MAX_EXPRESSION_CHARS} "
+                            f"characters, got {len(value)}")
+    zone = _zone(timezone)
+    if schedule_type == "interval":
+        try:
+            seconds = float(value)
+        except ValueError:
+            raise ScheduleError(f"interval must be a number of seconds (e.g. 3600), "
+                                f"got {value!r}") from None
+        if not math.isfinite(seconds) or not (MIN_INTERVAL_SECONDS <= seconds <= MAX_INTERVAL_SECONDS):
+            raise ScheduleError(f"interval must be between {MIN_INTERVAL_SECONDS:g} and "
+                                f"{MAX_INTERVAL_SECONDS:g} seconds, got {value}")
+        return Schedule("interval", f"{seconds:g}", timezone)
+    if schedule_type == "once":
+        at = parse_iso(value, timezone)
+        # A few seconds of slack: "now" typed by a person is already in the past.
+        if at < now - 5:
+            raise ScheduleError(f"the time {iso(at)} is in the past; give a future ISO 8601 time, "
+                                f"e.g. {iso(now + 3600)}")
+        return Schedule("once", value, timezone)
+    fields = _cron_fields(value)
+    if _cron_next(fields, zone, now) is None:
+        raise ScheduleError(f"cron expression {value!r} can never fire (e.g. February 30th); "
+                            f"check the day-of-month and month fields")
+    return Schedule("cron", value, timezone)
+
+
+def parse_iso(value: str, timezone: str = "UTC") -> float:
+    """An ISO 8601 time as a timestamp; a time without an offset is read in `timezone`."""
+    text = value.strip()
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise ScheduleError(f"{value!r} is not an ISO 8601 date-time; write e.g. "
+                            f"2026-03-01T09:00:00Z or 2026-03-01T09:00:00+01:00") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=_zone(timezone))
+    return moment.timestamp()
+
+
+def iso(ts: float | None) -> str | None:
+    """A timestamp as ISO 8601 in UTC (seconds precision), e.g. 2026-02-26T08:00:00+00:00."""
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds")
+
+
+def _zone(name: str) -> tzinfo:
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    if name.upper() == "UTC":
+        return UTC
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ScheduleError(f"unknown time zone {name!r}; use an IANA name such as "
+                            f"Europe/Paris or America/New_York") from None
+
+
+def _cron_fields(expression: str) -> str:
+    """The 5-field form of a cron expression, validated (aliases expanded)."""
+    from croniter import croniter
+
+    text = " ".join(expression.split())
+    text = CRON_ALIASES.get(text.lower(), text)
+    if len(text.split(" ")) != 5:
+        raise ScheduleError(f"cron expression {expression!r} must have 5 fields "
+                            f"(minute hour day-of-month month day-of-week), e.g. '0 9 * * 1-5'")
+    if not croniter.is_valid(text):
+        raise ScheduleError(f"invalid cron expression {expression!r}; fields are minute (0-59), "
+                            f"hour (0-23), day of month (1-31), month (1-12), day of week (0-6), "
+                            f"e.g. '*/15 9-17 * * 1-5'")
+    return text
+
+
+def _cron_next(fields: str, zone: tzinfo, after: float) -> float | None:
+    from croniter import croniter
+    from croniter.croniter import CroniterBadDateError
+
+    hour_wild = fields.split(" ")[1].startswith("*")
+    moment = datetime.fromtimestamp(after, zone)
+    # Before a fall-back transition, the repeated hour's second pass is *behind* the wall
+    # clock: start the walk that much earlier so that pass is not skipped.
+    later = datetime.fromtimestamp(after + 3 * 3600, zone)
+    shift = (moment.utcoffset() or timedelta()) - (later.utcoffset() or timedelta())
+    start = moment.replace(tzinfo=None) - max(shift, timedelta())
+    walk = croniter(fields, start, max_years_between_matches=50)
+    for _ in range(4 * 60 + 8):  # bounded: at most the minutes of a shifted window, then done
+        try:
+            wall = walk.get_next(datetime)
+        except CroniterBadDateError:
+            return None
+        first = wall.replace(tzinfo=zone, fold=0)
+        second = wall.replace(tzinfo=zone, fold=1)
+        instants = [first.timestamp()]
+        repeated = second.timestamp() != first.timestamp() and _exists(second)
+        if repeated and hour_wild:
+            instants.append(second.timestamp())
+        for instant in instants:
+            if instant > after:
+                return instant
+    return None
+
+
+def _exists(moment: datetime) -> bool:
+    """Whether an aware wall time round-trips (i.e. is not inside a spring-forward gap)."""
+    back = datetime.fromtimestamp(moment.timestamp(), moment.tzinfo)
+    return back.replace(tzinfo=None) == moment.replace(tzinfo=None)

@@ -1,0 +1,106 @@
+"""Support for the scheduler tests: a real TaskRunner driven by the task's prompt, usable in
+process and by daemon subprocesses (`--runner scheduler_support:ScriptRunner`, with this folder
+on PYTHONPATH), plus helpers to start daemons and wait for observable database state.
+
+Prompts: "echo TEXT" answers TEXT; "fail" raises; "sleep SECONDS" sleeps then answers;
+"hang-first SECONDS" sleeps on attempt 1 only (then answers "recovered"). Every run appends a
+JSON line to $SCHED_TEST_LOG when set: what actually ran, independent of the run table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from jarvis.scheduler.runner import RunOutcome
+
+TESTS = Path(__file__).resolve().parent
+
+
+def _log(event: str, task: Any, occurrence: Any) -> None:
+    path = os.environ.get("SCHED_TEST_LOG")
+    if not path:
+        return
+    line = json.dumps({"event": event, "task_id": task.id, "scheduled_for": occurrence.scheduled_for,
+                       "attempt": occurrence.attempt, "run_id": occurrence.id, "pid": os.getpid(),
+                       "time": time.time()}) + "\n"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
+
+
+class ScriptRunner:
+    """A TaskRunner whose behaviour is the task's prompt (see the module docstring)."""
+
+    def run(self, task: Any, occurrence: Any) -> RunOutcome:
+        _log("start", task, occurrence)
+        verb, _, rest = task.prompt.partition(" ")
+        if verb == "fail":
+            raise RuntimeError("boom: the task failed on purpose")
+        if verb == "sleep":
+            time.sleep(float(rest))
+        if verb == "hang-first" and occurrence.attempt == 1:
+            time.sleep(float(rest))
+            rest = "woke up"
+        elif verb == "hang-first":
+            rest = "recovered"
+        _log("end", task, occurrence)
+        return RunOutcome(success=True, answer=rest or verb, run_log_id=f"log-{occurrence.id}")
+
+
+def read_log(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition",
+             interval: float = 0.02) -> Any:
+    """Poll `predicate` until it returns something truthy; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+
+
+def query(db: Path, sql: str, params: tuple = ()) -> list[tuple]:
+    """Read the scheduler database from a separate connection, as another process would."""
+    conn = sqlite3.connect(str(db), timeout=10)
+    try:
+        return conn.execute(sql, params).fetchall()
+    finally:
+        conn.close()
+
+
+def daemon_env(base: dict[str, str], db: Path, log: Path) -> dict[str, str]:
+    env = dict(base)
+    env["JARVIS_SCHEDULER_DB"] = str(db)
+    env["SCHED_TEST_LOG"] = str(log)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(TESTS), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def start_daemon(env: dict[str, str], *args: str, stderr: Any = subprocess.PIPE) -> subprocess.Popen:
+    """`jarvis scheduler start` as a real subprocess with the script runner."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "jarvis.cli", "scheduler", "start",
+         "--runner", "scheduler_support:ScriptRunner", *args],
+        env=env, stdout=subprocess.PIPE, stderr=stderr, text=True)
+
+
+def jarvis(env: dict[str, str], *args: str, timeout: float = 30) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "jarvis.cli", *args], env=env,
+                          capture_output=True, text=True, timeout=timeout)

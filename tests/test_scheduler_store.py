@@ -1,0 +1,281 @@
+"""TaskScheduler + SchedulerStore in process, on a real SQLite file, with a controlled clock."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from jarvis.errors import EngineError, UserError
+from jarvis.scheduler.records import Run, Task
+from jarvis.scheduler.runner import RunOutcome
+from jarvis.scheduler.scheduler import TaskScheduler
+from jarvis.scheduler.schedules import iso, parse_iso
+from jarvis.scheduler.store import SchedulerStore, TaskNotFoundError
+
+T0 = parse_iso("2026-06-01T12:00:00Z")
+
+
+class Clock:
+    def __init__(self, now: float = T0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Recorder:
+    """A real runner: answers 'ran <prompt>' and remembers what it ran."""
+
+    def __init__(self, fail_attempts: int = 0, error: Exception | None = None) -> None:
+        self.calls: list[tuple[str, float, int]] = []
+        self.fail_attempts = fail_attempts
+        self.error = error
+
+    def run(self, task: Task, occurrence: Run) -> RunOutcome:
+        self.calls.append((task.id, occurrence.scheduled_for, occurrence.attempt))
+        if occurrence.attempt <= self.fail_attempts:
+            raise self.error or RuntimeError(f"attempt {occurrence.attempt} failed")
+        return RunOutcome(success=True, answer=f"ran {task.prompt}", run_log_id=f"log-{occurrence.id}")
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = SchedulerStore(db_path=tmp_path / "sched.db")
+    yield s
+    s.close()
+
+
+def make(store, runner=None, clock=None, **kw) -> TaskScheduler:
+    return TaskScheduler(store=store, runner=runner or Recorder(), clock=clock or Clock(), **kw)
+
+
+def test_store_uses_wal_migrations_and_an_index_on_next_run(store, tmp_path):
+    assert store.db.journal_mode == "wal"
+    assert store.schema_version == 1
+    plan = store.db.execute("EXPLAIN QUERY PLAN SELECT * FROM tasks WHERE status = 'active' "
+                            "AND next_run <= 1 ORDER BY next_run LIMIT 5").fetchall()
+    assert "tasks_due" in " ".join(str(r) for r in plan)
+    again = SchedulerStore(db_path=tmp_path / "sched.db")  # reopening does not re-migrate
+    assert again.schema_version == 1
+    again.close()
+
+
+def test_lifecycle_pause_resume_cancel(store):
+    clock = Clock()
+    sched = make(store, clock=clock)
+    task = sched.add("news", cron="0 8 * * *", tz="Europe/Paris")
+    assert iso(task.next_run) == "2026-06-02T06:00:00+00:00"
+    every = sched.add("ping", every=600)
+    assert every.next_run == T0 + 600
+    assert [t.id for t in sched.list_tasks("active")] == [task.id, every.id]
+
+    paused = sched.pause_task(every.id)
+    assert (paused.status, paused.next_run) == ("paused", None)
+    with pytest.raises(UserError, match="is paused"):
+        sched.pause_task(every.id)
+    clock.now += 1000
+    resumed = sched.resume_task(every.id)
+    assert (resumed.status, resumed.next_run) == ("active", clock.now + 600)  # from now
+    cancelled = sched.cancel_task(task.id)
+    assert (cancelled.status, cancelled.next_run) == ("cancelled", None)
+    assert store.get_task(task.id).status == "cancelled"
+    with pytest.raises(TaskNotFoundError, match="no scheduled task with id 'nope'"):
+        sched.pause_task("nope")
+    with pytest.raises(UserError, match="unknown status"):
+        sched.list_tasks("sleeping")
+    with pytest.raises(UserError, match="exactly one schedule"):
+        sched.add("x", cron="* * * * *", every=5)
+    with pytest.raises(UserError, match="not among the task's tools"):
+        sched.add("x", every=5, tools="calculator", approved_tools="shell")
+
+
+def test_due_runs_are_recorded_with_answer_and_run_log_id(store):
+    clock, runner = Clock(), Recorder()
+    sched = make(store, runner, clock)
+    once = sched.add("once", at=iso(T0 + 10))
+    every = sched.add("every", every=5)
+    assert sched.run_due() == []
+    clock.now = T0 + 10
+    runs = sched.run_due()
+    assert sorted((r.task_id, r.status) for r in runs) == sorted(
+        [(once.id, "succeeded"), (every.id, "succeeded")])
+    run = store.list_runs(once.id)[0]
+    assert (run.answer, run.run_log_id, run.scheduled_for) == ("ran once", f"log-{run.id}", T0 + 10)
+    assert run.started_at == T0 + 10 and run.finished_at == T0 + 10
+    assert store.get_task(once.id).status == "completed"
+    task = store.get_task(every.id)
+    assert (task.status, task.next_run, task.last_outcome) == ("active", T0 + 15, "succeeded")
+
+
+def test_failures_retry_with_backoff_then_stop(store):
+    clock, runner = Clock(), Recorder(fail_attempts=3)
+    sched = make(store, runner, clock)
+    task = sched.add("flaky", at=iso(T0 + 1), max_retries=2, retry_backoff_seconds=10)
+    clock.now = T0 + 1
+    assert [r.status for r in sched.run_due()] == ["failed"]
+    pending = store.list_runs(task.id, status="pending")
+    assert [(r.attempt, r.run_after) for r in pending] == [(2, T0 + 11)]
+    clock.now = T0 + 10.5
+    assert sched.run_due() == []  # backoff not over
+    clock.now = T0 + 11
+    assert [r.attempt for r in sched.run_due()] == [2]
+    clock.now = T0 + 11 + 20  # the backoff doubled
+    assert [r.attempt for r in sched.run_due()] == [3]
+    clock.now += 1000
+    assert sched.run_due() == []  # retries used up
+    runs = store.list_runs(task.id)
+    assert [(r.attempt, r.status) for r in runs] == [(3, "failed"), (2, "failed"), (1, "failed")]
+    assert "attempt 1 failed" in runs[-1].error
+    assert store.get_task(task.id).status == "completed"
+
+
+def test_raise_hang_and_engine_down_are_failures_that_do_not_stop_others(store):
+    release = threading.Event()
+
+    def runner(task, occurrence):
+        if task.prompt == "hang":
+            release.wait(30)
+        if task.prompt == "engine":
+            raise EngineError("engine at http://127.0.0.1:9 is unreachable")
+        if task.prompt == "raise":
+            raise ValueError("bad data")
+        return f"ok {task.prompt}"
+
+    clock = Clock()
+    sched = make(store, runner, clock, max_workers=4)
+    ids = {p: sched.add(p, every=5, timeout_seconds=0.3).id for p in ("hang", "engine", "raise", "fine")}
+    clock.now = T0 + 5
+    try:
+        runs = {r.task_id: r for r in sched.run_due()}
+    finally:
+        release.set()
+    assert runs[ids["hang"]].error_type == "timeout" and "timed out after 0.3 s" in runs[ids["hang"]].error
+    assert runs[ids["engine"]].error_type == "engine" and "unreachable" in runs[ids["engine"]].error
+    assert runs[ids["raise"]].error_type == "execution" and "ValueError: bad data" in runs[ids["raise"]].error
+    assert (runs[ids["fine"]].status, runs[ids["fine"]].answer) == ("succeeded", "ok fine")
+
+
+def test_missed_runs_catch_up_once_within_grace_and_record_skips(store):
+    clock, runner = Clock(), Recorder()
+    sched = make(store, runner, clock, grace_seconds=120)
+    task = sched.add("tick", every=60)
+    clock.now = T0 + 60 * 10 + 30  # down for ~10 intervals; latest occurrence 30 s ago
+    runs = sched.run_due()
+    assert [(r.scheduled_for, r.status) for r in runs] == [(T0 + 600, "succeeded")]
+    skipped = store.list_runs(task.id, status="skipped")
+    assert len(skipped) == 1
+    assert (skipped[0].skipped_count, skipped[0].scheduled_for, skipped[0].skipped_until) == \
+        (9, T0 + 60, T0 + 540)
+    assert store.get_task(task.id).next_run == T0 + 660
+
+    hourly = sched.add("hourly", cron="0 * * * *")
+    clock.now += 5 * 3600 + 600  # all missed occurrences are older than the grace window
+    sched.run_due()
+    hourly_runs = store.list_runs(hourly.id)
+    assert [r.status for r in hourly_runs] == ["skipped"]
+    assert hourly_runs[0].skipped_count == 5 and "grace window" in hourly_runs[0].error
+    assert store.get_task(hourly.id).next_run > clock.now
+
+
+def test_dst_nights_fire_each_daily_occurrence_exactly_once(store):
+    clock, runner = Clock(parse_iso("2026-10-31T12:00:00Z")), Recorder()
+    sched = make(store, runner, clock)
+    fall = sched.add("fall", cron="30 1 * * *", tz="America/New_York")
+    end = parse_iso("2026-11-02T12:00:00Z")
+    while clock.now < end:
+        sched.run_due()
+        clock.now += 300
+    assert [iso(c[1]) for c in runner.calls] == ["2026-11-01T05:30:00+00:00",
+                                                 "2026-11-02T06:30:00+00:00"]
+    assert all(r.status == "succeeded" for r in store.list_runs(fall.id))
+
+    clock.now, runner.calls = parse_iso("2026-03-07T12:00:00Z"), []
+    sched.add("spring", cron="30 2 * * *", tz="America/New_York")
+    end = parse_iso("2026-03-09T12:00:00Z")
+    while clock.now < end:
+        sched.run_due()
+        clock.now += 300
+    assert [iso(c[1]) for c in runner.calls] == ["2026-03-08T07:30:00+00:00",
+                                                 "2026-03-09T06:30:00+00:00"]
+
+
+def test_clock_going_back_never_reruns_an_occurrence(store):
+    clock, runner = Clock(), Recorder()
+    sched = make(store, runner, clock)
+    task = sched.add("daily", cron="0 13 * * *")
+    clock.now = parse_iso("2026-06-01T13:00:00Z")
+    assert len(sched.run_due()) == 1
+    clock.now -= 1800  # the system clock jumps back half an hour
+    sched.pause_task(task.id)
+    assert sched.resume_task(task.id).next_run == parse_iso("2026-06-01T13:00:00Z")
+    clock.now += 1800
+    assert sched.run_due() == []  # that occurrence already ran
+    assert len(runner.calls) == 1
+    assert store.get_task(task.id).next_run == parse_iso("2026-06-02T13:00:00Z")
+
+
+def test_crashed_runs_are_recovered_per_policy(store):
+    clock, runner = Clock(), Recorder()
+    sched = make(store, runner, clock, lease_seconds=30)
+    retry = sched.add("retry me", every=60)
+    give_up = sched.add("fail me", every=60, on_crash="fail")
+    clock.now = T0 + 60
+    # Another host's daemon claimed both, then vanished: only its lease can tell.
+    claims = store.claim_due(now=clock.now, owner="elsewhere:123:abcd", lease_seconds=30,
+                             limit=10, default_grace=3600)
+    assert len(claims) == 2
+    assert store.recover(now=clock.now + 29) == []  # lease still valid
+    clock.now += 31
+    runs = sched.run_due()
+    assert [(r.task_id, r.attempt, r.trigger, r.status) for r in runs] == [
+        (retry.id, 2, "recovery", "succeeded")]
+    crashed = {r.task_id: r for r in store.list_runs(status="failed")}
+    assert set(crashed) == {retry.id, give_up.id}
+    assert all(r.error_type == "crashed" and "elsewhere:123:abcd" in r.error for r in crashed.values())
+
+
+def test_dead_process_on_this_host_is_detected_without_waiting_for_the_lease(store):
+    import socket
+
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    clock = Clock()
+    sched = make(store, clock=clock)
+    task = sched.add("x", every=60)
+    clock.now = T0 + 60
+    store.claim_due(now=clock.now, owner=f"{socket.gethostname()}:{proc.pid}:dead", lease_seconds=3600,
+                    limit=1, default_grace=3600)
+    recovered = store.recover(now=clock.now)
+    assert [(r.task_id, r.error_type) for r in recovered] == [(task.id, "crashed")]
+
+
+def test_run_now_and_unknown_ids(store):
+    sched = make(store)
+    task = sched.add("manual", every=3600)
+    run = sched.run_now(task.id)
+    assert (run.status, run.trigger, run.answer) == ("succeeded", "manual", "ran manual")
+    assert store.get_task(task.id).next_run == T0 + 3600  # the schedule is unchanged
+    with pytest.raises(TaskNotFoundError):
+        sched.run_now("missing")
+    with pytest.raises(TaskNotFoundError):
+        sched.list_runs("missing")
+
+
+def test_background_thread_start_stop(store):
+    done = threading.Event()
+
+    def runner(task, occurrence):
+        done.set()
+        return "ok"
+
+    sched = TaskScheduler(store=store, runner=runner, poll_seconds=0.05)
+    sched.start()
+    try:
+        sched.add("soon", every=1)
+        assert done.wait(5)
+    finally:
+        sched.stop(5)
+    assert not sched.running
