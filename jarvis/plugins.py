@@ -140,21 +140,32 @@ def _load_one(ep: Any, info: PluginInfo) -> None:
         return
     before = dict(ToolRegistry._entries)
     before_origins = dict(ToolRegistry._origins)
-    try:
-        obj = ep.load()
-        _register_object(obj, ep.name)
-    except BaseException as exc:  # noqa: BLE001  (plugin code may raise anything)
-        if isinstance(exc, KeyboardInterrupt):
-            raise
+
+    def roll_back() -> None:
         for name in [k for k, v in ToolRegistry._entries.items() if before.get(k) is not v]:
             ToolRegistry.unregister(name)
             if name in before:
                 ToolRegistry._entries[name] = before[name]
                 ToolRegistry._origins[name] = before_origins[name]
+
+    try:
+        obj = ep.load()
+        if isinstance(obj, types.ModuleType):
+            # A module entry point: the tools its import registered are the plugin's.
+            names = [k for k, v in ToolRegistry._entries.items() if before.get(k) is not v]
+        else:
+            # An object entry point: only that object (or what it returns) counts; tools
+            # its module registered on import as a side effect belong to other entry points.
+            roll_back()
+            names = _register_object(obj, ep.name)
+    except BaseException as exc:  # noqa: BLE001  (plugin code may raise anything)
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        roll_back()
         _fail(info, f"{_where(exc)}{type(exc).__name__}: {exc}")
         _CACHE[ep.name] = (ep.value, {}, info)
         return
-    added = {k: v for k, v in ToolRegistry._entries.items() if before.get(k) is not v}
+    added = {name: ToolRegistry._entries[name] for name in names}
     for name in added:
         ToolRegistry._origins[name] = origin
     info.tools = sorted(added)
@@ -163,28 +174,29 @@ def _load_one(ep: Any, info: PluginInfo) -> None:
     _CACHE[ep.name] = (ep.value, added, info)
 
 
-def _register_object(obj: Any, plugin: str) -> None:
-    """Register what an entry point gives: a tool, a tool class, a module or a function."""
+def _register_object(obj: Any, plugin: str) -> list[str]:
+    """Register what an entry point gives (a tool, a tool class, or a function that
+    registers or returns tools); returns the names it registered."""
     from jarvis.tools.base import BaseTool
 
-    if isinstance(obj, types.ModuleType):
-        return  # importing it registered its tools
     if isinstance(obj, BaseTool):
         ToolRegistry.register_value(obj.spec.name, obj)
-        return
+        return [obj.spec.name]
     if inspect.isclass(obj):
         if not issubclass(obj, BaseTool):
             raise TypeError(f"{obj.__qualname__} is a class but not a BaseTool subclass")
         name = obj.tool_id or obj().spec.name
         ToolRegistry.register_value(name, obj)
-        return
-    if callable(obj):
+        return [name]
+    if callable(obj) and not isinstance(obj, types.ModuleType):
+        before = dict(ToolRegistry._entries)
         result = obj()
+        names = [k for k, v in ToolRegistry._entries.items() if before.get(k) is not v]
         items = result if isinstance(result, (list, tuple)) else [result]
         for item in items:
             if item is not None:
-                _register_object(item, plugin)
-        return
+                names.extend(n for n in _register_object(item, plugin) if n not in names)
+        return names
     raise TypeError(f"plugin {plugin!r} points at a {type(obj).__name__}; expected a tool, a "
                     "BaseTool subclass, a module, or a function that registers tools")
 
