@@ -18,6 +18,8 @@ from jarvis.errors import JarvisError
 
 # name -> ("module:attribute", short help shown by `jarvis --help` without importing it)
 COMMANDS: dict[str, tuple[str, str]] = {
+    "ask": ("jarvis.commands.ask:ask", "Ask a question; the answer streams to stdout."),
+    "runs": ("jarvis.commands.runs:runs", "List and show recorded runs (the run log)."),
     "tools": ("jarvis.commands.tools:tools", "List, inspect and run tools."),
     "config": ("jarvis.commands.config:config", "Show the effective config and where it came from."),
     "init": ("jarvis.commands.init:init", "Create config.toml, tools/ and agents/ here."),

@@ -16,6 +16,7 @@ from jarvis.tools.base import BaseTool
 
 BUILTIN_MODULES: tuple[str, ...] = (
     "jarvis.tools.calculator",
+    "jarvis.tools.llm_tool",
     "jarvis.tools.think",
     "jarvis.tools.file_read",
     "jarvis.tools.mcp_adapter",

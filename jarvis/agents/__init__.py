@@ -1,0 +1,42 @@
+"""Agents: simple (one call), react (prompted tools), orchestrator (native tool calls).
+
+Built-ins are registered in AgentRegistry under those names; workspace agents (agents/*.toml)
+are declared on top of react or orchestrator (see jarvis.workspace.agents).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jarvis.agents.base import BaseAgent
+from jarvis.agents.loop_guard import LoopGuard
+from jarvis.agents.orchestrator import OrchestratorAgent
+from jarvis.agents.react import ReActAgent
+from jarvis.agents.react_parser import ReactStep, parse_react
+from jarvis.agents.simple import SimpleAgent
+from jarvis.core.registry import AgentRegistry
+
+BUILTIN_AGENTS: dict[str, type[BaseAgent]] = {
+    "simple": SimpleAgent,
+    "react": ReActAgent,
+    "orchestrator": OrchestratorAgent,
+}
+
+
+def ensure_registered() -> None:
+    """(Re-)register the built-ins; cheap, and safe after a registry was cleared."""
+    for name, cls in BUILTIN_AGENTS.items():
+        if AgentRegistry._entries.get(name) is None:
+            AgentRegistry.register_value(name, cls, origin="builtin")
+
+
+def agent_class(name: str) -> Any | None:
+    """The agent class registered under `name` (built-in or user-registered), or None."""
+    ensure_registered()
+    return AgentRegistry._entries.get(name)
+
+
+ensure_registered()
+
+__all__ = ["BUILTIN_AGENTS", "BaseAgent", "LoopGuard", "OrchestratorAgent", "ReActAgent",
+           "ReactStep", "SimpleAgent", "agent_class", "ensure_registered", "parse_react"]

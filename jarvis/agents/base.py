@@ -1,0 +1,165 @@
+"""BaseAgent: what every agent loop shares (engine calls, streaming, usage, events, results).
+
+An agent alternates engine calls and tool calls. Every tool call goes through its
+ToolExecutor; tool failures come back as observations the model reads, never exceptions.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, ClassVar
+
+from jarvis.agents.loop_guard import LoopGuard
+from jarvis.core.events import EventBus, EventType
+from jarvis.core.types import AgentResult, Message, ToolCall, ToolResult
+from jarvis.engine.base import GenerateResult, InferenceEngine, add_usage, empty_usage
+from jarvis.tools.base import BaseTool
+from jarvis.tools.executor import ToolExecutor
+
+TokenHandler = Callable[[str], Any]
+
+
+class BaseAgent:
+    """Shared machinery; subclasses implement `_loop`.
+
+    Args:
+        engine: an InferenceEngine.
+        model: the model name passed on every request ("" lets the engine choose).
+        tools: tool instances (wrapped in a ToolExecutor), or pass `executor`.
+        executor: a ToolExecutor to run tools through (its bus and approver apply).
+        bus: EventBus for AGENT_TURN_* and INFERENCE_* events (default: the executor's).
+        system: the system prompt.
+        max_turns: engine calls allowed per run.
+        max_repeats: identical tool calls allowed per run (see LoopGuard).
+        on_token: called with each piece of the answer as it streams (None: no streaming).
+    """
+
+    agent_id: ClassVar[str] = "base"
+    uses_tools: ClassVar[bool] = True
+
+    def __init__(self, engine: InferenceEngine, model: str = "", *,
+                 tools: Iterable[BaseTool] | None = None, executor: ToolExecutor | None = None,
+                 bus: EventBus | None = None, system: str | None = None, max_turns: int = 10,
+                 max_repeats: int = 2, temperature: float | None = None,
+                 max_tokens: int | None = None, on_token: TokenHandler | None = None) -> None:
+        self.engine = engine
+        self.model = model
+        self.executor = executor if executor is not None else ToolExecutor(tools or (), bus=bus)
+        if executor is not None and tools:
+            for t in tools:
+                self.executor.add(t)
+        self.bus = bus if bus is not None else self.executor.bus
+        self.system = system
+        self.max_turns = max(1, int(max_turns))
+        self.max_repeats = max_repeats
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.on_token = on_token
+
+    # --- the public entry point --------------------------------------------------------------
+    def run(self, query: str, *, history: Sequence[Message] | None = None) -> AgentResult:
+        """Answer `query` (after the optional earlier `history`)."""
+        state = _RunState(LoopGuard(self.max_repeats))
+        messages = self._initial_messages(query, history)
+        content = self._loop(messages, state)
+        return AgentResult(content=content, tool_results=state.tool_results, turns=state.turns,
+                           usage=state.usage, messages=messages, metadata=state.metadata())
+
+    def _initial_messages(self, query: str, history: Sequence[Message] | None) -> list[Message]:
+        messages: list[Message] = []
+        system = self._system_prompt()
+        if system:
+            messages.append(Message(role="system", content=system))
+        messages.extend(history or ())
+        messages.append(Message(role="user", content=query))
+        return messages
+
+    def _system_prompt(self) -> str:
+        return self.system or ""
+
+    def _loop(self, messages: list[Message], state: _RunState) -> str:
+        raise NotImplementedError
+
+    # --- helpers for subclasses --------------------------------------------------------------
+    def _generate(self, messages: list[Message], state: _RunState,
+                  tools: list[dict[str, Any]] | None = None,
+                  emit: TokenHandler | None = None) -> GenerateResult:
+        """One engine call: streamed into `emit` when given, counted into the run's usage."""
+        state.turns += 1
+        bus = self.bus
+        if bus is not None:
+            bus.publish(EventType.AGENT_TURN_START, {"agent": self.agent_id, "turn": state.turns,
+                                                     "run_id": self.executor.run_id})
+            bus.publish(EventType.INFERENCE_START, {"model": self.model, "turn": state.turns,
+                                                    "engine": getattr(self.engine, "engine_id", ""),
+                                                    "run_id": self.executor.run_id})
+        start = time.perf_counter()
+        kwargs = {"tools": tools or None, "model": self.model or None,
+                  "temperature": self.temperature, "max_tokens": self.max_tokens}
+        if emit is None:
+            result = self.engine.generate(messages, **kwargs)
+        else:
+            result = None
+            for chunk in self.engine.stream(messages, **kwargs):
+                if chunk.delta:
+                    emit(chunk.delta)
+                if chunk.result is not None:
+                    result = chunk.result
+            if result is None:
+                from jarvis.errors import EngineError
+
+                raise EngineError(f"the stream from {getattr(self.engine, 'engine_id', 'the engine')}"
+                                  f" ended without a final result")
+        add_usage(state.usage, result.usage)
+        if result.model:
+            state.model = result.model
+        if bus is not None:
+            bus.publish(EventType.INFERENCE_END, {
+                "model": result.model, "usage": dict(result.usage), "turn": state.turns,
+                "latency": time.perf_counter() - start, "tool_calls": len(result.tool_calls),
+                "finish_reason": result.finish_reason, "run_id": self.executor.run_id})
+        return result
+
+    def _end_turn(self, state: _RunState) -> None:
+        if self.bus is not None:
+            self.bus.publish(EventType.AGENT_TURN_END, {"agent": self.agent_id, "turn": state.turns,
+                                                        "run_id": self.executor.run_id})
+
+
+def observation_text(result: ToolResult) -> str:
+    """What the model reads for a tool result (failures are marked as such)."""
+    if result.success:
+        return result.content
+    kind = result.error_type.value if result.error_type else "error"
+    return f"ERROR ({kind}): {result.content}"
+
+
+class _RunState:
+    """Mutable bookkeeping for one run."""
+
+    __slots__ = ("guard", "tool_results", "tool_calls", "turns", "usage", "model", "flags")
+
+    def __init__(self, guard: LoopGuard) -> None:
+        self.guard = guard
+        self.tool_results: list[ToolResult] = []
+        self.tool_calls: list[dict[str, Any]] = []
+        self.turns = 0
+        self.usage: dict[str, int] = empty_usage()
+        self.model = ""
+        self.flags: dict[str, Any] = {}
+
+    def record(self, call: ToolCall, result: ToolResult) -> None:
+        self.tool_results.append(result)
+        self.tool_calls.append({"id": result.call_id or call.id, "name": call.name,
+                                "arguments": call.arguments})
+
+    def metadata(self) -> dict[str, Any]:
+        data = dict(self.flags)
+        data.setdefault("max_turns_exceeded", False)
+        data["tool_calls"] = self.tool_calls
+        if self.guard.blocked:
+            data["blocked_calls"] = list(self.guard.blocked)
+        if self.model:
+            data["model"] = self.model
+        return data

@@ -1,0 +1,60 @@
+"""The orchestrator agent: native function calling.
+
+Each turn the model gets the tools in OpenAI function format; the tool calls of one turn run
+together through `ToolExecutor.execute_many`, their results go back as tool messages, and
+the loop ends when the model answers without calling a tool (or at max_turns).
+"""
+
+from __future__ import annotations
+
+from jarvis.agents.base import BaseAgent, _RunState, observation_text
+from jarvis.core.types import Message, ToolCall
+
+
+class OrchestratorAgent(BaseAgent):
+    """Native tool calling through the engine's `tools` parameter."""
+
+    agent_id = "orchestrator"
+
+    def _loop(self, messages: list[Message], state: _RunState) -> str:
+        tools = self.executor.get_openai_tools() or None
+        last_text = ""
+        for _ in range(self.max_turns):
+            result = self._generate(messages, state, tools=tools, emit=self.on_token)
+            messages.append(result.to_message())
+            if result.content:
+                last_text = result.content
+            if not result.tool_calls:
+                self._end_turn(state)
+                return result.content
+            ran = self._run_calls(result.tool_calls, messages, state)
+            self._end_turn(state)
+            if state.guard.end_turn(ran):
+                state.flags["loop_detected"] = True
+                return last_text or ("Stopped: the model kept repeating the same tool call "
+                                     "without reaching an answer.")
+        state.flags["max_turns_exceeded"] = True
+        return last_text or (f"Stopped after {self.max_turns} turns without a final answer "
+                             f"(raise max_turns to allow more).")
+
+    def _run_calls(self, calls: list[ToolCall], messages: list[Message], state: _RunState) -> bool:
+        """Run the allowed calls of one turn; answer every call id. True if any call ran."""
+        blocked: dict[int, str] = {}
+        allowed: list[ToolCall] = []
+        for index, call in enumerate(calls):
+            reason = state.guard.check(call.name, call.arguments)
+            if reason is None:
+                allowed.append(call)
+            else:
+                blocked[index] = reason
+        results = iter(self.executor.execute_many(allowed))
+        for index, call in enumerate(calls):
+            if index in blocked:
+                text = blocked[index]
+            else:
+                tool_result = next(results)
+                state.record(call, tool_result)
+                text = observation_text(tool_result)
+            # Every tool call id must be answered, or the next request is invalid.
+            messages.append(Message(role="tool", content=text, tool_call_id=call.id, name=call.name))
+        return bool(allowed)

@@ -1,0 +1,121 @@
+"""The react agent: tools described in the prompt, used through Thought / Action / Action
+Input / Observation / Final Answer text. Works with models and servers that have no native
+tool calling. The tool text comes from `build_tool_descriptions`; replies are read by the
+tolerant parser in `react_parser`, and a reply it cannot read is answered with an
+observation saying what was wrong, so the model can correct itself.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from jarvis.agents.base import BaseAgent, TokenHandler, _RunState, observation_text
+from jarvis.agents.react_parser import parse_react
+from jarvis.core.types import Message, ToolCall
+from jarvis.tools.descriptions import build_tool_descriptions
+
+FORMAT = """To use a tool, reply in exactly this format and then stop:
+Thought: what you need to do next
+Action: the tool name, one of [{names}]
+Action Input: the arguments as one JSON object, e.g. {{"parameter": "value"}}
+
+You will then get the result as "Observation: ...". Use tools as often as needed. When you
+can answer, reply:
+Thought: I can answer now
+Final Answer: the answer for the user"""
+
+FINAL_ONLY = """Reply in this format:
+Thought: your reasoning
+Final Answer: the answer for the user"""
+
+_MARKER = "final answer:"
+
+
+class _AnswerStream:
+    """Forwards streamed text only after a `Final Answer:` marker, so the Thought and Action
+    lines never reach the user's answer stream."""
+
+    __slots__ = ("sink", "buffer", "started", "emitted")
+
+    def __init__(self, sink: TokenHandler) -> None:
+        self.sink = sink
+        self.buffer = ""
+        self.started = False
+        self.emitted = False
+
+    def __call__(self, delta: str) -> None:
+        if self.started:
+            self.sink(delta)
+            self.emitted = True
+            return
+        self.buffer += delta
+        index = self.buffer.lower().find(_MARKER)
+        if index >= 0:
+            self.started = True
+            rest = self.buffer[index + len(_MARKER):].lstrip()
+            if rest:
+                self.sink(rest)
+                self.emitted = True
+
+
+class ReActAgent(BaseAgent):
+    """Prompted tool use: the model writes Action lines, jarvis answers with Observations."""
+
+    agent_id = "react"
+
+    def _system_prompt(self) -> str:
+        intro = self.system or "You are a helpful assistant. Answer the user's question."
+        tools = self.executor.tools
+        if not tools:
+            return f"{intro}\n\n{FINAL_ONLY}"
+        names = ", ".join(t.spec.name for t in tools)
+        return (f"{intro}\n\nYou can use these tools:\n\n{build_tool_descriptions(tools)}\n\n"
+                f"{FORMAT.format(names=names)}")
+
+    def _loop(self, messages: list[Message], state: _RunState) -> str:
+        last_text = ""
+        for _ in range(self.max_turns):
+            stream = _AnswerStream(self.on_token) if self.on_token is not None else None
+            result = self._generate(messages, state, emit=stream)
+            step = parse_react(result.content)
+            if result.tool_calls and step.kind != "action":
+                # A server that returns native tool calls anyway: honour the first one.
+                call = result.tool_calls[0]
+                messages.append(Message(role="assistant", content=result.content or ""))
+                observation = self._run(call, state)
+            elif step.kind == "final":
+                messages.append(Message(role="assistant", content=step.text or result.content))
+                self._end_turn(state)
+                if stream is not None and not stream.emitted and step.answer:
+                    self.on_token(step.answer)  # a plain reply had no marker to stream from
+                return step.answer
+            elif step.kind == "error":
+                messages.append(Message(role="assistant", content=step.text or result.content))
+                observation = (f"Your reply could not be used: {step.error}. Reply with an "
+                               f"Action and Action Input, or with a Final Answer.")
+                state.flags["parse_errors"] = state.flags.get("parse_errors", 0) + 1
+            else:
+                messages.append(Message(role="assistant", content=step.text))
+                call = ToolCall(id=f"call_{uuid.uuid4().hex[:12]}", name=step.tool,
+                                arguments=step.arguments)
+                observation = self._run(call, state)
+            if step.text:
+                last_text = step.text
+            messages.append(Message(role="user", content=f"Observation: {observation}"))
+            self._end_turn(state)
+            if state.flags.get("loop_detected"):
+                return "Stopped: the model kept repeating the same tool call without an answer."
+        state.flags["max_turns_exceeded"] = True
+        return (f"Stopped after {self.max_turns} turns without a final answer (raise max_turns "
+                f"to allow more).") if last_text else ""
+
+    def _run(self, call: ToolCall, state: _RunState) -> str:
+        reason = state.guard.check(call.name, call.arguments)
+        if reason is not None:
+            if state.guard.end_turn(False):
+                state.flags["loop_detected"] = True
+            return reason
+        state.guard.end_turn(True)
+        result = self.executor.execute(call)
+        state.record(call, result)
+        return observation_text(result)

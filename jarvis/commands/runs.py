@@ -1,0 +1,91 @@
+"""`jarvis runs`: read the run log (every ask from the CLI, the SDK and the scheduler)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import click
+
+from jarvis.commands._common import echo_json, load_cli_config
+
+
+def _log():
+    from jarvis.runlog import RunLog, run_log_path
+
+    return RunLog(run_log_path(load_cli_config()))
+
+
+def _when(ts: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else "-"
+
+
+@click.group()
+def runs() -> None:
+    """List and show recorded runs (the run log)."""
+
+
+@runs.command("list")
+@click.option("-n", "--limit", type=click.IntRange(1, 10_000), default=20, show_default=True,
+              help="How many of the newest runs to show.")
+@click.option("--source", help="Only runs from this source (cli, sdk, scheduler, ...).")
+@click.option("--json", "as_json", is_flag=True, help="Print the runs as JSON.")
+def list_runs(limit: int, source: str | None, as_json: bool) -> None:
+    """List the newest runs: id, time, status, agent, model, tool calls, tokens, query."""
+    log = _log()
+    try:
+        rows = log.list(limit=limit, source=source)
+    finally:
+        log.close()
+    if as_json:
+        echo_json(rows)
+        return
+    if not rows:
+        click.echo("no runs recorded yet", err=True)
+        return
+    for r in rows:
+        query = " ".join((r["query"] or "").split())
+        query = query if len(query) <= 60 else query[:57] + "..."
+        click.echo(f"{r['id']}  {_when(r['created_at'])}  {r['status']:<11} {r['source'] or '-':<9} "
+                   f"{r['agent'] or '-':<12} {r['model'] or '-':<16} tools={r['tool_calls']:<3} "
+                   f"tokens={r['total_tokens'] or 0:<6} {query}")
+
+
+@runs.command("show")
+@click.argument("run_id")
+@click.option("--json", "as_json", is_flag=True, help="Print the run as JSON.")
+def show_run(run_id: str, as_json: bool) -> None:
+    """Show one run (an id prefix is enough): its transcript, tool calls and usage."""
+    log = _log()
+    try:
+        run = log.get(run_id)
+    finally:
+        log.close()
+    if as_json:
+        echo_json(run)
+        return
+    usage = run["usage"]
+    click.echo(f"run {run['id']}  ({run['status']}, source {run['source']})")
+    click.echo(f"when:    {_when(run['created_at'])}, {run['duration_seconds'] or 0:.2f} s")
+    click.echo(f"agent:   {run['agent']}   engine: {run['engine']}   model: {run['model']}")
+    click.echo(f"turns:   {run['turns']}   tokens: {usage['prompt_tokens']} prompt + "
+               f"{usage['completion_tokens']} completion = {usage['total_tokens']}")
+    click.echo(f"query:   {run['query']}")
+    if run.get("error"):
+        click.echo(f"error:   {run['error']}")
+    for call in run["tool_calls"]:
+        state = "ok" if call["success"] else f"FAILED ({call['error_type']})"
+        click.echo(f"tool:    {call['tool_name']} {json.dumps(call['arguments'], ensure_ascii=False)}"
+                   f" -> {state}, {(call['latency_seconds'] or 0) * 1000:.1f} ms")
+        click.echo(f"         {call['content']}")
+    if run.get("messages"):
+        click.echo("transcript:")
+        for m in run["messages"]:
+            text = m.get("content") or ""
+            if m.get("tool_calls"):
+                calls = ", ".join(f"{c['function']['name']}({c['function']['arguments']})"
+                                  for c in m["tool_calls"])
+                text = (text + " " if text else "") + f"[calls {calls}]"
+            click.echo(f"  {m['role']}: {text}")
+    if run["status"] == "ok":
+        click.echo(f"answer:  {run['content']}")

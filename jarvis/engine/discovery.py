@@ -1,0 +1,141 @@
+"""Finding an engine: by name, or by probing the configured local hosts concurrently.
+
+Probes use the standard library (no openai import), all at once, each bounded by
+`[engine] discovery_timeout`, so with nothing running the answer comes back in well under a
+second, with a message listing what was tried and how to start or point at an engine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any
+
+from jarvis.core.registry import EngineRegistry, accepted_kwargs
+from jarvis.engine.backends import BACKENDS, LOCAL_BACKENDS, base_url
+from jarvis.errors import EngineError, UnknownNameError
+
+
+@dataclass(slots=True)
+class ProbeResult:
+    """What one probe of `GET {base_url}/models` found."""
+
+    backend: str
+    url: str
+    ok: bool = False
+    models: list[str] = field(default_factory=list)
+    error: str = "not probed"
+    seconds: float = 0.0
+
+
+def probe(url: str, timeout: float, backend: str = "", api_key: str | None = None) -> ProbeResult:
+    """Ask an OpenAI-compatible base URL for its models; never raises."""
+    result = ProbeResult(backend, url)
+    start = time.perf_counter()
+    request = urllib.request.Request(url.rstrip("/") + "/models")
+    if api_key:
+        request.add_header("Authorization", f"Bearer {api_key}")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - configured host
+            body = response.read(1_000_000)
+        data = json.loads(body or b"{}")
+        items = data.get("data") if isinstance(data, dict) else None
+        result.models = [str(m.get("id")) for m in items or [] if isinstance(m, dict) and m.get("id")]
+        result.ok, result.error = True, ""
+    except urllib.error.HTTPError as exc:
+        result.error = f"HTTP {exc.code}"
+    except urllib.error.URLError as exc:
+        reason = exc.reason
+        result.error = "connection refused" if isinstance(reason, ConnectionRefusedError) else str(reason)
+    except TimeoutError:
+        result.error = f"no answer within {timeout:g} s"
+    except (OSError, ValueError) as exc:
+        result.error = f"{type(exc).__name__}: {exc}"
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def _candidates(config: Any) -> list[tuple[str, str, str | None]]:
+    hosts = config.engine.hosts
+    out = [(name, base_url(BACKENDS[name], getattr(hosts, name)), None) for name in LOCAL_BACKENDS]
+    # OpenAI-compatible services count only when the user pointed at one.
+    if os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_KEY"):
+        out.append(("openai", base_url(BACKENDS["openai"], hosts.openai),
+                    os.environ.get("OPENAI_API_KEY")))
+    return out
+
+
+def discover_engine(config: Any, timeout: float | None = None) -> ProbeResult:
+    """Probe every candidate at once; the first reachable one in priority order wins.
+
+    Raises EngineError listing what was tried and how to start or point at an engine.
+    """
+    timeout = timeout if timeout is not None else config.engine.discovery_timeout
+    candidates = _candidates(config)
+    results: list[ProbeResult] = [ProbeResult(name, url, error=f"no answer within {timeout:g} s")
+                                  for name, url, _ in candidates]
+    done = [threading.Event() for _ in candidates]
+
+    def run(i: int, name: str, url: str, key: str | None) -> None:
+        results[i] = probe(url, timeout, name, key)
+        done[i].set()
+
+    for i, (name, url, key) in enumerate(candidates):
+        threading.Thread(target=run, args=(i, name, url, key), daemon=True,
+                         name=f"jarvis-probe-{name}").start()
+    deadline = time.monotonic() + timeout + 0.1
+    for i in range(len(candidates)):
+        # In priority order: stop waiting as soon as the best possible answer is known.
+        if not done[i].wait(max(0.0, deadline - time.monotonic())):
+            continue
+        if results[i].ok:
+            return results[i]
+    tried = "; ".join(f"{r.backend} at {r.url} ({r.error})" for r in results)
+    hints = "; ".join(f"{n}: {BACKENDS[n].start_hint}" for n in LOCAL_BACKENDS)
+    raise EngineError(
+        f"no inference engine is reachable. Tried: {tried}. Start one ({hints}), or point jarvis "
+        f"at a running one: pass -e/--engine NAME or set JARVIS_ENGINE, and its host with "
+        f"OLLAMA_HOST, VLLM_HOST, LLAMACPP_HOST, LMSTUDIO_HOST, SGLANG_HOST or OPENAI_BASE_URL "
+        f"(or [engine.hosts] in config.toml)")
+
+
+def engine_names() -> list[str]:
+    return sorted(set(BACKENDS) | set(EngineRegistry.keys()))
+
+
+def get_engine(config: Any = None, name: str | None = None, host: str | None = None,
+               model: str | None = None) -> Any:
+    """Build the engine to use: `name` (else config/JARVIS_ENGINE, else discovery).
+
+    Hosts come from `host`, then the environment, then config.toml (the environment is folded
+    into the config by `load_config`). Custom engines registered in EngineRegistry are built
+    with whichever of config/host/model their constructor takes.
+    """
+    if config is None:
+        from jarvis.core.config import load_config
+
+        config = load_config()
+    ec = config.engine
+    name = name or ec.default
+    models = None
+    if not name:
+        found = discover_engine(config)
+        name, host, models = found.backend, found.url, found.models
+    if name in EngineRegistry._entries:  # user engines win over the built-in backend names
+        factory = EngineRegistry.get(name)
+        return factory(**accepted_kwargs(factory, {"config": config, "host": host,
+                                                   "model": model or ec.model}))
+    if name not in BACKENDS:
+        raise UnknownNameError("engine", name, engine_names(),
+                               hint="set -e/--engine or JARVIS_ENGINE to one of them")
+    from jarvis.engine.openai_compat import OpenAICompatEngine
+
+    return OpenAICompatEngine(
+        name, host or getattr(ec.hosts, name), model=model or ec.model, timeout=ec.timeout,
+        max_retries=ec.max_retries, retry_backoff=ec.retry_backoff,
+        connect_timeout=ec.connect_timeout, models=models)

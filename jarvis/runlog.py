@@ -1,0 +1,242 @@
+"""The run log: every ask (CLI, SDK, scheduler) as a row in SQLite under JARVIS_HOME.
+
+A run holds the query, agent, model, engine, source, outcome, timings, usage, the message
+transcript and metadata; each tool call is a row in `tool_calls` (arguments, result, latency,
+cost). A run is written once, when it ends (success, error or interruption), so the ask
+itself never waits on the database. WAL mode and a busy timeout let the scheduler's workers
+and the CLI write side by side. Turned off by `[runs] enabled = false` or JARVIS_RUN_LOG=0.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from jarvis.errors import UserError
+
+MAX_STORED_CHARS = 200_000  # per text field: a run log must not grow without bound
+
+# Each entry upgrades the schema by one version (PRAGMA user_version).
+MIGRATIONS: list[str] = [
+    """
+    CREATE TABLE IF NOT EXISTS runs (
+        id TEXT PRIMARY KEY,
+        created_at REAL NOT NULL,
+        finished_at REAL,
+        duration_seconds REAL,
+        source TEXT,
+        query TEXT,
+        agent TEXT,
+        model TEXT,
+        engine TEXT,
+        tools TEXT,
+        status TEXT,
+        error TEXT,
+        content TEXT,
+        turns INTEGER,
+        prompt_tokens INTEGER,
+        completion_tokens INTEGER,
+        total_tokens INTEGER,
+        messages TEXT,
+        metadata TEXT
+    );
+    CREATE INDEX IF NOT EXISTS runs_created ON runs(created_at);
+    CREATE TABLE IF NOT EXISTS tool_calls (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id TEXT NOT NULL REFERENCES runs(id),
+        position INTEGER,
+        call_id TEXT,
+        tool_name TEXT,
+        arguments TEXT,
+        content TEXT,
+        success INTEGER,
+        error_type TEXT,
+        latency_seconds REAL,
+        cost_usd REAL
+    );
+    CREATE INDEX IF NOT EXISTS tool_calls_run ON tool_calls(run_id);
+    """,
+]
+
+
+def new_run_id() -> str:
+    return uuid.uuid4().hex[:16]
+
+
+def _cut(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > MAX_STORED_CHARS:
+        return value[:MAX_STORED_CHARS] + f"\n[... {len(value) - MAX_STORED_CHARS} characters cut]"
+    return value
+
+
+def _json(value: Any) -> str:
+    return _cut(json.dumps(value, ensure_ascii=False, default=str))
+
+
+class RunLog:
+    """Read and write runs in one SQLite file (created on first write)."""
+
+    def __init__(self, db_path: str | Path) -> None:
+        self.db_path = Path(db_path).expanduser()
+        self._lock = threading.Lock()
+        self._db: Any = None
+
+    def _open(self, create: bool) -> Any:
+        if self._db is not None:
+            return self._db
+        if not create and not self.db_path.exists():
+            return None
+        import sqlite_utils
+
+        self.db_path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(str(self.db_path), timeout=10, check_same_thread=False,
+                               isolation_level=None)
+        conn.execute("PRAGMA busy_timeout = 10000")
+        db = sqlite_utils.Database(conn)
+        db.enable_wal()
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                # Statement by statement: executescript would commit our transaction early.
+                for statement in filter(str.strip, script.split(";")):
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {number}")
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        self._db = db
+        return db
+
+    def close(self) -> None:
+        with self._lock:
+            if self._db is not None:
+                self._db.conn.close()
+                self._db = None
+
+    # --- writing -----------------------------------------------------------------------------
+    def record(self, run: dict[str, Any], tool_calls: list[dict[str, Any]]) -> str:
+        """Store one finished run and its tool calls in one transaction; returns the run id."""
+        run_id = run.get("id") or new_run_id()
+        usage = run.get("usage") or {}
+        row = {
+            "id": run_id,
+            "created_at": run.get("created_at", time.time()),
+            "finished_at": run.get("finished_at", time.time()),
+            "duration_seconds": run.get("duration_seconds"),
+            "source": run.get("source"),
+            "query": _cut(run.get("query")),
+            "agent": run.get("agent"),
+            "model": run.get("model"),
+            "engine": run.get("engine"),
+            "tools": _json(run.get("tools") or []),
+            "status": run.get("status", "ok"),
+            "error": _cut(run.get("error")),
+            "content": _cut(run.get("content")),
+            "turns": run.get("turns", 0),
+            "prompt_tokens": usage.get("prompt_tokens", 0),
+            "completion_tokens": usage.get("completion_tokens", 0),
+            "total_tokens": usage.get("total_tokens", 0),
+            "messages": _json(run.get("messages") or []),
+            "metadata": _json(run.get("metadata") or {}),
+        }
+        calls = [{
+            "run_id": run_id,
+            "position": i,
+            "call_id": c.get("call_id"),
+            "tool_name": c.get("tool_name"),
+            "arguments": _json(c.get("arguments")),
+            "content": _cut(c.get("content")),
+            "success": 1 if c.get("success") else 0,
+            "error_type": c.get("error_type"),
+            "latency_seconds": c.get("latency_seconds"),
+            "cost_usd": c.get("cost_usd"),
+        } for i, c in enumerate(tool_calls)]
+        with self._lock:
+            db = self._open(create=True)
+            conn = db.conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                db["runs"].insert(row, replace=True)
+                conn.execute("DELETE FROM tool_calls WHERE run_id = ?", [run_id])
+                if calls:
+                    db["tool_calls"].insert_all(calls)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        return run_id
+
+    # --- reading -----------------------------------------------------------------------------
+    def list(self, limit: int = 20, source: str | None = None) -> list[dict[str, Any]]:
+        """The newest runs first (without transcripts)."""
+        with self._lock:
+            db = self._open(create=False)
+            if db is None:
+                return []
+            where, params = ("WHERE source = ?", [source]) if source else ("", [])
+            rows = db.execute(
+                "SELECT id, created_at, duration_seconds, source, query, agent, model, engine, "
+                "status, error, turns, total_tokens, "
+                "(SELECT COUNT(*) FROM tool_calls t WHERE t.run_id = runs.id) AS tool_calls "
+                f"FROM runs {where} ORDER BY created_at DESC LIMIT ?", [*params, limit]).fetchall()
+            names = ["id", "created_at", "duration_seconds", "source", "query", "agent", "model",
+                     "engine", "status", "error", "turns", "total_tokens", "tool_calls"]
+        return [dict(zip(names, r, strict=True)) for r in rows]
+
+    def get(self, run_id: str) -> dict[str, Any]:
+        """One run with its transcript and tool calls; an unambiguous id prefix is enough."""
+        with self._lock:
+            db = self._open(create=False)
+            if db is None:
+                raise UserError(f"no run {run_id!r}: the run log at {self.db_path} is empty")
+            matches = list(db.query("SELECT * FROM runs WHERE id LIKE ? ORDER BY created_at DESC "
+                                    "LIMIT 5", [run_id.replace("%", "").replace("_", "") + "%"]))
+            if not matches:
+                raise UserError(f"no run {run_id!r} in {self.db_path}; `jarvis runs list` shows "
+                                f"the recent ones")
+            exact = [m for m in matches if m["id"] == run_id]
+            if not exact and len(matches) > 1:
+                raise UserError(f"run id prefix {run_id!r} is ambiguous: "
+                                f"{', '.join(m['id'] for m in matches)}")
+            run = dict(exact[0] if exact else matches[0])
+            calls = list(db.query("SELECT * FROM tool_calls WHERE run_id = ? ORDER BY position",
+                                  [run["id"]]))
+        for key in ("tools", "messages", "metadata"):
+            run[key] = _loads(run.get(key))
+        run["usage"] = {k: run.pop(k) for k in ("prompt_tokens", "completion_tokens",
+                                                "total_tokens")}
+        for call in calls:
+            call["arguments"] = _loads(call.get("arguments"))
+            call["success"] = bool(call.get("success"))
+            call.pop("run_id", None)
+            call.pop("id", None)
+        run["tool_calls"] = calls
+        return run
+
+
+def _loads(value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
+
+
+def run_log_path(config: Any) -> Path:
+    """Where the run log lives: [runs] db_path, else JARVIS_HOME/runs.db."""
+    from jarvis.core.paths import jarvis_home
+
+    configured = config.runs.db_path
+    return config.resolve_path(configured) if configured else jarvis_home() / "runs.db"
+
+
+def run_log_enabled(config: Any) -> bool:
+    return bool(config.runs.enabled)

@@ -1,0 +1,415 @@
+"""Jarvis: the Python SDK. Builds engine, tools and agent from config.toml (+ env, + arguments)
+and answers questions.
+
+    from jarvis import Jarvis
+
+    with Jarvis() as j:
+        result = j.ask_full("What is 15% of 340?", agent="orchestrator", tools=["calculator"])
+        print(result["content"])
+
+Everything heavy is built on first use: the engine (discovery included) on the first ask, the
+memory store only when a tool or the memory context needs it, the scheduler only when a
+scheduler tool asks for it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from jarvis.core.events import EventBus, EventType
+from jarvis.core.types import Message
+from jarvis.errors import UnknownNameError, UserError
+
+Approver = Callable[[Any, dict[str, Any]], bool]
+
+# Constructor parameters a tool may take, and what the SDK hands it.
+DEPENDENCY_KEYS = ("engine", "model", "bus", "config", "backend", "scheduler")
+
+
+def _split_names(value: str | Sequence[str] | None) -> list[str] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return [n.strip() for n in value.split(",") if n.strip()]
+    return [str(n).strip() for n in value if str(n).strip()]
+
+
+def _explicit_params(factory: Any) -> set[str]:
+    """Named constructor parameters (a bare **kwargs does not pull in every dependency)."""
+    try:
+        params = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        return set()
+    return {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+
+
+class Jarvis:
+    """The assistant: ask questions, with tools, through an agent, on an engine.
+
+    Args:
+        config_path: config.toml to use (default lookup: ./config.toml, $JARVIS_HOME/config.toml).
+        engine: an InferenceEngine instance, or a backend name (ollama, vllm, llamacpp,
+            lmstudio, sglang, openai); default: JARVIS_ENGINE / config, else discovery.
+        model: the model name; default: JARVIS_MODEL / config, else the engine's first model.
+        bus: an EventBus to publish tool, inference and run events on.
+        host: the engine's host (overrides the environment and config).
+        config: an already loaded JarvisConfig (instead of config_path).
+    """
+
+    def __init__(self, config_path: str | os.PathLike[str] | None = None, engine: Any = None,
+                 model: str | None = None, bus: EventBus | None = None, *,
+                 host: str | None = None, config: Any = None) -> None:
+        from jarvis.core.config import load_config
+
+        self.config = config if config is not None else load_config(config_path)
+        self.bus = bus if bus is not None else EventBus()
+        self._engine: Any = None
+        self._engine_name: str | None = None
+        self._owns_engine = False
+        if engine is not None and not isinstance(engine, str):
+            self._engine = engine
+        else:
+            self._engine_name = engine
+        self._host = host
+        self._model = model
+        self._resolved_model: str | None = None
+        self._memory: Any = None
+        self._runlog: Any = None
+        self._extensions_loaded = False
+        self._closed = False
+
+    # --- lazily built parts --------------------------------------------------------------------
+    @property
+    def engine(self) -> Any:
+        """The InferenceEngine (built, or discovered, on first use)."""
+        if self._engine is None:
+            from jarvis.engine.discovery import get_engine
+
+            self._engine = get_engine(self.config, self._engine_name, self._host, self._model)
+            self._owns_engine = True
+        return self._engine
+
+    @property
+    def model(self) -> str:
+        """The model name used when an ask names none."""
+        if self._resolved_model is None:
+            model = self._model or self.config.engine.model
+            if not model:
+                engine = self.engine
+                chooser = getattr(engine, "default_model", None)
+                if callable(chooser):
+                    model = chooser()
+                else:
+                    models = engine.list_models()
+                    model = models[0] if models else ""
+            self._resolved_model = model
+        return self._resolved_model
+
+    def _memory_path(self) -> Path:
+        from jarvis.core.paths import jarvis_home
+
+        configured = self.config.memory.db_path
+        return self.config.resolve_path(configured) if configured else jarvis_home() / "memory.db"
+
+    @property
+    def memory(self) -> Any:
+        """The memory store (SQLite FTS5), opened on first use."""
+        if self._memory is None:
+            from jarvis.memory.sqlite import SQLiteMemory
+
+            path = self._memory_path()
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._memory = SQLiteMemory(db_path=str(path), bus=self.bus)
+        return self._memory
+
+    @property
+    def scheduler(self) -> Any:
+        """The TaskScheduler on [scheduler] db_path (opened on first use); the tasks it runs
+        itself (`scheduler.start()`, `run_now`) go through this Jarvis's ask_full."""
+        if getattr(self, "_scheduler", None) is None:
+            from jarvis.scheduler.scheduler import TaskScheduler
+
+            self._scheduler = TaskScheduler(system=self)
+        return self._scheduler
+
+    @property
+    def runlog(self) -> Any:
+        """The run log (None when `[runs] enabled = false` or JARVIS_RUN_LOG=0)."""
+        from jarvis.runlog import RunLog, run_log_enabled, run_log_path
+
+        if not run_log_enabled(self.config):
+            return None
+        if self._runlog is None:
+            self._runlog = RunLog(run_log_path(self.config))
+        return self._runlog
+
+    def load_extensions(self) -> None:
+        """Register workspace, plugin and MCP tools once (before tools are built by name)."""
+        if not self._extensions_loaded:
+            from jarvis.tools.catalog import load_extensions
+
+            self._extensions_loaded = True
+            load_extensions(self.config)
+
+    # --- names -> objects --------------------------------------------------------------------
+    def resolve_agent(self, name: str | None, tools: list[str] | None) -> tuple[type, Any]:
+        """The agent class and, for a workspace agent, its AgentSpec."""
+        from jarvis.agents import BUILTIN_AGENTS, agent_class
+
+        name = name or self.config.agent.default or ("orchestrator" if tools else "simple")
+        cls = agent_class(name)
+        if cls is not None:
+            return cls, None
+        spec = None
+        workspace_names: list[str] = []
+        try:
+            from jarvis.workspace.agents import find_agent, list_agents
+        except ImportError:  # the workspace module is optional in stripped-down installs
+            find_agent = list_agents = None  # type: ignore[assignment]
+        if find_agent is not None:
+            spec = find_agent(self.config, name)
+            if spec is None:
+                workspace_names = [s.name for s in list_agents(self.config)]
+        if spec is None:
+            from jarvis.core.registry import AgentRegistry
+
+            raise UnknownNameError("agent", name, set(AgentRegistry.keys()) | set(BUILTIN_AGENTS)
+                                   | set(workspace_names),
+                                   hint="workspace agents live in agents/*.toml")
+        return BUILTIN_AGENTS[spec.base], spec
+
+    def _check_tool_names(self, names: list[str]) -> None:
+        from jarvis.core.registry import ToolRegistry
+
+        enabled = self.config.tools.enabled
+        for name in names:
+            if not ToolRegistry.contains(name):
+                raise UnknownNameError("tool", name, enabled if enabled is not None
+                                       else ToolRegistry.keys(),
+                                       hint="`jarvis tools list` shows them")
+            if enabled is not None and name not in enabled:
+                raise UnknownNameError("tool", name, enabled,
+                                       hint="it is not in [tools] enabled in config.toml")
+
+    def build_tools(self, names: list[str], model: str | None = None) -> list[Any]:
+        """Tool instances with the dependencies their constructors take (built lazily)."""
+        from jarvis.core.registry import ToolRegistry
+        from jarvis.tools.catalog import build_tools
+
+        self.load_extensions()
+        self._check_tool_names(names)
+        needed: set[str] = set()
+        for name in names:
+            value = ToolRegistry.get(name)
+            if isinstance(value, type):
+                needed |= _explicit_params(value) & set(DEPENDENCY_KEYS)
+        makers: dict[str, Callable[[], Any]] = {
+            "engine": lambda: self.engine,
+            "model": lambda: model or self.model,
+            "bus": lambda: self.bus,
+            "config": lambda: self.config,
+            "backend": lambda: self.memory,
+            "scheduler": lambda: self.scheduler,
+        }
+        dependencies = {key: makers[key]() for key in DEPENDENCY_KEYS if key in needed}
+        return build_tools(names, dependencies=dependencies, settings=self.config.tools.settings)
+
+    # --- asking ------------------------------------------------------------------------------
+    def ask(self, query: str, **kwargs: Any) -> str:
+        """Answer `query`; returns the answer text (see ask_full for the arguments)."""
+        return self.ask_full(query, **kwargs)["content"]
+
+    def ask_full(self, query: str, agent: str | None = None,
+                 tools: str | Sequence[str] | None = None, system: str | None = None,
+                 max_turns: int | None = None, model: str | None = None,
+                 approver: Approver | None = None, approved_tools: Sequence[str] | None = None,
+                 context: bool | None = None, source: str = "sdk",
+                 on_token: Callable[[str], Any] | None = None,
+                 history: Sequence[Message] | None = None, temperature: float | None = None,
+                 max_tokens: int | None = None) -> dict[str, Any]:
+        """Answer `query` and report how.
+
+        Args:
+            agent: simple, react, orchestrator or a workspace agent (default: config, else
+                orchestrator when tools are given, simple otherwise).
+            tools: tool names (a list or "a,b"); default: the agent's or config's tools.
+            system: the system prompt.
+            approver: `approver(spec, arguments) -> bool` for confirmation-gated tools.
+            approved_tools: tool names approved without asking. With neither, such calls
+                are denied.
+            context: False skips the memory context.
+            source: recorded in the run log (sdk, cli, scheduler, ...).
+            on_token: called with each piece of the answer as it streams.
+
+        Returns a dict with content, usage (summed over turns), tool_results, turns, model,
+        engine, agent, run_id, context_sources and metadata.
+        """
+        if not isinstance(query, str) or not query.strip():
+            raise UserError("the query is empty; pass a question to ask")
+        started = time.time()
+        tool_names = _split_names(tools)
+        self.load_extensions()
+        agent_cls, spec = self.resolve_agent(agent, tool_names)
+        if tool_names is None:
+            tool_names = list(spec.tools) if spec is not None else list(self.config.agent.tools)
+        if tool_names:
+            self._check_tool_names(tool_names)
+        use_model = model or (spec.model if spec is not None and spec.model else None) or self.model
+        built = self.build_tools(tool_names, use_model) if tool_names else []
+        agent_name = spec.name if spec is not None else agent_cls.agent_id
+        engine = self.engine
+
+        from jarvis.runlog import new_run_id
+        from jarvis.tools.executor import ToolExecutor
+
+        run_id = new_run_id()
+        executor = ToolExecutor(built, bus=self.bus, approver=_approver(approver, approved_tools),
+                                default_timeout=self.config.tools.default_timeout,
+                                max_output_chars=self.config.tools.max_output_chars, run_id=run_id)
+        system_prompt = system if system is not None else (
+            spec.instructions if spec is not None and spec.instructions else self.config.agent.system)
+        context_text, sources = self._memory_context(query, context)
+        if context_text:
+            system_prompt = f"{system_prompt}\n\n{context_text}" if system_prompt else context_text
+        turns = max_turns or (spec.max_turns if spec is not None else self.config.agent.max_turns)
+        runner = agent_cls(engine, use_model, executor=executor, bus=self.bus,
+                           system=system_prompt or None, max_turns=turns,
+                           max_repeats=self.config.agent.max_repeats,
+                           temperature=temperature if temperature is not None
+                           else self.config.engine.temperature,
+                           max_tokens=max_tokens if max_tokens is not None
+                           else self.config.engine.max_tokens, on_token=on_token)
+        engine_name = getattr(engine, "engine_id", type(engine).__name__)
+        record = {"id": run_id, "created_at": started, "source": source, "query": query,
+                  "agent": agent_name, "model": use_model, "engine": engine_name,
+                  "tools": tool_names}
+        self.bus.publish(EventType.RUN_START, dict(record))
+        try:
+            result = runner.run(query, history=history)
+        except BaseException as exc:
+            status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "error"
+            self._record(record, status=status, error=f"{type(exc).__name__}: {exc}",
+                         started=started)
+            raise
+        calls_by_id = {c["id"]: c for c in result.metadata.get("tool_calls", [])}
+        tool_results = []
+        for tr in result.tool_results:
+            item = tr.to_dict()
+            call = calls_by_id.get(tr.call_id or "")
+            item["arguments"] = _decoded(call["arguments"]) if call else None
+            tool_results.append(item)
+        metadata = {k: v for k, v in result.metadata.items() if k not in ("tool_calls", "model")}
+        out = {
+            "content": result.content,
+            "usage": dict(result.usage),
+            "tool_results": tool_results,
+            "turns": result.turns,
+            "model": result.metadata.get("model") or use_model,
+            "engine": engine_name,
+            "agent": agent_name,
+            "run_id": None,
+            "context_sources": sources,
+            "metadata": metadata,
+            "duration_seconds": time.time() - started,
+        }
+        out["run_id"] = self._record(record, status="ok", started=started, result=result,
+                                     tool_results=tool_results, out=out)
+        self.bus.publish(EventType.RUN_END, {"run_id": run_id, "status": "ok",
+                                             "usage": out["usage"], "turns": out["turns"]})
+        return out
+
+    def _memory_context(self, query: str, context: bool | None) -> tuple[str, list[str]]:
+        mc = self.config.memory
+        if context is False or not mc.enabled or not mc.context:
+            return "", []
+        if self._memory is None and not self._memory_path().exists():
+            return "", []  # nothing stored yet: do not create an empty database for it
+        try:
+            from jarvis.memory.context import memory_context
+        except ImportError:
+            return "", []
+        text, sources = memory_context(self.memory, query, mc.context_top_k)
+        return text or "", list(sources or [])
+
+    def _record(self, record: dict[str, Any], *, status: str, started: float,
+                error: str | None = None, result: Any = None,
+                tool_results: list[dict[str, Any]] | None = None,
+                out: dict[str, Any] | None = None) -> str | None:
+        log = self.runlog
+        if log is None:
+            return None
+        finished = time.time()
+        run = dict(record, status=status, error=error, finished_at=finished,
+                   duration_seconds=finished - started)
+        calls: list[dict[str, Any]] = []
+        if result is not None and out is not None:
+            run.update(content=result.content, turns=result.turns, usage=result.usage,
+                       model=out["model"],
+                       messages=[m.to_openai() for m in result.messages],
+                       metadata=dict(out["metadata"], context_sources=out["context_sources"]))
+            calls = tool_results or []
+        return log.record(run, calls)
+
+    async def aask(self, query: str, **kwargs: Any) -> str:
+        """Async `ask` (the run happens in a worker thread)."""
+        return (await self.aask_full(query, **kwargs))["content"]
+
+    async def aask_full(self, query: str, **kwargs: Any) -> dict[str, Any]:
+        """Async `ask_full` (the run happens in a worker thread, the loop stays free)."""
+        import asyncio
+
+        return await asyncio.to_thread(self.ask_full, query, **kwargs)
+
+    # --- lifecycle ---------------------------------------------------------------------------
+    def close(self) -> None:
+        """Release the engine (if this Jarvis built it), the memory store and the run log."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._engine is not None and self._owns_engine:
+            self._engine.close()
+        if self._memory is not None and hasattr(self._memory, "close"):
+            self._memory.close()
+        if self._runlog is not None:
+            self._runlog.close()
+
+    def __enter__(self) -> Jarvis:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Jarvis:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _approver(approver: Approver | None, approved_tools: Sequence[str] | None) -> Approver | None:
+    approved = frozenset(approved_tools or ())
+    if not approved:
+        return approver
+
+    def decide(spec: Any, arguments: dict[str, Any]) -> bool:
+        if spec.name in approved:
+            return True
+        return bool(approver(spec, arguments)) if approver is not None else False
+
+    return decide
+
+
+def _decoded(arguments: Any) -> Any:
+    if isinstance(arguments, str):
+        import json
+
+        try:
+            return json.loads(arguments)
+        except ValueError:
+            return arguments
+    return arguments
