@@ -296,6 +296,12 @@ class Jarvis:
             self._record(record, status=status, error=f"{type(exc).__name__}: {exc}",
                          started=started)
             raise
+        finally:
+            # Run-scoped tool resources (e.g. the repl tool's interpreter process) end with
+            # the run: see jarvis.resources.
+            from jarvis.resources import release_run
+
+            release_run(run_id)
         calls_by_id = {c["id"]: c for c in result.metadata.get("tool_calls", [])}
         tool_results = []
         for tr in result.tool_results:
