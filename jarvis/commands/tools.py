@@ -11,9 +11,10 @@ from jarvis.commands._common import echo_json, load_cli_config, terminal_approve
 
 
 def _catalog(names: list[str] | None = None) -> list:
-    from jarvis.tools.catalog import build_tools
+    from jarvis.tools.catalog import build_tools, load_extensions
 
     config = load_cli_config()
+    load_extensions(config)
     enabled = config.tools.enabled
     if names is None and enabled is not None:
         names = enabled

@@ -127,13 +127,31 @@ class McpServerConfig(_Section):
     enabled: bool = True
     timeout: float = Field(30.0, gt=0, description="seconds per call")
     connect_timeout: float = Field(10.0, gt=0)
-    include: list[str] | None = None
-    exclude: list[str] = Field(default_factory=list)
-    tool_timeouts: dict[str, float] = Field(default_factory=dict)
+    include: list[str] | None = Field(None, description="tool names or globs to expose; None: all")
+    exclude: list[str] = Field(default_factory=list, description="tool names or globs to hide")
+    tool_timeouts: dict[str, float] = Field(default_factory=dict, description="per-tool seconds")
+    confirm: list[str] = Field(default_factory=list,
+                               description="tool names or globs that require confirmation")
+
+    def model_post_init(self, __context: Any) -> None:
+        if bool(self.command) == bool(self.url):
+            raise ValueError("an MCP server needs exactly one of `command` (stdio) or `url` "
+                             "(streamable HTTP)")
+        for tool, seconds in self.tool_timeouts.items():
+            if seconds <= 0:
+                raise ValueError(f"tool_timeouts.{tool} must be a positive number of seconds")
 
 
 class McpConfig(_Section):
     servers: dict[str, McpServerConfig] = Field(default_factory=dict)
+
+    def model_post_init(self, __context: Any) -> None:
+        from jarvis.mcp.naming import check_server_name
+
+        for name in self.servers:
+            problem = check_server_name(name)
+            if problem:
+                raise ValueError(f"mcp.servers.{name}: the server name {problem}")
 
 
 class WorkspaceConfig(_Section):

@@ -153,16 +153,64 @@ def accepted_kwargs(factory: Callable[..., Any], available: dict[str, Any]) -> d
 
 
 class ToolRegistry(RegistryBase):
-    """Every tool jarvis can run, by name."""
+    """Every tool jarvis can run, by name.
+
+    On-demand loaders (`set_on_demand`) add tools that are too costly to load up front, e.g.
+    an MCP server whose tool list is not cached yet: `get` of a missing name calls
+    `loader(name)`, listing every tool (`keys`, `items`) calls `loader(None)`.
+    """
 
     kind = "tool"
     _loaded: ClassVar[bool] = False
+    _on_demand: ClassVar[dict[str, Callable[[str | None], None]]] = {}
 
     @classmethod
     def _ensure_loaded(cls) -> None:
         if not cls._loaded:
             cls._loaded = True
             import jarvis.tools  # noqa: F401  (registers the built-in catalog)
+
+    @classmethod
+    def set_on_demand(cls, source: str, loader: Callable[[str | None], None] | None) -> None:
+        """Install (or with None remove) the on-demand loader of `source`."""
+        if loader is None:
+            cls._on_demand.pop(source, None)
+        else:
+            cls._on_demand[source] = loader
+
+    @classmethod
+    def _load_on_demand(cls, key: str | None) -> None:
+        for loader in list(cls._on_demand.values()):
+            loader(key)
+
+    @classmethod
+    def get(cls, key: str) -> Any:
+        if key not in cls._entries and cls._on_demand:
+            cls._ensure_loaded()
+            if key not in cls._entries:
+                cls._load_on_demand(key)
+        return super().get(key)
+
+    @classmethod
+    def keys(cls) -> list[str]:
+        cls._load_on_demand(None)
+        return super().keys()
+
+    @classmethod
+    def items(cls) -> Iterator[tuple[str, Any]]:
+        cls._load_on_demand(None)
+        return super().items()
+
+    @classmethod
+    def snapshot(cls) -> tuple[Any, ...]:
+        return (*super().snapshot(), dict(cls._on_demand))
+
+    @classmethod
+    def restore(cls, snap: tuple[Any, ...]) -> None:
+        super().restore(snap)
+        if len(snap) > 2:
+            cls._on_demand.clear()
+            cls._on_demand.update(snap[2])
 
     @classmethod
     def create_with(cls, key: str, dependencies: dict[str, Any]) -> Any:

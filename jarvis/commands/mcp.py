@@ -1,0 +1,101 @@
+"""`jarvis mcp`: list the configured MCP servers and their tools, or serve jarvis tools over MCP."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from jarvis.commands._common import echo_json, load_cli_config
+
+
+@click.group()
+def mcp() -> None:
+    """Use MCP servers' tools, and serve jarvis tools over MCP.
+
+    Servers are declared in config.toml as [mcp.servers.NAME] tables; their tools appear as
+    NAME__tool in `jarvis tools list`.
+    """
+
+
+@mcp.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print servers, status and tools as JSON.")
+@click.option("--cached", is_flag=True,
+              help="Show the cached tool lists without starting or contacting any server.")
+def list_servers(as_json: bool, cached: bool) -> None:
+    """List the configured MCP servers: status (and why one failed) and tools.
+
+    Every enabled server is contacted (concurrently) unless --cached is given; the fresh tool
+    lists are cached for the next commands. Exits 1 when a server failed.
+    """
+    from jarvis.mcp.manager import register_mcp_tools
+
+    config = load_cli_config()
+    manager = register_mcp_tools(config)
+    if manager is None:
+        if as_json:
+            echo_json([])
+        else:
+            click.echo("No MCP servers configured. Add one to config.toml, e.g.:\n\n"
+                       "  [mcp.servers.files]\n"
+                       "  command = \"npx\"\n"
+                       "  args = [\"-y\", \"@modelcontextprotocol/server-filesystem\", \".\"]")
+        return
+    if not cached:
+        manager.refresh()
+    rows = manager.status()
+    if as_json:
+        echo_json(rows)
+    else:
+        for i, row in enumerate(rows):
+            if i:
+                click.echo("")
+            click.echo(f"{row['name']}  [{row['status']}]  {row['transport']}: {row['target']}")
+            if row["error"]:
+                click.echo(f"  error: {row['error']}")
+            for tool in row["tools"]:
+                flag = " [confirm]" if tool["requires_confirmation"] else ""
+                first = tool["description"].splitlines()[0] if tool["description"] else ""
+                click.echo(f"  {tool['name']}{flag}  {first}")
+            if row["hidden_tools"]:
+                click.echo(f"  (not exposed by include/exclude: {', '.join(row['hidden_tools'])})")
+            for conflict in row["conflicts"]:
+                click.echo(f"  (skipped, name taken: {conflict})")
+            if row["status"] == "cached" and not row["tools"]:
+                click.echo("  (no tools)")
+            if row["status"] == "not started":
+                click.echo("  (no cached tool list; run without --cached to fetch it)")
+    if any(row["status"] == "failed" for row in rows):
+        sys.exit(1)
+
+
+@mcp.command("serve")
+@click.option("--tools", "tool_names", default=None, metavar="A,B",
+              help="Comma-separated tools to expose (default: the built-in and workspace tools "
+                   "that need no confirmation). Naming a tool that requires confirmation here "
+                   "exposes it and approves its calls.")
+@click.option("--http", "http", default=None, metavar="HOST:PORT",
+              help="Serve streamable HTTP on HOST:PORT (endpoint /mcp) instead of stdio.")
+def serve(tool_names: str | None, http: str | None) -> None:
+    """Run an MCP server exposing jarvis tools (stdio by default).
+
+    Every call goes through the ToolExecutor: arguments are validated, timeouts and output
+    limits apply. Logs go to stderr; over stdio, stdout carries only the protocol.
+
+    \b
+    Example (in an MCP client's config):
+      {"command": "jarvis", "args": ["mcp", "serve", "--tools", "calculator,think"]}
+    """
+    from jarvis.errors import UserError
+    from jarvis.mcp.server import parse_host_port, run_http, run_stdio, select_tools
+
+    config = load_cli_config()
+    names = [n.strip() for n in tool_names.split(",") if n.strip()] if tool_names else None
+    if tool_names is not None and not names:
+        raise UserError("--tools was given but names no tool; pass e.g. --tools calculator,think")
+    address = parse_host_port(http) if http else None
+    tools, approved = select_tools(config, names)
+    if address is None:
+        run_stdio(tools, config, approved)
+    else:
+        run_http(tools, config, approved, *address)

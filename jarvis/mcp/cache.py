@@ -1,0 +1,92 @@
+"""The on-disk tool list of each MCP server, so listing tools needs no running server.
+
+One JSON file per server under `$JARVIS_HOME/mcp/`, keyed by a hash of what identifies the
+server (command, args, env, cwd, url, headers): change any of them and the old list is not
+used. Secrets in env or headers go into the hash only, never into the file. A list is
+rewritten whenever a live connection fetches it, so the file follows the server.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jarvis.core.paths import jarvis_home
+
+CACHE_VERSION = 1
+
+
+@dataclass(slots=True)
+class RemoteTool:
+    """A tool as an MCP server lists it (wire names, camelCase annotations)."""
+
+    name: str
+    description: str = ""
+    input_schema: dict[str, Any] = field(default_factory=dict)
+    annotations: dict[str, Any] = field(default_factory=dict)
+    output_schema: dict[str, Any] | None = None
+    title: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description,
+                "inputSchema": self.input_schema, "annotations": self.annotations,
+                "outputSchema": self.output_schema, "title": self.title}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RemoteTool:
+        return cls(name=str(data["name"]), description=str(data.get("description") or ""),
+                   input_schema=dict(data.get("inputSchema") or {}),
+                   annotations=dict(data.get("annotations") or {}),
+                   output_schema=data.get("outputSchema"), title=data.get("title"))
+
+
+def config_key(server: Any, base_dir: Path) -> str:
+    """A hash of what identifies the server's process or endpoint."""
+    cwd = str((base_dir / server.cwd).resolve()) if server.cwd else None
+    ident = {"command": server.command, "args": list(server.args), "env": dict(server.env),
+             "cwd": cwd, "url": server.url, "headers": dict(server.headers),
+             "base": str(base_dir) if server.command else None}
+    raw = json.dumps(ident, sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(raw.encode("utf-8")).hexdigest()[:24]
+
+
+def cache_dir() -> Path:
+    return jarvis_home() / "mcp"
+
+
+def cache_path(name: str, key: str) -> Path:
+    return cache_dir() / f"tools-{name}-{key}.json"
+
+
+def read_tools(name: str, key: str) -> list[RemoteTool] | None:
+    """The cached list, or None when there is none (or it is unreadable: then it is refetched)."""
+    path = cache_path(name, key)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("version") != CACHE_VERSION:
+            return None
+        return [RemoteTool.from_dict(t) for t in data["tools"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def write_tools(name: str, key: str, tools: list[RemoteTool]) -> None:
+    """Replace the cached list atomically (a reader never sees half a file)."""
+    folder = cache_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for old in folder.glob(f"tools-{name}-*.json"):  # lists of this server's older configs
+            if old.name != cache_path(name, key).name:
+                old.unlink(missing_ok=True)
+        tmp = folder / f".tools-{name}-{key}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps({"version": CACHE_VERSION, "server": name, "fetched_at": time.time(),
+                                   "tools": [t.to_dict() for t in tools]}, ensure_ascii=False),
+                       encoding="utf-8")
+        os.replace(tmp, cache_path(name, key))
+    except OSError:
+        pass  # a cache that cannot be written only costs a reconnect next time

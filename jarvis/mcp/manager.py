@@ -1,0 +1,334 @@
+"""The MCP servers of one config: cached tool lists, lazy connections, status, registration.
+
+`register_mcp_tools(config)` (called from `load_extensions`) registers every enabled server's
+tools in ToolRegistry as `NAME__tool` proxies, from the on-disk cache when there is one, so no
+server starts for a command that uses none of them. A server without a cached list is only
+contacted when one of its names is looked up or the full tool list is asked for (an on-demand
+loader on ToolRegistry); those connections are made concurrently. A server that fails is
+recorded with its reason (`status()`, `jarvis mcp list`) and never stops the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+import hashlib
+import json
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jarvis.core.paths import jarvis_home
+from jarvis.core.registry import ToolRegistry
+from jarvis.core.types import ErrorType, ToolResult
+from jarvis.mcp.cache import RemoteTool, config_key, read_tools, write_tools
+from jarvis.mcp.connection import McpCallError, McpCallTimeout, McpServerError, ServerConnection
+from jarvis.mcp.loop import background_loop
+from jarvis.mcp.naming import SEPARATOR, local_names
+
+ON_DEMAND_SOURCE = "mcp"
+CALL_MARGIN = 2.0  # the executor's own timeout is ours plus this, so ours fires first
+
+
+@dataclass(slots=True)
+class ServerState:
+    """What the manager knows about one configured server."""
+
+    name: str
+    config: Any
+    key: str
+    connection: ServerConnection | None = None
+    tools: list[RemoteTool] | None = None  # the last known full list (cache or live)
+    source: str = "none"  # none | cache | live
+    registered: dict[str, str] = field(default_factory=dict)  # local name -> remote name
+    conflicts: list[str] = field(default_factory=list)
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.config.enabled)
+
+
+def selected(config: Any, remote_names: Iterable[str]) -> list[str]:
+    """The remote tool names that pass the server's include/exclude lists (names or globs)."""
+    out = []
+    for name in remote_names:
+        if config.include is not None and not any(fnmatch.fnmatchcase(name, p) for p in config.include):
+            continue
+        if any(fnmatch.fnmatchcase(name, p) for p in config.exclude):
+            continue
+        out.append(name)
+    return out
+
+
+class McpManager:
+    """Every MCP server declared in one config, and their connections."""
+
+    def __init__(self, config: Any) -> None:
+        self.base_dir: Path = config.base_dir
+        self.fingerprint = manager_fingerprint(config)
+        self.servers: dict[str, ServerState] = {}
+        self._lock = threading.Lock()
+        log_dir = jarvis_home() / "mcp" / "logs"
+        for name, server in config.mcp.servers.items():
+            state = ServerState(name=name, config=server, key=config_key(server, self.base_dir))
+            if server.enabled:
+                state.connection = ServerConnection(name, server, self.base_dir,
+                                                    on_tools=self._on_live_tools,
+                                                    log_path=log_dir / f"{name}.log")
+            self.servers[name] = state
+
+    # --- tool lists and registration -------------------------------------------------
+    def load_cached(self) -> None:
+        """Register the tools of every enabled server that has a cached list."""
+        for state in self.servers.values():
+            if state.enabled and state.tools is None:
+                cached = read_tools(state.name, state.key)
+                if cached is not None:
+                    state.tools = cached
+                    state.source = "cache"
+                    self._register(state)
+
+    def _on_live_tools(self, connection: ServerConnection, tools: list[RemoteTool]) -> None:
+        state = self.servers.get(connection.name)
+        if state is None or state.connection is not connection:
+            return
+        state.tools = tools
+        state.source = "live"
+        write_tools(state.name, state.key, tools)
+        self._register(state)
+
+    def _register(self, state: ServerState) -> None:
+        """Make the registry hold exactly this server's selected tools (the list may have changed)."""
+        from jarvis.tools.mcp_adapter import McpTool
+
+        with self._lock:
+            tools = {t.name: t for t in state.tools or []}
+            names = local_names(state.name, selected(state.config, tools))
+            wanted = {local: tools[remote] for remote, local in names.items()}
+            for local in list(state.registered):
+                if local not in wanted and isinstance(ToolRegistry._entries.get(local), McpTool):
+                    ToolRegistry.unregister(local)
+            state.registered = {}
+            state.conflicts = []
+            for local, remote in wanted.items():
+                existing = ToolRegistry._entries.get(local)
+                if existing is not None and not isinstance(existing, McpTool):
+                    state.conflicts.append(f"{local} (taken by {ToolRegistry._origins.get(local)})")
+                    continue
+                tool = McpTool(self, state.name, remote, local, state.config)
+                ToolRegistry.register_value(local, tool, origin=f"mcp server {state.name}",
+                                            replace=True)
+                state.registered[local] = remote.name
+
+    def tool_names(self, server: str) -> dict[str, str]:
+        """Registered local name -> remote name, for one server."""
+        return dict(self.servers[server].registered)
+
+    def load_on_demand(self, key: str | None) -> None:
+        """ToolRegistry's on-demand hook: `key` None means every tool is wanted."""
+        if key is None:
+            pending = [s.name for s in self.servers.values() if s.enabled and s.tools is None]
+        else:
+            pending = [s.name for s in self.servers.values()
+                       if s.enabled and s.tools is None and key.startswith(s.name + SEPARATOR)]
+        if pending:
+            self.refresh(pending)
+
+    # --- connecting ------------------------------------------------------------------
+    def refresh(self, names: Iterable[str] | None = None) -> dict[str, str | None]:
+        """Connect to the servers (concurrently) and fetch their tool lists.
+
+        Returns server name -> None on success or the reason it failed. Never raises for a
+        server's failure.
+        """
+        targets = [self.servers[n] for n in (names if names is not None else self.servers)
+                   if n in self.servers and self.servers[n].connection is not None]
+        if not targets:
+            return {}
+        bound = max(s.config.connect_timeout for s in targets) + 5.0
+        try:
+            return background_loop().run(self._arefresh(targets), timeout=bound)
+        except Exception as exc:  # noqa: BLE001 - a stuck loop must not stop jarvis
+            return {s.name: f"refresh did not finish: {exc!r}" for s in targets}
+
+    async def _arefresh(self, targets: list[ServerState]) -> dict[str, str | None]:
+        async def one(state: ServerState) -> str | None:
+            try:
+                await state.connection.refresh_tools()
+            except McpServerError as exc:
+                return exc.reason
+            except Exception as exc:  # noqa: BLE001 - the reason is shown by `jarvis mcp list`
+                return f"{type(exc).__name__}: {exc}"
+            return None
+
+        results = await asyncio.gather(*(one(s) for s in targets))
+        return {s.name: r for s, r in zip(targets, results, strict=True)}
+
+    async def acall(self, server: str, remote: str, local: str,
+                    arguments: dict[str, Any], timeout: float) -> ToolResult:
+        """Call a tool on the background loop and turn every outcome into a ToolResult."""
+        from jarvis.mcp.results import to_tool_result
+
+        connection = self.servers[server].connection
+        if connection is None:
+            return ToolResult.failure(local, f"MCP server {server!r} is disabled in config.toml",
+                                      ErrorType.TRANSPORT, mcp_server=server)
+        try:
+            result = await connection.call(remote, arguments, timeout)
+        except McpServerError as exc:
+            return ToolResult.failure(local, f"{exc}; the next call reconnects",
+                                      ErrorType.TRANSPORT, mcp_server=server, mcp_tool=remote)
+        except McpCallTimeout as exc:
+            return ToolResult.failure(local, str(exc), ErrorType.TIMEOUT, mcp_server=server,
+                                      mcp_tool=remote, timeout_seconds=timeout)
+        except McpCallError as exc:
+            kind = ErrorType.INVALID_ARGS if exc.code == -32602 else ErrorType.EXECUTION
+            return ToolResult.failure(local, f"MCP server {server!r} rejected the call to "
+                                      f"{remote!r}: {exc}", kind, mcp_server=server,
+                                      mcp_tool=remote, mcp_error_code=exc.code)
+        return to_tool_result(local, server, remote, result)
+
+    def call(self, server: str, remote: str, local: str, arguments: dict[str, Any],
+             timeout: float) -> ToolResult:
+        """Blocking form of `acall` (for the executor's worker threads)."""
+        config = self.servers[server].config
+        bound = config.connect_timeout + timeout + CALL_MARGIN
+        future = background_loop().submit(self.acall(server, remote, local, arguments, timeout))
+        try:
+            return future.result(bound)
+        except TimeoutError:
+            future.cancel()
+            return ToolResult.failure(local, f"MCP server {server!r} did not answer {remote!r} "
+                                      f"within {bound:g} s", ErrorType.TIMEOUT, mcp_server=server)
+
+    async def aclose(self) -> None:
+        conns = [s.connection for s in self.servers.values() if s.connection is not None]
+        await asyncio.gather(*(c.close() for c in conns), return_exceptions=True)
+
+    def close(self) -> None:
+        """Stop every session this manager opened (stdio servers and their children end)."""
+        if any(s.connection is not None and s.connection.status != "idle"
+               for s in self.servers.values()):
+            background_loop().run(self.aclose(), timeout=15.0)
+
+    # --- listing ---------------------------------------------------------------------
+    def status(self) -> list[dict[str, Any]]:
+        """One row per configured server: transport, status, reason, tools."""
+        rows = []
+        for state in self.servers.values():
+            cfg = state.config
+            conn = state.connection
+            if not state.enabled:
+                status, error = "disabled", None
+            elif conn is not None and conn.status == "failed":
+                status, error = "failed", conn.error
+            elif conn is not None and conn.status == "ready":
+                status, error = "connected", None
+            elif state.tools is not None:
+                status, error = "cached", None
+            else:
+                status, error = "not started", None
+            remote = {t.name: t for t in state.tools or []}
+            tools = []
+            for local, remote_name in sorted(state.registered.items()):
+                t = remote.get(remote_name)
+                tools.append({"name": local, "remote_name": remote_name,
+                              "description": (t.description if t else "").strip(),
+                              "requires_confirmation": requires_confirmation(cfg, t) if t else False})
+            hidden = sorted(set(remote) - set(state.registered.values()))
+            rows.append({
+                "name": state.name,
+                "transport": "http" if cfg.url else "stdio",
+                "target": cfg.url or " ".join([cfg.command or "", *cfg.args]).strip(),
+                "enabled": state.enabled,
+                "status": status,
+                "error": error,
+                "tools_from": state.source,
+                "tools": tools,
+                "hidden_tools": hidden,
+                "conflicts": list(state.conflicts),
+                "protocol_version": conn.protocol_version if conn else None,
+            })
+        return rows
+
+
+def requires_confirmation(config: Any, tool: RemoteTool) -> bool:
+    """A tool the server marks destructive (and not read-only), or one listed in `confirm`."""
+    if any(fnmatch.fnmatchcase(tool.name, p) for p in getattr(config, "confirm", []) or []):
+        return True
+    ann = tool.annotations or {}
+    return bool(ann.get("destructiveHint")) and not ann.get("readOnlyHint")
+
+
+def manager_fingerprint(config: Any) -> str:
+    data = {"base": str(config.base_dir),
+            "servers": {n: s.model_dump() for n, s in config.mcp.servers.items()}}
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+
+
+_ACTIVE: McpManager | None = None
+_ALL: list[McpManager] = []
+_ACTIVE_LOCK = threading.Lock()
+
+
+async def _close_all_managers() -> None:
+    await asyncio.gather(*(m.aclose() for m in list(_ALL)), return_exceptions=True)
+
+
+def get_manager(config: Any) -> McpManager:
+    """The manager for this config, reused while the MCP part of the config is unchanged (so
+    warm connections survive repeated `load_extensions` calls)."""
+    global _ACTIVE
+    with _ACTIVE_LOCK:
+        fingerprint = manager_fingerprint(config)
+        if _ACTIVE is not None and _ACTIVE.fingerprint == fingerprint:
+            return _ACTIVE
+        if _ACTIVE is not None:
+            _retire(_ACTIVE)
+        manager = McpManager(config)
+        if not _ALL:
+            background_loop().on_exit(_close_all_managers)
+        _ALL.append(manager)
+        _ACTIVE = manager
+        return manager
+
+
+def _retire(manager: McpManager) -> None:
+    """Take a replaced manager's tools out of the registry and close its sessions."""
+    from jarvis.tools.mcp_adapter import McpTool
+
+    for state in manager.servers.values():
+        for local in state.registered:
+            entry = ToolRegistry._entries.get(local)
+            if isinstance(entry, McpTool) and entry.manager is manager:
+                ToolRegistry.unregister(local)
+        state.registered = {}
+    if any(s.connection is not None and s.connection.status != "idle"
+           for s in manager.servers.values()):
+        background_loop().submit(manager.aclose())
+
+
+def active_manager() -> McpManager | None:
+    return _ACTIVE
+
+
+def register_mcp_tools(config: Any) -> McpManager | None:
+    """Register the enabled servers' tools (from cache) and the on-demand loader for the rest.
+
+    Starts no server: a server whose tool list is not cached is contacted only when one of
+    its tools is looked up by name or every tool is listed.
+    """
+    global _ACTIVE
+    if not config.mcp.servers:
+        ToolRegistry.set_on_demand(ON_DEMAND_SOURCE, None)
+        with _ACTIVE_LOCK:
+            if _ACTIVE is not None:
+                _retire(_ACTIVE)
+                _ACTIVE = None
+        return None
+    manager = get_manager(config)
+    manager.load_cached()
+    ToolRegistry.set_on_demand(ON_DEMAND_SOURCE, manager.load_on_demand)
+    return manager

@@ -1,0 +1,146 @@
+"""`jarvis mcp serve`: jarvis tools as an MCP server, over stdio or streamable HTTP.
+
+Built on the SDK's low-level `Server` (not `MCPServer`), because a jarvis tool already has its
+JSON schema: the schema is served as it is instead of being re-derived from a Python
+signature. Every call goes through a ToolExecutor, so arguments are validated, timeouts and
+output limits apply and failures come back as `isError` results with a readable message.
+"""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from typing import Any
+
+import click
+
+from jarvis.core.registry import ToolRegistry
+from jarvis.core.types import ToolCall
+from jarvis.errors import UserError
+from jarvis.tools.base import BaseTool
+from jarvis.tools.executor import ToolExecutor
+
+
+def parse_host_port(value: str) -> tuple[str, int]:
+    """'HOST:PORT' (or ':PORT' for 127.0.0.1) -> (host, port); a bad value is a UserError."""
+    host, sep, port_text = value.rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    if not sep or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise UserError(f"--http needs HOST:PORT, e.g. 127.0.0.1:8765, got {value!r}")
+    return host, int(port_text)
+
+
+def _is_mcp_sourced(value: Any) -> bool:
+    from jarvis.tools.mcp_adapter import McpAdapterTool, McpTool
+
+    return isinstance(value, McpTool) or value is McpAdapterTool
+
+
+def select_tools(config: Any, names: list[str] | None) -> tuple[list[BaseTool], set[str]]:
+    """The tools to serve and the names whose confirmation is given by naming them.
+
+    Default (names None): every built-in, workspace and plugin tool that needs no
+    confirmation (MCP servers' own tools are not re-served unless named). Named tools are
+    served as asked; naming a tool that requires confirmation approves its calls.
+    """
+    from jarvis.tools.catalog import build_tool, load_extensions
+
+    load_extensions(config)
+    settings = config.tools.settings
+    deps = {"config": config}
+    if names is not None:
+        for name in names:
+            ToolRegistry.get(name)  # unknown names fail before anything is served
+        tools = [build_tool(name, deps, settings.get(name)) for name in names]
+        approved = {t.spec.name for t in tools if t.spec.requires_confirmation}
+        return tools, approved
+    entries = ToolRegistry.snapshot()[0]  # what is registered now: starts no MCP server
+    enabled = config.tools.enabled
+    tools = []
+    for name, value in sorted(entries.items()):
+        if _is_mcp_sourced(value) or (enabled is not None and name not in enabled):
+            continue
+        try:
+            built = build_tool(name, deps, settings.get(name))
+        except Exception as exc:  # noqa: BLE001 - one tool that cannot be built is skipped, loudly
+            click.echo(f"jarvis mcp serve: not serving {name}: {exc}", err=True)
+            continue
+        if not built.spec.requires_confirmation:
+            tools.append(built)
+    return tools, set()
+
+
+def build_server(tools: list[BaseTool], executor: ToolExecutor, name: str = "jarvis") -> Any:
+    """An SDK low-level Server whose tools/list and tools/call are the given jarvis tools."""
+    from mcp.server import Server
+    from mcp.types import CallToolResult, ListToolsResult, TextContent, Tool
+
+    from jarvis.mcp.results import to_call_tool_result
+
+    listed = [Tool.model_validate(t.spec.to_mcp_tool()) for t in tools]
+    schemas = {t.name: t.input_schema for t in listed}
+
+    async def list_tools(ctx: Any, params: Any) -> Any:
+        return ListToolsResult(tools=listed)
+
+    async def call_tool(ctx: Any, params: Any) -> Any:
+        call = ToolCall(id=f"mcp_{uuid.uuid4().hex[:12]}", name=params.name,
+                        arguments=params.arguments or {})
+        try:
+            result = await executor.aexecute(call)
+        except Exception as exc:  # noqa: BLE001 - the executor should not raise; never crash the server
+            return CallToolResult(content=[TextContent(type="text", text=f"{type(exc).__name__}: {exc}")],
+                                  is_error=True)
+        return to_call_tool_result(result)
+
+    return Server(name, version=_version(), on_list_tools=list_tools, on_call_tool=call_tool,
+                  get_tool_input_schema=schemas.get)
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("jarvis")
+    except Exception:  # noqa: BLE001 - an uninstalled checkout has no metadata
+        return "0"
+
+
+def make_executor(tools: list[BaseTool], config: Any, approved: set[str]) -> ToolExecutor:
+    approver = (lambda spec, arguments: spec.name in approved) if approved else None
+    return ToolExecutor(tools, approver=approver, default_timeout=config.tools.default_timeout,
+                        max_output_chars=config.tools.max_output_chars, run_id="mcp-serve")
+
+
+def _announce(tools: list[BaseTool], where: str) -> None:
+    names = ", ".join(t.spec.name for t in tools) or "(none)"
+    click.echo(f"jarvis mcp serve: {len(tools)} tools over {where}: {names}", err=True)
+
+
+def run_stdio(tools: list[BaseTool], config: Any, approved: set[str]) -> None:
+    """Serve over this process's stdin/stdout until the client closes stdin."""
+    import anyio
+    from mcp.server.stdio import stdio_server
+
+    server = build_server(tools, make_executor(tools, config, approved))
+    _announce(tools, "stdio")
+
+    async def main() -> None:
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+    anyio.run(main)
+
+
+def run_http(tools: list[BaseTool], config: Any, approved: set[str], host: str, port: int) -> None:
+    """Serve streamable HTTP on host:port (endpoint /mcp) until interrupted."""
+    import uvicorn
+
+    server = build_server(tools, make_executor(tools, config, approved))
+    app = server.streamable_http_app(host=host)
+    _announce(tools, f"http://{host}:{port}/mcp")
+    try:
+        uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).run()
+    except OSError as exc:
+        raise UserError(f"cannot serve on {host}:{port}: {exc}") from None
+    sys.stderr.flush()

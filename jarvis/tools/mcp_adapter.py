@@ -1,0 +1,185 @@
+"""The bridge to external MCP tool servers.
+
+`McpTool` is one tool of a configured server (`[mcp.servers.NAME]` in config.toml) as an
+ordinary jarvis tool named `NAME__tool`: its JSON schema is the server's, a tool the server
+marks destructive requires confirmation, and every call goes through the ToolExecutor like any
+other tool. `jarvis.mcp.manager` registers these from the config.
+
+`mcp_adapter` (registry key) is a single tool that reaches any configured server's tools by
+server and tool name, for agents that should not carry every MCP tool in their tool list. It
+honours the same include/exclude lists and refuses tools that require confirmation (those are
+called by their own `NAME__tool` name, which asks).
+
+This module is imported with the built-in catalog, so it must not import `mcp`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jarvis.core.registry import ToolRegistry
+from jarvis.core.types import ErrorType, ToolResult
+from jarvis.errors import ToolDefinitionError
+from jarvis.tools.base import BaseTool
+from jarvis.tools.context import ToolContext
+from jarvis.tools.spec import ToolSpec
+
+DEFAULT_DESCRIPTION = "Tool {remote!r} of MCP server {server!r}."
+
+
+class McpTool(BaseTool):
+    """One tool of an MCP server; calls go to the server over a warm, shared session."""
+
+    def __init__(self, manager: Any, server: str, remote: Any, local_name: str,
+                 config: Any) -> None:
+        from jarvis.mcp.manager import CALL_MARGIN, requires_confirmation
+
+        self.manager = manager
+        self.server = server
+        self.remote_name = remote.name
+        self.tool_id = local_name
+        self.call_timeout = float(config.tool_timeouts.get(remote.name, config.timeout))
+        description = remote.description.strip() or remote.title or DEFAULT_DESCRIPTION.format(
+            remote=remote.name, server=server)
+        metadata: dict[str, Any] = {"mcp_server": server, "mcp_tool": remote.name}
+        if remote.annotations:
+            metadata["mcp_annotations"] = dict(remote.annotations)
+        if remote.output_schema:
+            metadata["output_schema"] = remote.output_schema
+        self._spec = ToolSpec(
+            name=local_name,
+            description=description,
+            parameters=dict(remote.input_schema),
+            category="mcp",
+            requires_confirmation=requires_confirmation(config, remote),
+            # Connecting may come first; our own timeouts fire before the executor's.
+            timeout_seconds=config.connect_timeout + self.call_timeout + CALL_MARGIN,
+            metadata=metadata,
+        )
+
+    @property
+    def spec(self) -> ToolSpec:
+        return self._spec
+
+    def validate_arguments(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return super().validate_arguments(arguments)
+        except ToolDefinitionError:
+            # The server's schema is not valid JSON Schema for us; the server validates.
+            self.__dict__["_jarvis_validator"] = _AcceptAll()
+            return arguments
+
+    def invoke(self, arguments: dict[str, Any], context: ToolContext | None = None) -> ToolResult:
+        return self.manager.call(self.server, self.remote_name, self._spec.name, arguments,
+                                 self.call_timeout)
+
+    async def ainvoke(self, arguments: dict[str, Any], context: ToolContext | None = None) -> ToolResult:
+        from jarvis.mcp.loop import background_loop
+
+        return await background_loop().arun(self.manager.acall(
+            self.server, self.remote_name, self._spec.name, arguments, self.call_timeout))
+
+    def execute(self, **params: Any) -> ToolResult:
+        """Call the tool directly (outside an executor: no validation or confirmation)."""
+        return self.invoke(params)
+
+    def __repr__(self) -> str:
+        return f"<McpTool {self._spec.name} ({self.remote_name!r} on server {self.server!r})>"
+
+
+def _first_line(text: str) -> str:
+    text = (text or "").strip()
+    return text.splitlines()[0] if text else ""
+
+
+class _AcceptAll:
+    def is_valid(self, instance: Any) -> bool:
+        return True
+
+
+@ToolRegistry.register("mcp_adapter")
+class McpAdapterTool(BaseTool):
+    """Call a tool of a configured MCP server by server and tool name."""
+
+    tool_id = "mcp_adapter"
+
+    def __init__(self, config: Any = None) -> None:
+        self._config = config
+
+    @property
+    def spec(self) -> ToolSpec:
+        return ToolSpec(
+            name="mcp_adapter",
+            description=(
+                "Bridge to external MCP tool servers: call tool `tool` of the configured MCP "
+                "server `server` with `arguments`. Leave `tool` empty to list that server's "
+                "tools. Tools that require confirmation are refused here; call them by their "
+                "own SERVER__tool name."),
+            parameters={
+                "type": "object",
+                "properties": {
+                    "server": {"type": "string", "description": "server name from config.toml",
+                               "maxLength": 64},
+                    "tool": {"type": "string", "description": "the tool's name on that server "
+                             "(empty: list the server's tools)", "maxLength": 256},
+                    "arguments": {"type": "object", "description": "the tool's arguments"},
+                },
+                "required": ["server"],
+            },
+            category="integration",
+            metadata={"mcp_bridge": True},
+        )
+
+    def _manager(self) -> Any:
+        from jarvis.mcp.manager import active_manager, get_manager
+
+        if self._config is not None and self._config.mcp.servers:
+            return get_manager(self._config)
+        return active_manager()
+
+    def invoke(self, arguments: dict[str, Any], context: ToolContext | None = None) -> ToolResult:
+        return self.execute(**arguments)
+
+    def execute(self, server: str = "", tool: str = "", arguments: dict[str, Any] | None = None,
+                **_: Any) -> ToolResult:
+        manager = self._manager()
+        if manager is None or not manager.servers:
+            return ToolResult.failure("mcp_adapter", "no MCP servers are configured; add a "
+                                      "[mcp.servers.NAME] table to config.toml", ErrorType.EXECUTION)
+        state = manager.servers.get(server)
+        if state is None or not state.enabled:
+            valid = ", ".join(sorted(n for n, s in manager.servers.items() if s.enabled)) or "(none)"
+            return ToolResult.failure("mcp_adapter", f"unknown or disabled MCP server {server!r}; "
+                                      f"enabled servers: {valid}", ErrorType.INVALID_ARGS)
+        if state.tools is None:
+            manager.load_cached()
+        if state.tools is None:
+            reason = manager.refresh([server]).get(server)
+            if reason:
+                return ToolResult.failure("mcp_adapter", f"MCP server {server!r}: {reason}",
+                                          ErrorType.TRANSPORT, mcp_server=server)
+        by_remote = {remote: local for local, remote in state.registered.items()}
+        if not tool:
+            remote_tools = {t.name: t for t in state.tools or []}
+            lines = [f"{name}: {_first_line(remote_tools[name].description)}"
+                     for name in sorted(by_remote)]
+            return ToolResult(tool_name="mcp_adapter", content="\n".join(lines) or "(no tools)")
+        local = by_remote.get(tool)
+        if local is None:
+            return ToolResult.failure("mcp_adapter", f"MCP server {server!r} offers no tool "
+                                      f"{tool!r}; its tools: {', '.join(sorted(by_remote)) or '(none)'}",
+                                      ErrorType.TOOL_NOT_FOUND)
+        proxy = ToolRegistry._entries.get(local)
+        if not isinstance(proxy, McpTool):
+            return ToolResult.failure("mcp_adapter", f"tool {tool!r} of MCP server {server!r} is "
+                                      f"not available", ErrorType.TOOL_NOT_FOUND)
+        if proxy.spec.requires_confirmation:
+            return ToolResult.failure("mcp_adapter", f"tool {tool!r} of MCP server {server!r} "
+                                      f"requires confirmation; call it as {local}", ErrorType.DENIED)
+        try:
+            args = proxy.validate_arguments(dict(arguments or {}))
+        except Exception as exc:  # noqa: BLE001 - ToolArgumentError, reported to the model
+            return ToolResult.failure("mcp_adapter", str(exc), ErrorType.INVALID_ARGS)
+        result = proxy.invoke(args)
+        result.tool_name = "mcp_adapter"
+        return result
