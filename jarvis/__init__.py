@@ -1,48 +1,80 @@
 """jarvis: a personal-assistant agent framework with a built-in tool catalog.
 
-Cheap to import: the SDK (which needs openai) and other heavy parts load on first use.
+Every public name below is imported on first use (PEP 562), so `import jarvis` costs almost
+nothing and `from jarvis import ToolExecutor` loads only the tool system. The SDK (which needs
+openai) loads only when `jarvis.Jarvis` is touched.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-from jarvis.core.events import Event, EventBus, EventType
-from jarvis.core.registry import AgentRegistry, EngineRegistry, ToolRegistry
-from jarvis.core.types import (
-    AgentResult,
-    ErrorType,
-    ImageBlock,
-    Message,
-    TextBlock,
-    ToolCall,
-    ToolCallAction,
-    ToolResult,
-)
-from jarvis.errors import ConfigError, DependencyError, EngineError, JarvisError, UserError
-from jarvis.tools.base import BaseTool, tool
-from jarvis.tools.context import ToolContext
-from jarvis.tools.descriptions import build_tool_descriptions
-from jarvis.tools.executor import ToolExecutor
-from jarvis.tools.spec import ToolSpec
-
-if TYPE_CHECKING:
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # explicit imports for type checkers and IDEs
+    from jarvis.core.events import Event, EventBus, EventType
+    from jarvis.core.registry import AgentRegistry, EngineRegistry, ToolRegistry
+    from jarvis.core.types import (
+        AgentResult,
+        ErrorType,
+        ImageBlock,
+        Message,
+        TextBlock,
+        ToolCall,
+        ToolCallAction,
+        ToolResult,
+    )
+    from jarvis.errors import ConfigError, DependencyError, EngineError, JarvisError, UserError
     from jarvis.sdk import Jarvis
+    from jarvis.tools.base import BaseTool, tool
+    from jarvis.tools.context import ToolContext
+    from jarvis.tools.descriptions import build_tool_descriptions
+    from jarvis.tools.executor import ToolExecutor
+    from jarvis.tools.spec import ToolSpec
 
 __version__ = "0.1.0"
 
-_LAZY = {"Jarvis": "jarvis.sdk"}
+# public name -> the module that defines it
+_EXPORTS: dict[str, str] = {
+    "AgentRegistry": "jarvis.core.registry",
+    "AgentResult": "jarvis.core.types",
+    "BaseTool": "jarvis.tools.base",
+    "ConfigError": "jarvis.errors",
+    "DependencyError": "jarvis.errors",
+    "EngineError": "jarvis.errors",
+    "EngineRegistry": "jarvis.core.registry",
+    "ErrorType": "jarvis.core.types",
+    "Event": "jarvis.core.events",
+    "EventBus": "jarvis.core.events",
+    "EventType": "jarvis.core.events",
+    "ImageBlock": "jarvis.core.types",
+    "Jarvis": "jarvis.sdk",
+    "JarvisError": "jarvis.errors",
+    "Message": "jarvis.core.types",
+    "TextBlock": "jarvis.core.types",
+    "ToolCall": "jarvis.core.types",
+    "ToolCallAction": "jarvis.core.types",
+    "ToolContext": "jarvis.tools.context",
+    "ToolExecutor": "jarvis.tools.executor",
+    "ToolRegistry": "jarvis.core.registry",
+    "ToolResult": "jarvis.core.types",
+    "ToolSpec": "jarvis.tools.spec",
+    "UserError": "jarvis.errors",
+    "build_tool_descriptions": "jarvis.tools.descriptions",
+    "tool": "jarvis.tools.base",
+}
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
+def __getattr__(name: str) -> object:
+    module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'jarvis' has no attribute {name!r}")
     import importlib
 
     value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
+    globals()[name] = value  # later lookups skip __getattr__
     return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
 
 
 __all__ = [

@@ -6,18 +6,17 @@ no subscribers is nearly free, so hot paths (the ToolExecutor) can publish uncon
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
-logger = logging.getLogger("jarvis.events")
 
+class EventType(StrEnum):
+    """What happened; subscribers pick the types they want."""
 
-class EventType(str, Enum):
     TOOL_CALL_START = "tool_call_start"
     TOOL_CALL_END = "tool_call_end"
     TOOL_TIMEOUT = "tool_timeout"
@@ -35,12 +34,22 @@ class EventType(str, Enum):
 
 @dataclass(slots=True, frozen=True)
 class Event:
+    """One published event: its type, its data and when it was published (epoch seconds)."""
+
     type: EventType
     data: dict[str, Any] = field(default_factory=dict)
     timestamp: float = field(default_factory=time.time)
 
 
 Subscriber = Callable[[Event], Any]
+
+
+def _log_subscriber_failure(callback: Any, event_type: EventType) -> None:
+    # logging is imported only here: it costs ~10 ms and is needed only when a subscriber breaks.
+    import logging
+
+    logging.getLogger("jarvis.events").exception(
+        "event subscriber %r failed on %s", callback, event_type.value)
 
 
 class EventBus:
@@ -86,7 +95,7 @@ class EventBus:
             try:
                 callback(event)
             except Exception:
-                logger.exception("event subscriber %r failed on %s", callback, event_type.value)
+                _log_subscriber_failure(callback, event_type)
         return event
 
     def clear(self) -> None:

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any, Literal
 
 
-class ErrorType(str, Enum):
+class ErrorType(StrEnum):
     """Why a tool call failed; carried on a failed ToolResult."""
 
     INVALID_ARGS = "invalid_args"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import inspect
 import re
-import statistics
 import threading
 from abc import ABC, abstractmethod
 from collections import deque
@@ -22,13 +21,14 @@ from jarvis.core.types import ImageBlock, TextBlock, ToolResult, block_from_dict
 from jarvis.errors import ToolArgumentError, ToolDefinitionError
 from jarvis.tools.context import ToolContext
 from jarvis.tools.spec import ToolSpec
+from jarvis.tools.validation import SchemaValidator
 
 _NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
 def check_tool_name(name: str) -> str:
     """Tool names must be valid OpenAI function names: [a-zA-Z0-9_-], 1..64 characters."""
-    if not isinstance(name, str) or not _NAME_RE.match(name):
+    if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
         raise ToolDefinitionError(
             f"invalid tool name {name!r}: use 1-64 letters, digits, '_' or '-' "
             f"(OpenAI function names allow nothing else)"
@@ -48,20 +48,26 @@ class ToolStats:
         self._latencies: deque[float] = deque(maxlen=window)
         self._lock = threading.Lock()
 
-    def record(self, latency: float, success: bool, timed_out: bool = False) -> None:
+    def record(self, latency: float | None, success: bool, timed_out: bool = False) -> None:
+        """Count one call. `latency` None: the call never ran (rejected arguments, denied)."""
         with self._lock:
             self.calls += 1
             if not success:
                 self.failures += 1
             if timed_out:
                 self.timeouts += 1
-            self._latencies.append(latency)
+            if latency is not None:
+                self._latencies.append(latency)
 
     @property
     def median_latency(self) -> float | None:
+        """Median of the last `window` measured latencies in seconds (None: never ran)."""
         with self._lock:
-            data = list(self._latencies)
-        return statistics.median(data) if data else None
+            data = sorted(self._latencies)
+        if not data:
+            return None
+        mid = len(data) // 2
+        return data[mid] if len(data) % 2 else (data[mid - 1] + data[mid]) / 2
 
     def snapshot(self) -> dict[str, Any]:
         return {"calls": self.calls, "failures": self.failures, "timeouts": self.timeouts,
@@ -193,21 +199,8 @@ class BaseTool(ABC):
         """Check arguments against the JSON schema; raise ToolArgumentError naming the field."""
         validator = self.__dict__.get("_jarvis_validator")
         if validator is None:
-            validator = self.__dict__.setdefault("_jarvis_validator", _schema_validator(self.spec))
-        if validator.is_valid(arguments):
-            return arguments
-        from jsonschema.exceptions import best_match
-
-        error = best_match(validator.iter_errors(arguments))
-        path = ".".join(str(p) for p in error.absolute_path)
-        if error.validator == "required":
-            missing = error.message.split("'")[1] if "'" in error.message else ""
-            field = missing or path
-            message = f"missing required argument {field!r}"
-        else:
-            field = path or None
-            message = f"{path!r}: {error.message}" if path else error.message
-        raise ToolArgumentError(f"invalid arguments for {self.spec.name}: {message}", field=field)
+            validator = self.__dict__.setdefault("_jarvis_validator", SchemaValidator(self.spec))
+        return validator.validate(arguments)
 
     def invoke(self, arguments: dict[str, Any], context: ToolContext | None = None) -> Any:
         """Run with validated arguments (sync tools)."""
@@ -216,18 +209,6 @@ class BaseTool(ABC):
     async def ainvoke(self, arguments: dict[str, Any], context: ToolContext | None = None) -> Any:
         """Run with validated arguments (async tools); sync tools never get here."""
         return self.invoke(arguments, context)
-
-
-def _schema_validator(spec: ToolSpec) -> Any:
-    from jsonschema import Draft202012Validator
-    from jsonschema.exceptions import SchemaError
-
-    schema = spec.input_schema()
-    try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError as exc:
-        raise ToolDefinitionError(f"tool {spec.name!r} has an invalid JSON schema: {exc.message}") from exc
-    return Draft202012Validator(schema)
 
 
 class _DerivedTool(BaseTool):
@@ -361,12 +342,15 @@ def _derive_call_tool(cls: type) -> None:
     """Give a BaseTool subclass with a typed `call` method its spec and execute."""
     from jarvis.tools.signature import derive_signature
 
-    tool_name = check_tool_name(cls.__dict__.get("name") or getattr(cls, "tool_id", "") or _snake(cls.__name__))
+    # Only the class's own name/tool_id: a subclass with its own `call` is a different tool.
+    own = cls.__dict__
+    tool_name = check_tool_name(own.get("name") or own.get("tool_id") or _snake(cls.__name__))
     description = cls.__dict__.get("description")
     if description is None:
         description = inspect.getdoc(cls) if cls.__doc__ else None
     signature = derive_signature(cls.call, name=tool_name, description=description, skip_first=True)
-    options = {f: getattr(cls, f) for f in _CALL_SPEC_FIELDS if isinstance(getattr(cls, f, None), (str, int, float, bool))}
+    options = {f: getattr(cls, f) for f in _CALL_SPEC_FIELDS
+               if isinstance(getattr(cls, f, None), (str, int, float, bool))}
     spec = ToolSpec(name=tool_name, description=signature.description,
                     parameters=signature.parameters, **options)
 

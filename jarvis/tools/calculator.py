@@ -21,7 +21,7 @@ from jarvis.tools.spec import ToolSpec
 
 MAX_EXPRESSION_CHARS = 1_000
 MAX_NODES = 400
-MAX_DEPTH = 60
+MAX_DEPTH = 100  # below CPython's own limit of 200 nested parentheses
 MAX_INT_BITS = 4_096  # ~1 233 decimal digits: plenty for a calculator, cheap to compute
 MAX_ROUND_DIGITS = 100
 
@@ -72,8 +72,13 @@ def _bits(value: int | float) -> int:
 
 
 def _check_int(value: Any) -> Any:
-    if isinstance(value, int) and value.bit_length() > MAX_INT_BITS:
-        raise CalculatorError(f"result is too large (over {MAX_INT_BITS} bits)")
+    """Every intermediate value: ints stay small, floats stay finite (no inf/nan ever leaks
+    into a later step, e.g. `min(1e308*10, 1)`)."""
+    if isinstance(value, int):
+        if value.bit_length() > MAX_INT_BITS:
+            raise CalculatorError(f"result is too large (over {MAX_INT_BITS} bits)")
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise CalculatorError("result is not a finite number (overflow or undefined)")
     return value
 
 
@@ -168,15 +173,16 @@ def _parse(expression: str) -> ast.Expression:
     if not expression.strip():
         raise CalculatorError("expression is empty")
     # Nesting is checked on the text first: the parser itself recurses on deep input.
-    depth = deepest = 0
-    for ch in expression:
-        if ch in "([":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif ch in ")]":
-            depth -= 1
-    if deepest > MAX_DEPTH:
-        raise CalculatorError(f"expression is nested too deeply (limit {MAX_DEPTH})")
+    if expression.count("(") + expression.count("[") > MAX_DEPTH:  # else it cannot be too deep
+        depth = deepest = 0
+        for ch in expression:
+            if ch in "([":
+                depth += 1
+                deepest = max(deepest, depth)
+            elif ch in ")]":
+                depth -= 1
+        if deepest > MAX_DEPTH:
+            raise CalculatorError(f"expression is nested too deeply (limit {MAX_DEPTH})")
     try:
         tree = ast.parse(expression.strip(), mode="eval")
     except SyntaxError as exc:
@@ -213,7 +219,7 @@ def _eval(node: ast.AST) -> Any:
         ufn = UNARY.get(type(node.op))
         if ufn is None:
             raise CalculatorError(f"unsupported operator: {type(node.op).__name__}")
-        return ufn(_eval(node.operand))
+        return _check_int(ufn(_eval(node.operand)))
     if isinstance(node, ast.Name):
         if node.id in CONSTANTS:
             return CONSTANTS[node.id]

@@ -8,9 +8,9 @@ every problem becomes a failed ToolResult the model can read.
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -18,11 +18,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from jarvis.core.events import EventBus, EventType
-from jarvis.core.types import ErrorType, ToolCall, ToolCallAction, ToolResult
+from jarvis.core.types import ErrorType, TextBlock, ToolCall, ToolCallAction, ToolResult
 from jarvis.errors import DuplicateNameError, ToolArgumentError
-from jarvis.tools.base import BaseTool, normalize_result, run_coroutine_sync
+from jarvis.tools.base import BaseTool, ToolStats, _DerivedTool, normalize_result, run_coroutine_sync
 from jarvis.tools.context import ToolContext
 from jarvis.tools.spec import ToolSpec
+from jarvis.tools.validation import SchemaValidator
 
 Approver = Callable[[ToolSpec, dict[str, Any]], bool]
 CallLike = ToolCall | ToolCallAction | dict[str, Any]
@@ -33,11 +34,32 @@ DEFAULT_MAX_ARGUMENT_CHARS = 1_000_000
 
 
 @dataclass(slots=True)
-class _Prepared:
+class _Entry:
+    """Everything the executor needs about one tool, worked out once in `add`."""
+
     tool: BaseTool
     spec: ToolSpec
+    validate: Callable[[dict[str, Any]], dict[str, Any]]
+    inline: bool  # run on the caller's thread, no watchdog
+    is_async: bool
+    wants_context: bool
+    sequential: bool
+    stats: ToolStats
+
+
+@dataclass(slots=True)
+class _Prepared:
+    entry: _Entry
     call_id: str
     arguments: dict[str, Any]
+
+    @property
+    def tool(self) -> BaseTool:
+        return self.entry.tool
+
+    @property
+    def spec(self) -> ToolSpec:
+        return self.entry.spec
 
 
 def _as_call(call: CallLike) -> ToolCall:
@@ -47,9 +69,27 @@ def _as_call(call: CallLike) -> ToolCall:
         return ToolCall(id=call.tool_call_id or "", name=call.tool_name, arguments=call.parameters)
     if isinstance(call, dict):  # OpenAI wire form or a plain {"name", "arguments"} dict
         fn = call.get("function", call)
+        if not isinstance(fn, dict):
+            raise TypeError(f"a tool call dict needs a 'function' object, got {fn!r}")
         return ToolCall(id=call.get("id") or "", name=fn.get("name", ""),
                         arguments=fn.get("arguments", fn.get("parameters", "{}")))
     raise TypeError(f"expected ToolCall, ToolCallAction or dict, got {type(call).__name__}")
+
+
+def _new_call_id() -> str:
+    return "call_" + os.urandom(6).hex()
+
+
+def _wants_context(tool: BaseTool) -> bool:
+    """Whether the tool can use a ToolContext (building one per call is measurable overhead)."""
+    cls = type(tool)
+    if cls.invoke is BaseTool.invoke and cls.ainvoke is BaseTool.ainvoke:
+        return False  # the reference form: execute(**params) never sees a context
+    signature = getattr(tool, "_signature", None)
+    if (signature is not None and cls.invoke is _DerivedTool.invoke
+            and cls.ainvoke is _DerivedTool.ainvoke):
+        return signature.context_param is not None
+    return True  # a custom invoke/ainvoke may want it
 
 
 def _start_thread(fn: Callable[[], Any], name: str) -> Future[Any]:
@@ -68,6 +108,15 @@ def _start_thread(fn: Callable[[], Any], name: str) -> Future[Any]:
     return future
 
 
+def _cut(text: str, limit: int) -> tuple[str, int]:
+    """`text` cut to `limit` characters with a marker saying how much was cut."""
+    if len(text) <= limit:
+        return text, 0
+    cut = len(text) - limit
+    return (text[:limit] + f"\n[... output truncated: {cut} of {len(text)} characters cut ...]",
+            cut)
+
+
 class ToolExecutor:
     """Run tool calls: validation, confirmation, timeouts, output limits, events, stats.
 
@@ -78,6 +127,7 @@ class ToolExecutor:
             with none, such calls are denied (never auto-approved).
         default_timeout: seconds, for tools whose spec sets none.
         max_output_chars: default output limit; longer output is cut with a marker.
+        max_argument_chars: longest JSON argument string accepted (longer: invalid_args).
         max_concurrency: how many calls of one `execute_many` run at once.
         run_id: passed to tools in their ToolContext and in events.
     """
@@ -94,86 +144,98 @@ class ToolExecutor:
         self.max_argument_chars = max_argument_chars
         self.max_concurrency = max(1, max_concurrency)
         self.run_id = run_id
-        self._tools: dict[str, BaseTool] = {}
-        self._specs: dict[str, ToolSpec] = {}
+        self._entries: dict[str, _Entry] = {}
         for t in tools:
             self.add(t)
 
     # --- the catalog -------------------------------------------------------------------
     def add(self, tool: BaseTool) -> None:
-        spec = tool.spec  # computed once: reference-style tools build a new spec per access
-        if spec.name in self._tools and self._tools[spec.name] is not tool:
+        """Make `tool` available. Its spec is read once here; a second, different tool with
+        the same name is a DuplicateNameError, and a broken JSON schema a ToolDefinitionError."""
+        spec = tool.spec  # read once: reference-style tools build a new spec per access
+        existing = self._entries.get(spec.name)
+        if existing is not None:
+            if existing.tool is tool:
+                return
             raise DuplicateNameError(f"two tools named {spec.name!r} given to one ToolExecutor")
-        self._tools[spec.name] = tool
-        self._specs[spec.name] = spec
+        if type(tool).validate_arguments is BaseTool.validate_arguments:
+            validator = tool.__dict__.get("_jarvis_validator")
+            if validator is None:
+                validator = tool.__dict__.setdefault("_jarvis_validator", SchemaValidator(spec))
+            validate = validator.validate
+        else:
+            validate = tool.validate_arguments
+        is_async = bool(tool.is_async)
+        self._entries[spec.name] = _Entry(
+            tool=tool, spec=spec, validate=validate, inline=bool(tool.inline) and not is_async,
+            is_async=is_async, wants_context=_wants_context(tool),
+            sequential=bool(tool.sequential), stats=tool.stats)
 
     def remove(self, name: str) -> None:
-        self._tools.pop(name, None)
-        self._specs.pop(name, None)
+        self._entries.pop(name, None)
 
     @property
     def tools(self) -> list[BaseTool]:
-        return list(self._tools.values())
+        return [entry.tool for entry in self._entries.values()]
 
     def get_tool(self, name: str) -> BaseTool | None:
-        return self._tools.get(name)
+        entry = self._entries.get(name)
+        return entry.tool if entry is not None else None
 
     def available_tools(self) -> list[ToolSpec]:
         """Specs of every tool this executor runs."""
-        return list(self._specs.values())
+        return [entry.spec for entry in self._entries.values()]
 
     def get_openai_tools(self) -> list[dict[str, Any]]:
         """Tool definitions in OpenAI function format."""
-        return [spec.to_openai_function() for spec in self._specs.values()]
+        return [entry.spec.to_openai_function() for entry in self._entries.values()]
 
     def stats(self) -> dict[str, dict[str, Any]]:
         """Per tool: calls, failures, timeouts, median latency (seconds)."""
-        return {name: tool.stats.snapshot() for name, tool in self._tools.items()}
+        return {name: entry.stats.snapshot() for name, entry in self._entries.items()}
 
     # --- preparing a call --------------------------------------------------------------
     def _prepare(self, call: CallLike) -> _Prepared | ToolResult:
         tc = _as_call(call)
-        call_id = tc.id or f"call_{uuid.uuid4().hex[:12]}"
-        tool = self._tools.get(tc.name)
-        if tool is None:
-            names = ", ".join(sorted(self._tools)) or "(none)"
-            return self._failed(tc.name, call_id, ErrorType.TOOL_NOT_FOUND,
-                                f"unknown tool {tc.name!r}; available tools: {names}")
-        spec = self._specs[tc.name]
+        call_id = tc.id or _new_call_id()
         raw = tc.arguments
+        entry = self._entries.get(tc.name) if isinstance(tc.name, str) else None
+        if entry is None:
+            names = ", ".join(sorted(self._entries)) or "(none)"
+            return self._failed(str(tc.name), call_id, ErrorType.TOOL_NOT_FOUND,
+                                f"unknown tool {tc.name!r}; available tools: {names}", raw)
+        name = entry.spec.name
         if isinstance(raw, str):
             if len(raw) > self.max_argument_chars:
-                return self._failed(spec.name, call_id, ErrorType.INVALID_ARGS,
-                                    f"arguments for {spec.name} are {len(raw)} characters; "
-                                    f"the limit is {self.max_argument_chars}")
-            if not raw.strip():
-                raw = "{}"
+                return self._failed(name, call_id, ErrorType.INVALID_ARGS,
+                                    f"arguments for {name} are {len(raw)} characters; "
+                                    f"the limit is {self.max_argument_chars}", None, entry)
             try:
-                arguments = json.loads(raw)
+                arguments = json.loads(raw) if raw.strip() else {}
             except (ValueError, RecursionError) as exc:
-                return self._failed(spec.name, call_id, ErrorType.INVALID_ARGS,
-                                    f"arguments for {spec.name} are not valid JSON: {exc}")
+                detail = exc if isinstance(exc, ValueError) else "nested too deeply"
+                return self._failed(name, call_id, ErrorType.INVALID_ARGS,
+                                    f"arguments for {name} are not valid JSON: {detail}",
+                                    raw[:1000], entry)
         else:
-            arguments = raw
-        if arguments is None:
-            arguments = {}
-        if not isinstance(arguments, dict):
-            return self._failed(spec.name, call_id, ErrorType.INVALID_ARGS,
-                                f"arguments for {spec.name} must be a JSON object, "
-                                f"got {type(arguments).__name__}")
+            arguments = {} if raw is None else raw
+        if type(arguments) is not dict:
+            return self._failed(name, call_id, ErrorType.INVALID_ARGS,
+                                f"arguments for {name} must be a JSON object, "
+                                f"got {type(arguments).__name__}", None, entry)
         try:
-            arguments = tool.validate_arguments(arguments)
+            arguments = entry.validate(arguments)
         except ToolArgumentError as exc:
-            return self._failed(spec.name, call_id, ErrorType.INVALID_ARGS, str(exc),
-                                field=exc.field)
+            return self._failed(name, call_id, ErrorType.INVALID_ARGS, str(exc), arguments,
+                                entry, field=exc.field)
         except RecursionError:
-            return self._failed(spec.name, call_id, ErrorType.INVALID_ARGS,
-                                f"arguments for {spec.name} are nested too deeply")
-        if spec.requires_confirmation:
-            denial = self._confirm(spec, arguments)
+            return self._failed(name, call_id, ErrorType.INVALID_ARGS,
+                                f"arguments for {name} are nested too deeply", None, entry)
+        if entry.spec.requires_confirmation:
+            denial = self._confirm(entry.spec, arguments)
             if denial is not None:
-                return self._failed(spec.name, call_id, ErrorType.DENIED, denial)
-        return _Prepared(tool, spec, call_id, arguments)
+                return self._failed(name, call_id, ErrorType.DENIED, denial, arguments, entry)
+        return _Prepared(entry, call_id, arguments)
 
     def _confirm(self, spec: ToolSpec, arguments: dict[str, Any]) -> str | None:
         if self.approver is None:
@@ -187,11 +249,14 @@ class ToolExecutor:
         return None if approved else f"the call to {spec.name} was denied by the user"
 
     def _failed(self, name: str, call_id: str, error_type: ErrorType, message: str,
-                **metadata: Any) -> ToolResult:
+                arguments: Any = None, entry: _Entry | None = None, **metadata: Any) -> ToolResult:
+        """A call rejected before it ran (the tool body never started)."""
         result = ToolResult.failure(name, message, error_type,
                                     **{k: v for k, v in metadata.items() if v is not None})
         result.call_id = call_id
-        self._publish_end(result, None)
+        if entry is not None:
+            entry.stats.record(None, False)
+        self._publish_end(result, arguments)
         return result
 
     # --- events and bookkeeping ----------------------------------------------------------
@@ -199,10 +264,10 @@ class ToolExecutor:
         bus = self.bus
         if bus is not None and bus.has_subscribers(EventType.TOOL_CALL_START):
             bus.publish(EventType.TOOL_CALL_START, {
-                "call_id": prep.call_id, "tool_name": prep.spec.name,
+                "call_id": prep.call_id, "tool_name": prep.entry.spec.name,
                 "arguments": prep.arguments, "run_id": self.run_id})
 
-    def _publish_end(self, result: ToolResult, arguments: dict[str, Any] | None) -> None:
+    def _publish_end(self, result: ToolResult, arguments: Any) -> None:
         bus = self.bus
         if bus is not None and bus.has_subscribers(EventType.TOOL_CALL_END):
             bus.publish(EventType.TOOL_CALL_END, {
@@ -212,17 +277,20 @@ class ToolExecutor:
                 result.error_type.value if result.error_type else None,
                 "run_id": self.run_id, "result": result})
 
-    def _context(self, prep: _Prepared) -> ToolContext:
-        return ToolContext(run_id=self.run_id, call_id=prep.call_id, tool_name=prep.spec.name,
-                           bus=self.bus)
+    def _context(self, prep: _Prepared) -> ToolContext | None:
+        if not prep.entry.wants_context:
+            return None
+        return ToolContext(run_id=self.run_id, call_id=prep.call_id,
+                           tool_name=prep.entry.spec.name, bus=self.bus)
 
     def _timeout_for(self, prep: _Prepared) -> float:
-        timeout = prep.spec.timeout_seconds
+        timeout = prep.entry.spec.timeout_seconds
         return self.default_timeout if timeout is None else timeout
 
     def _finish(self, prep: _Prepared, outcome: Any, error: BaseException | None,
                 latency: float, timed_out: bool = False) -> ToolResult:
-        name = prep.spec.name
+        entry = prep.entry
+        name = entry.spec.name
         if timed_out:
             timeout = self._timeout_for(prep)
             result = ToolResult.failure(
@@ -231,7 +299,7 @@ class ToolExecutor:
             if self.bus is not None:
                 self.bus.publish(EventType.TOOL_TIMEOUT, {
                     "call_id": prep.call_id, "tool_name": name, "timeout": timeout,
-                    "run_id": self.run_id})
+                    "arguments": prep.arguments, "run_id": self.run_id})
         elif error is not None:
             result = ToolResult.failure(name, f"tool {name} failed: {type(error).__name__}: {error}",
                                         ErrorType.EXECUTION, exception=type(error).__name__)
@@ -245,41 +313,49 @@ class ToolExecutor:
                 result.error_type = ErrorType.EXECUTION
         result.call_id = prep.call_id
         result.latency_seconds = latency
-        limit = prep.spec.max_output_chars or self.max_output_chars
-        content = result.content
-        if len(content) > limit:
-            cut = len(content) - limit
-            result.content = (content[:limit] + f"\n[... output truncated: {cut} of "
-                              f"{len(content)} characters cut ...]")
-            result.metadata["truncated_chars"] = cut
-        prep.tool.stats.record(latency, result.success, timed_out)
+        limit = entry.spec.max_output_chars or self.max_output_chars
+        if len(result.content) > limit:
+            self._truncate(result, limit)
+        entry.stats.record(latency, result.success, timed_out)
         self._publish_end(result, prep.arguments)
         return result
+
+    @staticmethod
+    def _truncate(result: ToolResult, limit: int) -> None:
+        result.content, cut = _cut(result.content, limit)
+        result.metadata["truncated_chars"] = cut
+        # Text blocks carry the same text to ORS clients; they get the same limit.
+        result.blocks = [TextBlock(_cut(b.text, limit)[0], b.detail) if isinstance(b, TextBlock)
+                         else b for b in result.blocks]
 
     # --- running -----------------------------------------------------------------------
     def execute(self, call: CallLike) -> ToolResult:
         """Run one call and return its ToolResult; never raises for the tool's failure."""
         prep = self._prepare(call)
-        if isinstance(prep, ToolResult):
+        if type(prep) is ToolResult:
             return prep
-        self._publish_start(prep)
-        tool = prep.tool
-        context = self._context(prep)
-        start = time.perf_counter()
-        if tool.inline and not tool.is_async:
+        entry = prep.entry
+        if self.bus is not None:
+            self._publish_start(prep)
+        context = self._context(prep) if entry.wants_context else None
+        tool = entry.tool
+        if entry.inline:
             # The tool bounds its own work, so no watchdog thread is needed.
+            start = time.perf_counter()
             try:
                 outcome = tool.invoke(prep.arguments, context)
             except Exception as exc:
                 return self._finish(prep, None, exc, time.perf_counter() - start)
             return self._finish(prep, outcome, None, time.perf_counter() - start)
-        if tool.is_async:
+        arguments = prep.arguments
+        if entry.is_async:
             def job() -> Any:
-                return run_coroutine_sync(tool.ainvoke(prep.arguments, context))
+                return run_coroutine_sync(tool.ainvoke(arguments, context))
         else:
             def job() -> Any:
-                return tool.invoke(prep.arguments, context)
-        future = _start_thread(job, prep.spec.name)
+                return tool.invoke(arguments, context)
+        start = time.perf_counter()
+        future = _start_thread(job, entry.spec.name)
         try:
             outcome = future.result(timeout=self._timeout_for(prep))
         except FutureTimeout:
@@ -288,34 +364,52 @@ class ToolExecutor:
             return self._finish(prep, None, exc, time.perf_counter() - start)
         return self._finish(prep, outcome, None, time.perf_counter() - start)
 
+    def _lanes(self, calls: list[ToolCall]) -> list[list[int]]:
+        """Group call indices into lanes: one per call, except that all calls of a
+        `sequential` tool share one lane (run in their original order)."""
+        lanes: dict[Any, list[int]] = {}
+        for index, call in enumerate(calls):
+            entry = self._entries.get(call.name) if isinstance(call.name, str) else None
+            key = ("seq", entry.spec.name) if entry is not None and entry.sequential else index
+            lanes.setdefault(key, []).append(index)
+        return list(lanes.values())
+
     def execute_many(self, calls: Iterable[CallLike]) -> list[ToolResult]:
         """Run the calls of one turn concurrently; results come back in call order.
 
-        At most `max_concurrency` run at once; calls of a `sequential` tool run one after
-        another in their original order.
+        At most `max_concurrency` calls run at once; calls of a `sequential` tool run one
+        after another in their original order.
         """
-        calls = list(calls)
-        if len(calls) <= 1:
-            return [self.execute(c) for c in calls]
-        results: list[ToolResult | None] = [None] * len(calls)
-        lanes: dict[Any, list[int]] = {}
-        for index, call in enumerate(calls):
-            tool = self._tools.get(_as_call(call).name)
-            key = ("seq", tool.spec.name) if tool is not None and tool.sequential else index
-            lanes.setdefault(key, []).append(index)
-        gate = threading.BoundedSemaphore(self.max_concurrency)
+        parsed = [_as_call(c) for c in calls]  # a malformed call raises here, in the caller
+        if len(parsed) <= 1:
+            return [self.execute(c) for c in parsed]
+        results: list[ToolResult | None] = [None] * len(parsed)
+        lanes = iter(self._lanes(parsed))
+        take = threading.Lock()
+        errors: list[BaseException] = []
 
-        def run_lane(indices: list[int]) -> None:
-            for i in indices:
-                with gate:
-                    results[i] = self.execute(calls[i])
+        def worker() -> None:
+            while True:
+                with take:
+                    lane = next(lanes, None)
+                if lane is None:
+                    return
+                for i in lane:
+                    try:
+                        results[i] = self.execute(parsed[i])
+                    except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
+                        errors.append(exc)
+                        return
 
-        threads = [threading.Thread(target=run_lane, args=(indices,), daemon=True,
-                                    name="jarvis-lane") for indices in lanes.values()]
+        count = min(self.max_concurrency, len(parsed))
+        threads = [threading.Thread(target=worker, name="jarvis-executor", daemon=True)
+                   for _ in range(count)]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
+        if errors:
+            raise errors[0]
         return [r for r in results if r is not None]
 
     async def aexecute(self, call: CallLike) -> ToolResult:
@@ -323,28 +417,34 @@ class ToolExecutor:
         import asyncio
 
         prep = self._prepare(call)
-        if isinstance(prep, ToolResult):
+        if type(prep) is ToolResult:
             return prep
-        self._publish_start(prep)
-        tool = prep.tool
+        entry = prep.entry
+        if self.bus is not None:
+            self._publish_start(prep)
+        tool = entry.tool
         context = self._context(prep)
         start = time.perf_counter()
-        if tool.inline and not tool.is_async:
+        if entry.inline:
             try:
                 outcome = tool.invoke(prep.arguments, context)
             except Exception as exc:
                 return self._finish(prep, None, exc, time.perf_counter() - start)
             return self._finish(prep, outcome, None, time.perf_counter() - start)
-        if tool.is_async:
+        if entry.is_async:
             task: asyncio.Future[Any] = asyncio.ensure_future(tool.ainvoke(prep.arguments, context))
         else:
+            arguments = prep.arguments
             task = asyncio.wrap_future(
-                _start_thread(lambda: tool.invoke(prep.arguments, context), prep.spec.name))
+                _start_thread(lambda: tool.invoke(arguments, context), entry.spec.name))
         # asyncio.wait (not wait_for) so a tool that swallows cancellation cannot hold us.
         done, _ = await asyncio.wait({task}, timeout=self._timeout_for(prep))
         if not done:
             task.cancel()
             return self._finish(prep, None, None, time.perf_counter() - start, timed_out=True)
+        if task.cancelled():
+            return self._finish(prep, None, RuntimeError("the tool's task was cancelled"),
+                                time.perf_counter() - start)
         error = task.exception()
         if error is not None:
             return self._finish(prep, None, error, time.perf_counter() - start)
@@ -354,17 +454,14 @@ class ToolExecutor:
         """Async form of `execute_many` (same ordering and concurrency rules)."""
         import asyncio
 
-        calls = list(calls)
+        parsed = [_as_call(c) for c in calls]
         gate = asyncio.Semaphore(self.max_concurrency)
-        locks: dict[str, asyncio.Lock] = {}
+        results: list[ToolResult | None] = [None] * len(parsed)
 
-        async def run(call: CallLike) -> ToolResult:
-            tool = self._tools.get(_as_call(call).name)
-            lock = locks.setdefault(tool.spec.name, asyncio.Lock()) if tool and tool.sequential else None
-            if lock is None:
+        async def run_lane(lane: list[int]) -> None:
+            for i in lane:
                 async with gate:
-                    return await self.aexecute(call)
-            async with lock, gate:  # take the tool's lock first so order is kept
-                return await self.aexecute(call)
+                    results[i] = await self.aexecute(parsed[i])
 
-        return list(await asyncio.gather(*(run(c) for c in calls)))
+        await asyncio.gather(*(run_lane(lane) for lane in self._lanes(parsed)))
+        return [r for r in results if r is not None]

@@ -1,0 +1,145 @@
+"""Registries: registration, duplicates, lookup errors, creation with dependencies, built-ins."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from jarvis.core.registry import AgentRegistry, EngineRegistry, ToolRegistry
+from jarvis.core.types import ToolResult
+from jarvis.errors import ConfigError, DuplicateNameError, UnknownNameError
+from jarvis.tools.base import BaseTool
+from jarvis.tools.catalog import BUILTIN_MODULES, build_tool, build_tools
+from jarvis.tools.spec import ToolSpec
+
+OWN_BUILTINS = {"calculator", "think", "file_read"}
+
+
+def _tool_class(name: str) -> type[BaseTool]:
+    class Made(BaseTool):
+        tool_id = name
+
+        def __init__(self, engine: Any = None, prefix: str = "") -> None:
+            self.engine = engine
+            self.prefix = prefix
+
+        @property
+        def spec(self) -> ToolSpec:
+            return ToolSpec(name=name, description="made")
+
+        def execute(self, **params: Any) -> ToolResult:
+            return ToolResult(tool_name=name, content=f"{self.prefix}{self.engine}")
+
+    return Made
+
+
+def test_register_get_create_and_list():
+    cls = ToolRegistry.register("reg_tool")(_tool_class("reg_tool"))
+    assert ToolRegistry.get("reg_tool") is cls
+    assert ToolRegistry.contains("reg_tool")
+    assert "reg_tool" in ToolRegistry.keys()
+    assert dict(ToolRegistry.items())["reg_tool"] is cls
+    made = ToolRegistry.create("reg_tool", engine="e1")
+    assert isinstance(made, cls) and made.engine == "e1"
+    assert ToolRegistry.origin("reg_tool").startswith("module ")
+
+
+class FirstDup(BaseTool):
+    spec = ToolSpec(name="dup", description="first")
+
+    def execute(self, **params: Any) -> ToolResult:
+        return ToolResult("dup", "1")
+
+
+class SecondDup(FirstDup):
+    pass
+
+
+def test_duplicate_name_is_an_error_naming_both():
+    ToolRegistry.register("dup")(FirstDup)
+    with pytest.raises(DuplicateNameError, match="'dup' is already registered"):
+        ToolRegistry.register("dup")(SecondDup)
+    # but registering the very same object again is harmless
+    same = ToolRegistry.get("dup")
+    ToolRegistry.register_value("dup", same)
+    # and replace=True is the explicit way to override
+    other = _tool_class("dup")
+    ToolRegistry.register("dup", replace=True)(other)
+    assert ToolRegistry.get("dup") is other
+
+
+def test_unknown_name_lists_the_valid_ones():
+    with pytest.raises(UnknownNameError) as info:
+        ToolRegistry.get("no_such_tool")
+    message = str(info.value)
+    assert "unknown tool 'no_such_tool'" in message
+    for name in OWN_BUILTINS:
+        assert name in message
+
+
+def test_registries_are_separate():
+    AgentRegistry.register("same_name")(object)
+    EngineRegistry.register("same_name")(dict)
+    assert AgentRegistry.get("same_name") is object and EngineRegistry.get("same_name") is dict
+    assert not ToolRegistry.contains("same_name")
+    with pytest.raises(UnknownNameError, match="unknown engine"):
+        EngineRegistry.get("nothing")
+
+
+def test_empty_key_is_rejected():
+    with pytest.raises(DuplicateNameError, match="non-empty"):
+        ToolRegistry.register("")(object)
+
+
+def test_create_with_passes_only_accepted_dependencies():
+    ToolRegistry.register("deps_tool")(_tool_class("deps_tool"))
+    made = ToolRegistry.create_with("deps_tool", {"engine": "E", "backend": "B", "model": "m"})
+    assert made.engine == "E"
+
+
+def test_build_tool_applies_settings_and_rejects_unknown_ones():
+    ToolRegistry.register("set_tool")(_tool_class("set_tool"))
+    made = build_tool("set_tool", {"engine": "E", "scheduler": "S"}, {"prefix": ">"})
+    assert made.execute().content == ">E"
+    with pytest.raises(ConfigError, match=r"unknown setting\(s\) colour in \[tools.set_tool\]"):
+        build_tool("set_tool", {}, {"colour": "red"})
+
+
+def test_build_tools_fails_on_the_first_unknown_name_before_building():
+    with pytest.raises(UnknownNameError, match="nope"):
+        build_tools(["calculator", "nope"])
+    built = build_tools(["calculator", "think"])
+    assert [t.spec.name for t in built] == ["calculator", "think"]
+
+
+def test_file_read_settings_from_config_table(tmp_path):
+    reader = build_tool("file_read", {}, {"allowed_dirs": [str(tmp_path)]})
+    assert reader.allowed_dirs == [tmp_path.resolve()]
+
+
+def test_importing_the_tools_package_registers_every_builtin():
+    # A fresh interpreter, reading the registry directly (no lazy loading on lookup).
+    code = (
+        "import json, jarvis.tools\n"
+        "from jarvis.core.registry import ToolRegistry as R\n"
+        "print(json.dumps({k: getattr(v, '__module__', type(v).__module__) "
+        "for k, v in R._entries.items()}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    registered = json.loads(out.stdout)
+    assert OWN_BUILTINS <= set(registered)
+    # every module in the built-in catalog registered at least one tool
+    modules = set(registered.values())
+    for module in BUILTIN_MODULES:
+        assert module in modules or any(m.startswith(module) for m in modules), module
+
+
+def test_lookup_loads_builtins_lazily():
+    code = ("from jarvis.core.registry import ToolRegistry as R\n"
+            "print(R.get('calculator').__name__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "CalculatorTool"
