@@ -104,3 +104,64 @@ def start_daemon(env: dict[str, str], *args: str, stderr: Any = subprocess.PIPE)
 def jarvis(env: dict[str, str], *args: str, timeout: float = 30) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "jarvis.cli", *args], env=env,
                           capture_output=True, text=True, timeout=timeout)
+
+
+class Daemon:
+    """A `jarvis scheduler start` subprocess whose stderr lines are collected as they come."""
+
+    def __init__(self, env: dict[str, str], *args: str, runner: str | None = "scheduler_support:ScriptRunner",
+                 cwd: str | None = None) -> None:
+        import threading
+
+        command = [sys.executable, "-m", "jarvis.cli", "scheduler", "start", *args]
+        if runner:
+            command += ["--runner", runner]
+        self.proc = subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stderr:
+            self.lines.append(line.rstrip("\n"))
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+    def wait_for_line(self, needle: str, timeout: float = 15.0) -> str:
+        def found() -> str | None:
+            if self.proc.poll() is not None and not self._reader.is_alive():
+                raise AssertionError(f"daemon exited ({self.proc.returncode}) before logging "
+                                     f"{needle!r}:\n{self.text()}")
+            return next((line for line in list(self.lines) if needle in line), None)
+
+        return wait_for(found, timeout, f"daemon log line {needle!r}")
+
+    def stop(self, sig: int | None = None, timeout: float = 15.0) -> int:
+        import signal
+
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig or signal.SIGTERM)
+        try:
+            code = self.proc.wait(timeout)
+        finally:
+            self.close()
+        return code
+
+    def kill9(self) -> None:
+        self.proc.kill()
+        self.proc.wait(10)  # reap it: an unreaped child still answers kill(pid, 0)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        self._reader.join(5)
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream:
+                stream.close()

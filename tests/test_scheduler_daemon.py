@@ -1,0 +1,130 @@
+"""Real `jarvis scheduler start` daemons as subprocesses against one real SQLite file."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections import Counter
+
+import pytest
+from scheduler_support import Daemon, daemon_env, jarvis, query, read_log, wait_for
+
+from jarvis.scheduler.scheduler import TaskScheduler
+from jarvis.scheduler.store import SchedulerStore
+
+
+@pytest.fixture
+def db(tmp_path):
+    return tmp_path / "scheduler.db"
+
+
+@pytest.fixture
+def runlog(tmp_path):
+    return tmp_path / "runner.log"
+
+
+@pytest.fixture
+def env(cli_env, db, runlog):
+    return daemon_env(cli_env, db, runlog)
+
+
+@pytest.fixture
+def api(db):
+    """The Python API on the same database, as another process would use it."""
+    store = SchedulerStore(db)
+    yield TaskScheduler(store=store, runner=lambda task, occurrence: "unused")
+    store.close()
+
+
+@pytest.fixture
+def daemons():
+    started: list[Daemon] = []
+    yield started
+    for d in started:
+        d.close()
+
+
+def test_idle_daemon_says_so_then_runs_a_task_added_while_it_sleeps(env, api, db, daemons):
+    d = Daemon(env, "--poll", "0.5")
+    daemons.append(d)
+    d.wait_for_line("nothing to run: no active tasks")
+    task = api.add("echo hello", every=1)
+    rows = wait_for(lambda: query(db, "SELECT scheduled_for, started_at, answer, run_log_id FROM runs "
+                                      "WHERE task_id = ? AND status = 'succeeded'", (task.id,)),
+                    timeout=10, what="the first run")
+    scheduled_for, started_at, answer, run_log_id = rows[0]
+    assert answer == "hello" and run_log_id.startswith("log-")
+    assert scheduled_for == pytest.approx(task.next_run)
+    assert started_at - scheduled_for < 1.5  # noticed within the poll interval, not later
+    assert d.stop(signal.SIGTERM) == 0
+    assert "stopped" in d.text() and "Traceback" not in d.text()
+
+
+def test_kill_9_mid_run_then_restart_recovers_per_policy(env, api, db, runlog, daemons):
+    retry = api.add("hang-first 60", every=3600, on_crash="retry")
+    give_up = api.add("hang-first 60", every=3600, on_crash="fail")
+    # Make both due right now.
+    api.store.db.conn.execute("UPDATE tasks SET next_run = ?", (time.time() - 1,))
+    api.store.db.conn.commit()
+    first = Daemon(env)
+    daemons.append(first)
+    wait_for(lambda: len([e for e in read_log(runlog) if e["event"] == "start"]) == 2,
+             what="both runs to start")
+    first.kill9()
+    assert sorted(r[0] for r in query(db, "SELECT status FROM runs")) == ["running", "running"]
+
+    second = Daemon(env)
+    daemons.append(second)
+    wait_for(lambda: query(db, "SELECT 1 FROM runs WHERE task_id = ? AND status = 'succeeded'",
+                           (retry.id,)), what="the retried run")
+    rows = query(db, "SELECT task_id, attempt, status, trigger, error_type, answer FROM runs "
+                     "ORDER BY id")
+    assert (retry.id, 1, "failed", "schedule", "crashed", None) in rows
+    assert (give_up.id, 1, "failed", "schedule", "crashed", None) in rows
+    assert (retry.id, 2, "succeeded", "recovery", None, "recovered") in rows
+    assert not [r for r in rows if r[0] == give_up.id and r[1] == 2]  # on_crash=fail: no re-run
+    second.wait_for_line("was interrupted by a scheduler that died")
+    assert second.stop(signal.SIGINT) == 0
+
+
+def test_two_daemons_never_run_one_occurrence_twice(env, api, db, runlog, daemons):
+    a = Daemon(env, "--poll", "0.05", "--max-workers", "4")
+    b = Daemon(env, "--poll", "0.05", "--max-workers", "4")
+    daemons += [a, b]
+    for d in (a, b):
+        d.wait_for_line("nothing to run")
+    tasks = [api.add(f"echo task {i}", every=1) for i in range(8)]
+    wait_for(lambda: len(read_log(runlog)) >= 2 * 40, timeout=20, what="40 runs")
+    assert a.stop() == 0 and b.stop(signal.SIGINT) == 0
+
+    ends = [e for e in read_log(runlog) if e["event"] == "end"]
+    per_occurrence = Counter((e["task_id"], e["scheduled_for"]) for e in ends)
+    assert per_occurrence and max(per_occurrence.values()) == 1, per_occurrence.most_common(3)
+    assert {e["pid"] for e in ends} == {a.pid, b.pid}  # both daemons really competed
+    assert {e["task_id"] for e in ends} == {t.id for t in tasks}
+    recorded = query(db, "SELECT task_id, scheduled_for, count(*) FROM runs WHERE trigger = 'schedule' "
+                         "GROUP BY task_id, scheduled_for HAVING count(*) > 1")
+    assert recorded == []
+
+
+def test_once_runs_what_is_due_and_says_when_nothing_is(env, api, db):
+    empty = jarvis(env, "scheduler", "start", "--once", "--runner", "scheduler_support:ScriptRunner")
+    assert empty.returncode == 0
+    assert "nothing to run: no active scheduled tasks" in empty.stdout
+
+    later = api.add("echo later", every=3600)
+    not_due = jarvis(env, "scheduler", "start", "--once", "--runner", "scheduler_support:ScriptRunner")
+    assert "nothing to run: 1 active task(s), none due" in not_due.stdout
+
+    ok = api.add("echo now", every=3600)
+    bad = api.add("fail", every=3600)
+    api.store.db.conn.execute("UPDATE tasks SET next_run = ? WHERE id IN (?, ?)",
+                              (time.time() - 1, ok.id, bad.id))
+    api.store.db.conn.commit()
+    ran = jarvis(env, "scheduler", "start", "--once", "--runner", "scheduler_support:ScriptRunner")
+    assert ran.returncode == 0, ran.stderr
+    assert f"task {ok.id}: run #" in ran.stdout and "succeeded" in ran.stdout
+    assert f"task {bad.id}: run #" in ran.stdout and "boom: the task failed on purpose" in ran.stdout
+    statuses = dict(query(db, "SELECT task_id, status FROM runs"))
+    assert statuses == {ok.id: "succeeded", bad.id: "failed"}
+    assert api.get_task(later.id).last_run is None
