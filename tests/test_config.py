@@ -255,3 +255,11 @@ def test_init_writes_workspace_and_refuses_to_overwrite(tmp_path: Path,
     shown = run_cli("config", "show", "--json", env=cli_env, cwd=work)
     assert shown.returncode == 0, shown.stderr
     assert json.loads(shown.stdout)["config_file"] == str((work / "config.toml").resolve())
+
+
+def test_docs_list_every_environment_override() -> None:
+    docs = (REPO / "docs" / "workspace.md").read_text(encoding="utf-8")
+    for var, dotted in ENV_OVERRIDES.items():
+        assert f"| `{var}` | `{dotted}` |" in docs, var
+    for section in JarvisConfig.model_fields:
+        assert f"`{section}." in docs, section

@@ -237,3 +237,23 @@ def test_tools_dir_setting_is_relative_to_the_config_file(tmp_path: Path) -> Non
     (ws / "config.toml").write_text('[workspace]\ntools_dir = "my-tools"\n')
     report = load_workspace_tools(load_config(ws / "config.toml"))
     assert report.tools.keys() == {"shout"}
+
+
+def test_cli_tools_list_shows_workspace_tools_and_reports_broken_file(
+        tmp_path: Path, cli_env: dict[str, str]) -> None:
+    import subprocess
+
+    ws = make_workspace(tmp_path / "ws", {"good.py": GOOD, "bad.py": SYNTAX_ERROR})
+    result = subprocess.run([sys.executable, "-m", "jarvis.cli", "tools", "list"], env=cli_env,
+                            cwd=ws, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert any(line.startswith("shout ") for line in result.stdout.splitlines())
+    assert "calculator" in result.stdout
+    assert f"{(ws / 'tools' / 'bad.py').resolve()}:6: SyntaxError" in result.stderr
+    assert "Traceback" not in result.stderr
+
+    run = subprocess.run([sys.executable, "-m", "jarvis.cli", "tools", "run", "shout",
+                          '{"text": "hey"}'], env=cli_env, cwd=ws, capture_output=True,
+                         text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "HEY!"

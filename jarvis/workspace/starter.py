@@ -20,9 +20,13 @@ STARTER_CONFIG = """\
 # Model name; empty: the engine's first listed model. Env: JARVIS_MODEL.
 # model = ""
 # temperature = 0.7
+# Seconds per request, to open a connection, and per probe when discovering an engine.
 # timeout = 120.0
+# connect_timeout = 5.0
 # discovery_timeout = 0.4
+# Extra attempts after a transient failure, the first one after retry_backoff seconds.
 # max_retries = 3
+# retry_backoff = 0.5
 
 [engine.hosts]
 # Env: OLLAMA_HOST, VLLM_HOST, LLAMACPP_HOST, LMSTUDIO_HOST, SGLANG_HOST, OPENAI_BASE_URL.
@@ -42,6 +46,8 @@ STARTER_CONFIG = """\
 # Tools given to the agent when none are requested, e.g. ["calculator", "think"].
 # tools = []
 # system = ""
+# Identical tool calls allowed per run before the loop guard blocks them.
+# max_repeats = 2
 
 [tools]
 # Tools that exist at all (built-in, tools/, plugins, MCP); unset: every registered tool.
@@ -70,6 +76,10 @@ allowed_dirs = ["."]
 # How late (seconds) a missed run may still run.
 # grace_seconds = 3600.0
 # max_workers = 2
+# poll_seconds = 1.0
+# lease_seconds = 60.0
+# default_timeout = 600.0
+# shutdown_timeout = 30.0
 
 [runs]
 # Log every run. Env: JARVIS_RUN_LOG, JARVIS_RUNS_DB.
