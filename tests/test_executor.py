@@ -15,6 +15,7 @@ from jarvis.core.types import ErrorType, TextBlock, ToolCall, ToolCallAction, To
 from jarvis.errors import DuplicateNameError
 from jarvis.tools.base import BaseTool, tool
 from jarvis.tools.calculator import CalculatorTool
+from jarvis.tools.context import ToolContext
 from jarvis.tools.descriptions import build_tool_descriptions
 from jarvis.tools.executor import ToolExecutor
 from jarvis.tools.spec import ToolSpec
@@ -516,3 +517,48 @@ def test_sync_execute_of_async_tool_inside_a_running_loop_fails_cleanly():
         return executor.execute(call("quick", {"x": 1}))
 
     assert asyncio.run(main()).content == "1"
+
+
+# --- per-call resources are released when a lone call ends ------------------------------------
+class Handle:
+    def __init__(self) -> None:
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_lone_call_resources_are_released_when_the_call_ends():
+    from jarvis.resources import ResourceManager, ResourceSpec
+
+    manager = ResourceManager()
+    handles: list[Handle] = []
+
+    def factory() -> Handle:
+        handles.append(Handle())
+        return handles[-1]
+
+    spec = ResourceSpec(kind="test-handle", factory=factory, max_size=1)
+
+    @tool(register=False)
+    def use_handle(n: int, ctx: ToolContext) -> str:
+        """Acquire a pooled handle."""
+        ctx.resources = manager
+        ctx.acquire(spec, timeout=1)
+        return str(n)
+
+    @tool(register=False)
+    async def ause_handle(n: int, ctx: ToolContext) -> str:
+        """Acquire a pooled handle asynchronously."""
+        ctx.resources = manager
+        await ctx.aacquire(spec, timeout=1)
+        return str(n)
+
+    executor = ToolExecutor([use_handle, ause_handle])
+    # max_size=1: the second call could only get a handle if the first was released
+    for i in range(3):
+        assert executor.execute(call("use_handle", {"n": i})).content == str(i)
+        assert manager.owners() == []
+    assert asyncio.run(executor.aexecute(call("ause_handle", {"n": 7}))).content == "7"
+    assert manager.owners() == []
+    assert all(h.closed for h in handles) and len(handles) == 4

@@ -92,6 +92,12 @@ def _wants_context(tool: BaseTool) -> bool:
     return True  # a custom invoke/ainvoke may want it
 
 
+def _close(context: ToolContext | None) -> None:
+    """End a call's context: resources a lone call (no run id) acquired are released."""
+    if context is not None:
+        context.close()
+
+
 def _start_thread(fn: Callable[[], Any], name: str) -> Future[Any]:
     """Run `fn` in a fresh daemon thread. A hung tool only ever holds its own thread."""
     future: Future[Any] = Future()
@@ -346,14 +352,24 @@ class ToolExecutor:
                 outcome = tool.invoke(prep.arguments, context)
             except Exception as exc:
                 return self._finish(prep, None, exc, time.perf_counter() - start)
+            finally:
+                _close(context)
             return self._finish(prep, outcome, None, time.perf_counter() - start)
         arguments = prep.arguments
+        # The context is closed on the tool's own thread when it really ends (after a
+        # timeout too), never while an abandoned tool may still use its resources.
         if entry.is_async:
             def job() -> Any:
-                return run_coroutine_sync(tool.ainvoke(arguments, context))
+                try:
+                    return run_coroutine_sync(tool.ainvoke(arguments, context))
+                finally:
+                    _close(context)
         else:
             def job() -> Any:
-                return tool.invoke(arguments, context)
+                try:
+                    return tool.invoke(arguments, context)
+                finally:
+                    _close(context)
         start = time.perf_counter()
         future = _start_thread(job, entry.spec.name)
         try:
@@ -430,13 +446,22 @@ class ToolExecutor:
                 outcome = tool.invoke(prep.arguments, context)
             except Exception as exc:
                 return self._finish(prep, None, exc, time.perf_counter() - start)
+            finally:
+                _close(context)
             return self._finish(prep, outcome, None, time.perf_counter() - start)
+        arguments = prep.arguments
         if entry.is_async:
-            task: asyncio.Future[Any] = asyncio.ensure_future(tool.ainvoke(prep.arguments, context))
+            task: asyncio.Future[Any] = asyncio.ensure_future(tool.ainvoke(arguments, context))
+            if context is not None:  # runs when the coroutine really ends
+                task.add_done_callback(lambda _: _close(context))
         else:
-            arguments = prep.arguments
-            task = asyncio.wrap_future(
-                _start_thread(lambda: tool.invoke(arguments, context), entry.spec.name))
+            def job() -> Any:
+                try:
+                    return tool.invoke(arguments, context)
+                finally:
+                    _close(context)
+
+            task = asyncio.wrap_future(_start_thread(job, entry.spec.name))
         # asyncio.wait (not wait_for) so a tool that swallows cancellation cannot hold us.
         done, _ = await asyncio.wait({task}, timeout=self._timeout_for(prep))
         if not done:
