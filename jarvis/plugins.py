@@ -18,6 +18,7 @@ from __future__ import annotations
 import inspect
 import logging
 import os
+import threading
 import traceback
 import types
 from dataclasses import dataclass, field
@@ -64,6 +65,8 @@ class PluginReport:
 # entry-point name -> (its value, the tools it registered): repeated loads are cheap and quiet.
 _CACHE: dict[str, tuple[str, dict[str, Any], PluginInfo]] = {}
 _last_report: PluginReport | None = None
+# Loads compare the registry before and after loading: one load at a time per process.
+_LOCK = threading.RLock()
 
 
 def selection_from_env() -> list[str] | None:
@@ -87,6 +90,11 @@ def installed_plugins() -> list[Any]:
 
 def load_plugins(selection: list[str] | None | str = "env") -> PluginReport:
     """Load the selected plugins' tools into ToolRegistry (default selection: the env var)."""
+    with _LOCK:
+        return _load_plugins(selection)
+
+
+def _load_plugins(selection: list[str] | None | str) -> PluginReport:
     global _last_report
     wanted = selection_from_env() if selection == "env" else selection
     report = PluginReport(selection=None if wanted is None else list(wanted))

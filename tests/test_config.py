@@ -263,3 +263,16 @@ def test_docs_list_every_environment_override() -> None:
         assert f"| `{var}` | `{dotted}` |" in docs, var
     for section in JarvisConfig.model_fields:
         assert f"`{section}." in docs, section
+
+
+def test_global_config_option_selects_the_file(tmp_path: Path, cli_env: dict[str, str]) -> None:
+    chosen = tmp_path / "elsewhere" / "my.toml"
+    chosen.parent.mkdir()
+    chosen.write_text('[engine]\nmodel = "chosen"\n')
+    (tmp_path / "config.toml").write_text('[engine]\nmodel = "local"\n')
+    result = run_cli("--config", str(chosen), "config", "show", "--json", env=cli_env,
+                     cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["config_file"] == str(chosen.resolve())
+    assert data["values"]["engine.model"] == {"value": "chosen", "source": str(chosen.resolve())}

@@ -19,6 +19,7 @@ import hashlib
 import importlib.util
 import logging
 import sys
+import threading
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,6 +83,8 @@ class _Loaded:
 # path -> what the last load of that file produced; makes repeated loads cheap and quiet.
 _CACHE: dict[Path, _Loaded] = {}
 _last_report: WorkspaceToolsReport | None = None
+# Loads compare the registry before and after running a file: one load at a time per process.
+_LOCK = threading.RLock()
 
 
 def tools_dir(config: Any) -> Path:
@@ -122,7 +125,11 @@ def load_workspace_tools(config: Any = None, folder: str | Path | None = None) -
 
 def load_tool_file(path: str | Path) -> ToolFileReport:
     """Execute one tool file by path and register the tools it defines (all or nothing)."""
-    path = Path(path).resolve()
+    with _LOCK:
+        return _load_tool_file(Path(path).resolve())
+
+
+def _load_tool_file(path: Path) -> ToolFileReport:
     try:
         info = path.stat()
         stamp = (info.st_mtime_ns, info.st_size)
