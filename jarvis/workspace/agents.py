@@ -197,9 +197,26 @@ def _config(config: Any) -> Any:
     return config
 
 
+# (path, mtime, size) -> what reading it gave: the SDK looks agents up on every ask.
+_CACHE: dict[tuple[Path, int, int], AgentSpec | AgentFileError] = {}
+
+
 def _read(path: Path) -> AgentSpec | AgentFileError:
     try:
-        size = path.stat().st_size
+        info = path.stat()
+    except OSError as exc:
+        return AgentFileError(path, f"cannot read agent file {path}: {exc}")
+    key = (path, info.st_mtime_ns, info.st_size)
+    cached = _CACHE.get(key)
+    if cached is None:
+        if len(_CACHE) > 1024:
+            _CACHE.clear()
+        cached = _CACHE[key] = _parse(path, info.st_size)
+    return cached
+
+
+def _parse(path: Path, size: int) -> AgentSpec | AgentFileError:
+    try:
         if size > MAX_AGENT_FILE_BYTES:
             return AgentFileError(path, f"agent file {path} is {size} bytes; the limit is "
                                   f"{MAX_AGENT_FILE_BYTES}")
