@@ -1,0 +1,212 @@
+"""The `jarvis serve` ASGI app: ORS tool endpoints + OpenAI-compatible chat, on starlette."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from jarvis.errors import UserError
+from jarvis.server.http import ApiError, ApiKeyMiddleware, error_response
+from jarvis.server.openai_api import ChatAPI
+from jarvis.server.ors import OrsEnvironment
+
+log = logging.getLogger("jarvis.server")
+
+RESERVED_ENV_NAMES = {"v1", "health", "create", "create_session", "delete", "delete_session",
+                      "ping", "list_environments"}
+
+
+@dataclass(slots=True)
+class ServeSettings:
+    """How `jarvis serve` runs.
+
+    Args:
+        host, port: where to listen (127.0.0.1 by default; port 0 picks a free one).
+        api_key: required on every request but /health when set; required to bind anywhere
+            but loopback.
+        env_name: the ORS environment name.
+        tools: tool names exposed over ORS (None: [tools] enabled, else every tool).
+        approve: run tools that require confirmation (nobody can confirm on a server).
+        max_body_bytes: largest request body.
+        max_sessions: most ORS sessions alive at once.
+        session_idle_seconds: an ORS session without calls or pings this long is ended.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 8080
+    api_key: str | None = None
+    env_name: str = "jarvis"
+    tools: list[str] | None = None
+    approve: bool = False
+    max_body_bytes: int = 1_048_576
+    max_sessions: int = 256
+    session_idle_seconds: float = 900.0
+    max_concurrent_chats: int = 8
+
+    def check(self) -> None:
+        """Refuse unsafe or unusable settings with a message saying how to fix them."""
+        if not is_loopback(self.host) and not self.api_key:
+            raise UserError(f"refusing to listen on {self.host} without an API key: anyone who can "
+                            f"reach it could run your tools; pass --api-key (or set "
+                            f"JARVIS_API_KEY), or listen on 127.0.0.1")
+        if self.api_key is not None and len(self.api_key) < 8:
+            raise UserError("the API key is too short; use at least 8 characters")
+        if not self.env_name or self.env_name.lower() in RESERVED_ENV_NAMES or "/" in self.env_name:
+            raise UserError(f"environment name {self.env_name!r} is empty or clashes with a route; "
+                            f"pick another --env-name")
+        if not 0 <= self.port <= 65535:
+            raise UserError(f"port {self.port} is out of range 0-65535")
+        if self.max_body_bytes < 1024:
+            raise UserError("--max-body-bytes must be at least 1024")
+
+
+def is_loopback(host: str) -> bool:
+    if host in ("localhost", "localhost.localdomain"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _approver(approve: bool) -> Any:
+    return (lambda spec, arguments: True) if approve else None
+
+
+def build_tools(config: Any, names: list[str] | None) -> list[Any]:
+    """The tools to expose: the named ones (errors are loud), else every enabled tool that
+    can be built without an engine-specific dependency (skipped ones are logged)."""
+    from jarvis.core.registry import ToolRegistry
+    from jarvis.tools.catalog import build_tool, build_tools, load_builtins, load_extensions
+
+    load_builtins()
+    load_extensions(config)
+    settings = config.tools.settings
+    if names is not None:
+        return build_tools(names, dependencies={"config": config}, settings=settings)
+    wanted = config.tools.enabled if config.tools.enabled is not None else ToolRegistry.keys()
+    built = []
+    for name in wanted:
+        try:
+            built.append(build_tool(name, {"config": config}, settings.get(name)))
+        except TypeError as exc:  # needs a dependency a server has no use for (an engine, ...)
+            log.warning("not exposing tool %s: %s", name, exc)
+    return built
+
+
+def build_app(settings: ServeSettings | None = None, *, config: Any = None, tools: Any = None,
+              jarvis: Any = None, resources: Any = None) -> Starlette:
+    """The ASGI app. `tools` (instances) and `jarvis` (a Jarvis) default to ones built from
+    `config`; `resources` defaults to the process-wide ResourceManager."""
+    settings = settings or ServeSettings()
+    settings.check()
+    if config is None:
+        config = jarvis.config if jarvis is not None else None
+    if config is None:
+        from jarvis.core.config import load_config
+
+        config = load_config()
+    if tools is None:
+        tools = build_tools(config, settings.tools)
+    approver = _approver(settings.approve)
+    env = OrsEnvironment(settings.env_name, list(tools), approver=approver,
+                         default_timeout=config.tools.default_timeout,
+                         max_output_chars=config.tools.max_output_chars,
+                         max_sessions=settings.max_sessions,
+                         max_body_bytes=settings.max_body_bytes,
+                         session_idle_seconds=settings.session_idle_seconds, resources=resources)
+    from jarvis.core.registry import ToolRegistry
+
+    if jarvis is None:
+        from jarvis.sdk import Jarvis
+
+        jarvis = Jarvis(config=config)
+    chat = ChatAPI(jarvis, approver=approver, max_body_bytes=settings.max_body_bytes,
+                   max_concurrent=settings.max_concurrent_chats,
+                   default_tools=[n for n in env.tools if ToolRegistry.contains(n)])
+
+    async def health(request: Request) -> Response:
+        return JSONResponse({"status": "ok", "environment": env.name,
+                             "sessions": len(env.sessions), "tools": len(env.tools)})
+
+    async def environments(request: Request) -> Response:
+        return JSONResponse([env.name])
+
+    routes = [
+        Route("/health", health, methods=["GET"]),
+        Route("/list_environments", environments, methods=["GET"]),
+        Route("/create_session", env.create_session, methods=["POST"]),
+        Route("/create", env.create, methods=["POST"]),
+        Route("/ping", env.ping, methods=["POST"]),
+        Route("/delete", env.delete, methods=["POST"]),
+        Route("/delete_session", env.delete, methods=["POST"]),
+        Route("/v1/models", chat.models, methods=["GET"]),
+        Route("/v1/chat/completions", chat.completions, methods=["POST"]),
+        Route("/{env}/tools", env.list_tools, methods=["GET"]),
+        Route("/{env}/task_tools", env.task_tools, methods=["GET"]),
+        Route("/{env}/prompt", env.prompt, methods=["GET"]),
+        Route("/{env}/splits", env.splits, methods=["GET"]),
+        Route("/{env}/tasks", env.tasks, methods=["POST"]),
+        Route("/{env}/num_tasks", env.tasks, methods=["POST"]),
+        Route("/{env}/task", env.tasks, methods=["POST"]),
+        Route("/{env}/task_range", env.tasks, methods=["POST"]),
+        Route("/{env}/call", env.call, methods=["POST"]),
+    ]
+
+    async def api_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, ApiError)
+        return error_response(request.url.path, exc.status, exc.message, exc.kind, exc.code)
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        message = {404: f"no route {request.method} {request.url.path}",
+                   405: f"method {request.method} is not allowed on {request.url.path}"
+                   }.get(exc.status_code, str(exc.detail))
+        return error_response(request.url.path, exc.status_code, message,
+                              headers=dict(exc.headers or {}))
+
+    async def server_error(request: Request, exc: Exception) -> Response:
+        log.error("error handling %s %s", request.method, request.url.path, exc_info=exc)
+        return error_response(request.url.path, 500, f"internal error: {type(exc).__name__} "
+                              f"(details are in the server log)", kind="api_error")
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        interval = max(0.05, min(30.0, settings.session_idle_seconds / 4))
+
+        async def reaper() -> None:
+            while True:
+                await asyncio.sleep(interval)
+                try:
+                    await env.reap()
+                except Exception:  # noqa: BLE001 - the reaper must outlive one bad session
+                    log.exception("ending idle sessions failed")
+
+        task = asyncio.create_task(reaper())
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            await env.close()
+
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={
+        ApiError: api_error, HTTPException: http_error, Exception: server_error})
+    app.state.ors = env
+    app.state.chat = chat
+    app.state.settings = settings
+    if settings.api_key:
+        app.add_middleware(ApiKeyMiddleware, api_key=settings.api_key)
+    return app

@@ -1,0 +1,112 @@
+"""HTTP plumbing shared by the ORS and OpenAI routes: bounded JSON bodies, errors, auth.
+
+Every error leaves as JSON with a message that says what was wrong: `{"detail": ...}` for
+ORS routes (what the ors-sdk client reads) and `{"error": {"message", "type", "code"}}` for
+the OpenAI routes (what the openai client reads). No traceback ever reaches a client.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+log = logging.getLogger("jarvis.server")
+
+OPEN_PATHS = frozenset({"/health"})
+
+
+class ApiError(Exception):
+    """A request the server refuses: HTTP `status` and a message naming the problem."""
+
+    def __init__(self, status: int, message: str, kind: str = "invalid_request_error",
+                 code: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.kind = kind
+        self.code = code
+
+
+def is_openai_path(path: str) -> bool:
+    return path.startswith("/v1/")
+
+
+def error_response(path: str, status: int, message: str, kind: str = "invalid_request_error",
+                   code: str | None = None, headers: dict[str, str] | None = None) -> Response:
+    """The error body in the dialect of the route family."""
+    if is_openai_path(path):
+        body: dict[str, Any] = {"error": {"message": message, "type": kind, "code": code,
+                                          "param": None}}
+    else:
+        body = {"detail": message}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+async def read_json(request: Request, max_bytes: int) -> Any:
+    """The request body parsed as JSON; ApiError 413 past `max_bytes`, 400 when malformed."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        try:
+            size = int(declared)
+        except ValueError:
+            raise ApiError(400, "Content-Length is not a number") from None
+        if size > max_bytes:
+            raise ApiError(413, f"request body is {size} bytes; the limit is {max_bytes} bytes "
+                           f"(raise it with `jarvis serve --max-body-bytes`)")
+    chunks: list[bytes] = []
+    total = 0
+    async for chunk in request.stream():
+        total += len(chunk)
+        if total > max_bytes:
+            raise ApiError(413, f"request body is over the limit of {max_bytes} bytes "
+                           f"(raise it with `jarvis serve --max-body-bytes`)")
+        chunks.append(chunk)
+    raw = b"".join(chunks)
+    if not raw.strip():
+        raise ApiError(400, "request body is empty; send a JSON object")
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise ApiError(400, f"request body is not valid JSON: {exc}") from None
+
+
+def require_object(value: Any, what: str = "request body") -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ApiError(400, f"{what} must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+class ApiKeyMiddleware:
+    """Refuse every request without the API key (X-API-Key or Authorization: Bearer),
+    except the health check. Constant-time comparison."""
+
+    def __init__(self, app: ASGIApp, api_key: str) -> None:
+        self.app = app
+        self.key = api_key.encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
+            await self.app(scope, receive, send)
+            return
+        given = b""
+        for name, value in scope["headers"]:
+            if name == b"x-api-key":
+                given = value
+                break
+            if name == b"authorization" and value[:7].lower() == b"bearer ":
+                given = value[7:].strip()
+        if given and hmac.compare_digest(given, self.key):
+            await self.app(scope, receive, send)
+            return
+        message = ("missing API key; send it in the X-API-Key header or as "
+                   "'Authorization: Bearer <key>'") if not given else "wrong API key"
+        response = error_response(scope["path"], 401, message, kind="authentication_error",
+                                  code="invalid_api_key",
+                                  headers={"WWW-Authenticate": "Bearer"})
+        await response(scope, receive, send)

@@ -1,0 +1,264 @@
+"""OpenAI-compatible chat API over jarvis agents: `POST /v1/chat/completions`, `GET /v1/models`.
+
+The request's "model" names a jarvis agent (simple, react, orchestrator, or a workspace agent
+from agents/*.toml); the answer comes from `Jarvis.ask_full` on the configured engine, with
+the agent's own tools. The conversation's last message must be the user's question; earlier
+user/assistant messages are the history and system messages the system prompt. Client-side
+function tools are refused: the agent runs its jarvis tools on the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+import time
+import uuid
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from jarvis.server.http import ApiError, read_json, require_object
+
+log = logging.getLogger("jarvis.server")
+
+_ROLES = ("system", "developer", "user", "assistant")
+_IGNORED = {"n", "stream_options", "user", "top_p", "presence_penalty", "frequency_penalty",
+            "seed", "stop", "logprobs", "top_logprobs", "metadata", "store", "tool_choice",
+            "parallel_tool_calls", "response_format", "max_completion_tokens", "logit_bias",
+            "service_tier", "reasoning_effort", "modalities", "prediction", "audio"}
+_KNOWN = {"model", "messages", "stream", "temperature", "max_tokens", "tools"} | _IGNORED
+
+
+def _text(content: Any, where: str) -> str:
+    """Message content as text: a string or a list of text parts."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+            else:
+                kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+                raise ApiError(400, f"{where}: only text content parts are supported, got {kind!r}")
+        return "".join(parts)
+    raise ApiError(400, f"{where}: content must be a string or a list of text parts")
+
+
+class ChatAPI:
+    """Answers chat completions with jarvis agents through one shared Jarvis."""
+
+    def __init__(self, jarvis: Any, *, approver: Any = None, max_body_bytes: int = 1_048_576,
+                 max_concurrent: int = 8, default_tools: list[str] | None = None) -> None:
+        self.jarvis = jarvis
+        # Built-in agents get the served tools unless config.toml gives [agent] tools;
+        # workspace agents always use the tools their file names.
+        self.default_tools = list(default_tools or [])
+        self.approver = approver
+        self.max_body_bytes = max_body_bytes
+        self._gate = asyncio.Semaphore(max_concurrent)
+        self._engine_lock = threading.Lock()
+
+    # --- models ------------------------------------------------------------------------------
+    def agent_names(self) -> list[str]:
+        from jarvis.agents import BUILTIN_AGENTS
+        from jarvis.core.registry import AgentRegistry
+
+        names = list(BUILTIN_AGENTS) + [n for n in AgentRegistry.keys() if n not in BUILTIN_AGENTS]
+        try:
+            from jarvis.workspace.agents import list_agents
+
+            names += [s.name for s in list_agents(self.jarvis.config) if s.name not in names]
+        except ImportError:
+            pass
+        return names
+
+    async def models(self, request: Request) -> Response:
+        names = await asyncio.to_thread(self.agent_names)
+        return JSONResponse({"object": "list", "data": [
+            {"id": n, "object": "model", "created": 0, "owned_by": "jarvis"} for n in names]})
+
+    # --- chat ----------------------------------------------------------------------------------
+    def _parse(self, body: dict[str, Any]) -> dict[str, Any]:
+        from jarvis.core.types import Message
+
+        unknown = sorted(set(body) - _KNOWN)
+        if unknown:
+            raise ApiError(400, f"unsupported field(s): {', '.join(unknown)}")
+        model = body.get("model")
+        if not isinstance(model, str) or not model:
+            raise ApiError(400, "\"model\" is required: the name of a jarvis agent (GET /v1/models "
+                           "lists them)")
+        if body.get("tools"):
+            raise ApiError(400, "client-side tools are not supported: the agent runs its own "
+                           "jarvis tools on the server; leave \"tools\" out")
+        if body.get("n") not in (None, 1):
+            raise ApiError(400, "only n=1 is supported")
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise ApiError(400, "\"messages\" must be a non-empty list")
+        system: list[str] = []
+        history: list[Any] = []
+        for i, msg in enumerate(messages):
+            if not isinstance(msg, dict):
+                raise ApiError(400, f"messages[{i}] must be an object")
+            role = msg.get("role")
+            if role not in _ROLES:
+                raise ApiError(400, f"messages[{i}].role {role!r} is not supported; use "
+                               f"{', '.join(_ROLES)}")
+            text = _text(msg.get("content"), f"messages[{i}]")
+            if role in ("system", "developer"):
+                system.append(text)
+            else:
+                history.append(Message(role=role, content=text))
+        if not history or history[-1].role != "user" or not (history[-1].content or "").strip():
+            raise ApiError(400, "the last non-system message must be a non-empty user message")
+        query = history.pop().content
+        options: dict[str, Any] = {"agent": model, "history": history or None,
+                                   "tools": self._tools_for(model),
+                                   "system": "\n\n".join(system) if system else None,
+                                   "approver": self.approver, "source": "serve"}
+        temperature = body.get("temperature")
+        if temperature is not None:
+            if not isinstance(temperature, (int, float)) or not 0 <= temperature <= 2:
+                raise ApiError(400, "temperature must be a number from 0 to 2")
+            options["temperature"] = float(temperature)
+        max_tokens = body.get("max_tokens", body.get("max_completion_tokens"))
+        if max_tokens is not None:
+            if not isinstance(max_tokens, int) or max_tokens < 1:
+                raise ApiError(400, "max_tokens must be a positive integer")
+            options["max_tokens"] = max_tokens
+        if model not in self.agent_names():
+            raise ApiError(404, f"unknown model {model!r}: models are jarvis agents; available: "
+                           f"{', '.join(self.agent_names())}", code="model_not_found")
+        return {"query": query, "model": model, "options": options,
+                "stream": bool(body.get("stream")),
+                "include_usage": bool((body.get("stream_options") or {}).get("include_usage"))}
+
+    def _tools_for(self, model: str) -> list[str] | None:
+        from jarvis.agents import agent_class
+
+        if (self.default_tools and agent_class(model) is not None
+                and not self.jarvis.config.agent.tools):
+            return self.default_tools
+        return None
+
+    def _ask(self, query: str, options: dict[str, Any]) -> dict[str, Any]:
+        with self._engine_lock:  # build (or discover) the engine once, not per racing request
+            self.jarvis.engine  # noqa: B018 - the property builds it
+        return self.jarvis.ask_full(query, **options)
+
+    async def completions(self, request: Request) -> Response:
+        body = require_object(await read_json(request, self.max_body_bytes))
+        parsed = await asyncio.to_thread(self._parse, body)
+        cid = "chatcmpl-" + uuid.uuid4().hex[:24]
+        created = int(time.time())
+        if parsed["stream"]:
+            return StreamingResponse(self._stream(parsed, cid, created),
+                                     media_type="text/event-stream",
+                                     headers={"Cache-Control": "no-cache"})
+        async with self._gate:
+            out = await self._run(parsed["query"], parsed["options"])
+        return JSONResponse({
+            "id": cid, "object": "chat.completion", "created": created, "model": parsed["model"],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": out["content"]},
+                         "finish_reason": "stop", "logprobs": None}],
+            "usage": _usage(out),
+            "jarvis": _summary(out),
+        })
+
+    async def _run(self, query: str, options: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return await asyncio.to_thread(self._ask, query, options)
+        except Exception as exc:
+            raise _as_api_error(exc) from None
+
+    async def _stream(self, parsed: dict[str, Any], cid: str, created: int) -> Any:
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[str] = asyncio.Queue()
+        model = parsed["model"]
+
+        def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
+            data = {"id": cid, "object": "chat.completion.chunk", "created": created,
+                    "model": model, "choices": [{"index": 0, "delta": delta,
+                                                  "finish_reason": finish, "logprobs": None}],
+                    **extra}
+            return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
+
+        def on_token(piece: str) -> None:
+            if piece:
+                loop.call_soon_threadsafe(queue.put_nowait, piece)
+
+        options = dict(parsed["options"], on_token=on_token)
+        yield chunk({"role": "assistant", "content": ""})
+        async with self._gate:
+            job = asyncio.ensure_future(asyncio.to_thread(self._ask, parsed["query"], options))
+            streamed = False
+            while True:
+                getter = asyncio.ensure_future(queue.get())
+                done, _ = await asyncio.wait({getter, job}, return_when=asyncio.FIRST_COMPLETED)
+                if getter in done:
+                    streamed = True
+                    yield chunk({"content": getter.result()})
+                    continue
+                getter.cancel()
+                break
+            while not queue.empty():
+                streamed = True
+                yield chunk({"content": queue.get_nowait()})
+        error = job.exception()
+        if error is not None:
+            api_error = _as_api_error(error)
+            body = {"error": {"message": api_error.message, "type": api_error.kind,
+                              "code": api_error.code}}
+            yield f"data: {json.dumps(body)}\n\n"
+            return
+        out = job.result()
+        if not streamed and out["content"]:
+            yield chunk({"content": out["content"]})
+        yield chunk({}, "stop", jarvis=_summary(out))
+        if parsed["include_usage"]:
+            data = {"id": cid, "object": "chat.completion.chunk", "created": created,
+                    "model": model, "choices": [], "usage": _usage(out)}
+            yield f"data: {json.dumps(data)}\n\n"
+        yield "data: [DONE]\n\n"
+
+
+def _usage(out: dict[str, Any]) -> dict[str, int]:
+    usage = out.get("usage") or {}
+    prompt = int(usage.get("prompt_tokens", 0) or 0)
+    completion = int(usage.get("completion_tokens", 0) or 0)
+    return {"prompt_tokens": prompt, "completion_tokens": completion,
+            "total_tokens": int(usage.get("total_tokens", prompt + completion) or 0)}
+
+
+def _summary(out: dict[str, Any]) -> dict[str, Any]:
+    """jarvis extras next to the OpenAI fields (clients ignore unknown keys)."""
+    return {"agent": out.get("agent"), "engine": out.get("engine"), "turns": out.get("turns"),
+            "run_id": out.get("run_id"),
+            "tool_results": [{k: r.get(k) for k in ("tool_name", "success", "content",
+                                                     "latency_seconds", "error_type")}
+                             for r in out.get("tool_results", [])]}
+
+
+def _as_api_error(exc: BaseException) -> ApiError:
+    from jarvis.errors import ConfigError, EngineError, UnknownNameError, UserError
+
+    if isinstance(exc, ApiError):
+        return exc
+    if isinstance(exc, UnknownNameError):
+        return ApiError(404 if exc.kind == "agent" else 400, str(exc), code="model_not_found"
+                        if exc.kind == "agent" else None)
+    if isinstance(exc, (UserError, ConfigError)):
+        return ApiError(400, str(exc))
+    if isinstance(exc, EngineError):
+        return ApiError(502, f"the inference engine failed: {exc}", kind="api_error",
+                        code="engine_error")
+    log.exception("chat completion failed", exc_info=exc)
+    return ApiError(500, f"internal error: {type(exc).__name__} (details are in the server log)",
+                    kind="api_error")

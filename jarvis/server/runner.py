@@ -1,0 +1,86 @@
+"""Running the app with uvicorn: in the foreground (`jarvis serve`) or in a thread (tests,
+benchmarks). The socket is bound here, so port 0 works and the real address is known."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from typing import Any
+
+from jarvis.errors import UserError
+
+
+def bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+    # proto=IPPROTO_TCP matters: asyncio only sets TCP_NODELAY on accepted sockets whose
+    # proto says TCP, and without it every small response waits ~40 ms for a delayed ACK.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+    except OSError as exc:
+        sock.close()
+        raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}; pick another "
+                        f"--port (0 picks a free one) or --host") from None
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def url_of(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}"
+
+
+def _server(app: Any, log_level: str) -> Any:
+    import uvicorn
+
+    config = uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="on",
+                            timeout_keep_alive=60, server_header=False)
+    return uvicorn.Server(config)
+
+
+def serve_forever(app: Any, sock: socket.socket, log_level: str = "warning") -> None:
+    """Serve on `sock` until interrupted (uvicorn handles SIGINT/SIGTERM)."""
+    _server(app, log_level).run(sockets=[sock])
+
+
+class ServerThread:
+    """The app served on a loopback port from a background thread.
+
+        with ServerThread(app) as server:
+            httpx.get(server.url + "/health")
+    """
+
+    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0,
+                 log_level: str = "warning") -> None:
+        self.app = app
+        self.sock = bind(host, port)
+        self.url = url_of(self.sock)
+        self._server = _server(app, log_level)
+        self._server.install_signal_handlers = lambda: None  # only the main thread may
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self.sock]},
+                                        daemon=True, name="jarvis-serve")
+
+    def start(self, timeout: float = 15.0) -> ServerThread:
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self._server.started and self._thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        if not self._server.started:
+            raise RuntimeError("the jarvis server did not start")
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout)
+        self.sock.close()
+
+    def __enter__(self) -> ServerThread:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
