@@ -276,3 +276,15 @@ def test_global_config_option_selects_the_file(tmp_path: Path, cli_env: dict[str
     data = json.loads(result.stdout)
     assert data["config_file"] == str(chosen.resolve())
     assert data["values"]["engine.model"] == {"value": "chosen", "source": str(chosen.resolve())}
+
+
+def test_env_state_paths_are_relative_to_the_current_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "config.toml").write_text('[scheduler]\ndb_path = "sched.db"\n')
+    monkeypatch.setenv("JARVIS_MEMORY_DB", "here/mem.db")
+    config = load_config(ws / "config.toml")
+    assert config.memory.db_path == str(Path.cwd() / "here" / "mem.db")
+    assert config.scheduler.db_path == str(ws / "sched.db")
+    assert config.source_of("memory.db_path") == "JARVIS_MEMORY_DB"

@@ -292,7 +292,13 @@ def _format_error(exc: ValidationError, where: str,
 
 
 def _resolve_file_paths(config: JarvisConfig) -> None:
-    """Make paths given in the config file absolute, relative to the file's folder."""
+    """Make paths given in the config file absolute, relative to the file's folder; state
+    paths from environment variables are relative to the current folder, as in a shell."""
+    for dotted in PATH_KEYS:
+        section, _, key = dotted.partition(".")
+        value = getattr(getattr(config, section, None), key, None)
+        if isinstance(value, str) and value and config.source_of(dotted) in ENV_OVERRIDES:
+            setattr(getattr(config, section), key, str(Path(value).expanduser().absolute()))
     if config.source is None:
         return
     file_origin = str(config.source)
