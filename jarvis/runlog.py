@@ -196,8 +196,9 @@ class RunLog:
             db = self._open(create=False)
             if db is None:
                 raise UserError(f"no run {run_id!r}: the run log at {self.db_path} is empty")
-            matches = list(db.query("SELECT * FROM runs WHERE id LIKE ? ORDER BY created_at DESC "
-                                    "LIMIT 5", [run_id.replace("%", "").replace("_", "") + "%"]))
+            pattern = run_id.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            matches = list(db.query("SELECT * FROM runs WHERE id LIKE ? ESCAPE '\\' ORDER BY "
+                                    "created_at DESC LIMIT 5", [pattern]))
             if not matches:
                 raise UserError(f"no run {run_id!r} in {self.db_path}; `jarvis runs list` shows "
                                 f"the recent ones")

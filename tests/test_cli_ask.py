@@ -1,0 +1,176 @@
+"""`jarvis ask` and `jarvis runs` as real subprocesses against the loopback server."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from jarvis.testing import FakeOpenAIServer, HTTPFailure, reply, tool_call
+
+LOCAL = ("OLLAMA_HOST", "VLLM_HOST", "LLAMACPP_HOST", "LMSTUDIO_HOST", "SGLANG_HOST")
+
+
+def jarvis(env: dict[str, str], *args: str, timeout: float = 30) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "jarvis.cli", *args], env=env, text=True,
+                          capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def env(cli_env):
+    cli_env["JARVIS_ENGINE"] = "vllm"
+    cli_env["JARVIS_MODEL"] = "test-model"
+    return cli_env
+
+
+def _point(env: dict[str, str], server: FakeOpenAIServer) -> dict[str, str]:
+    env["VLLM_HOST"] = server.url
+    return env
+
+
+PERCENT = [reply(tool_calls=[tool_call("calculator", {"expression": "0.15 * 340"})]),
+           "15% of 340 is 51."]
+
+
+def test_ask_with_calculator_end_to_end(env):
+    with FakeOpenAIServer(PERCENT) as server:
+        out = jarvis(_point(env, server), "ask", "--tools", "calculator", "What is 15% of 340?")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "15% of 340 is 51.\n"  # nothing but the answer
+    assert "[tool] calculator" in out.stderr and "-> 51.0" in out.stderr
+    first, second = server.requests
+    assert [t["function"]["name"] for t in first["tools"]] == ["calculator"]
+    assert first["stream"] is True and first["messages"][-1]["content"] == "What is 15% of 340?"
+    tool_msg = [m for m in second["messages"] if m["role"] == "tool"]
+    assert tool_msg[0]["content"] == "51.0"
+
+
+def test_ask_json_and_the_run_log(env):
+    with FakeOpenAIServer(PERCENT) as server:
+        out = jarvis(_point(env, server), "ask", "--json", "--agent", "orchestrator", "--tools",
+                     "calculator", "What is 15% of 340?")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["content"] == "15% of 340 is 51." and data["turns"] == 2
+    assert data["engine"] == "vllm" and data["model"] == "test-model"
+    assert data["tool_results"][0]["tool_name"] == "calculator"
+    usage = data["usage"]
+    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"] > 0
+    assert server.requests[0].get("stream") is not True  # --json does not stream
+
+    listed = jarvis(env, "runs", "list", "--json")
+    runs = json.loads(listed.stdout)
+    assert runs[0]["id"] == data["run_id"] and runs[0]["source"] == "cli"
+    assert runs[0]["tool_calls"] == 1
+    shown = jarvis(env, "runs", "show", data["run_id"][:6])
+    assert shown.returncode == 0, shown.stderr
+    assert "calculator" in shown.stdout and "15% of 340 is 51." in shown.stdout
+    missing = jarvis(env, "runs", "show", "zzzz")
+    assert missing.returncode == 2 and "no run" in missing.stderr
+
+
+def test_no_stream_prints_the_answer_once(env):
+    with FakeOpenAIServer(["plain answer"]) as server:
+        out = jarvis(_point(env, server), "ask", "--no-stream", "hello")
+    assert out.stdout == "plain answer\n"
+    assert server.requests[0].get("stream") is not True
+    assert server.requests[0].get("tools") is None
+
+
+def test_react_agent_prints_only_the_final_answer(env):
+    with FakeOpenAIServer(['Thought: math\nAction: calculator\nAction Input: {"expression": "6*7"}',
+                           "Thought: done\nFinal Answer: 42"]) as server:
+        out = jarvis(_point(env, server), "ask", "-a", "react", "--tools", "calculator", "6*7?")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "42\n"
+    assert "Action" not in out.stdout and "[tool] calculator" in out.stderr
+
+
+def test_no_engine_reachable_fails_fast_and_says_what_it_tried(cli_env):
+    for var in LOCAL:
+        cli_env[var] = f"http://127.0.0.1:{_closed_port()}"
+    start = time.perf_counter()
+    out = jarvis(cli_env, "ask", "hello")
+    elapsed = time.perf_counter() - start
+    assert out.returncode != 0 and out.stdout == ""
+    assert "no inference engine is reachable" in out.stderr
+    assert cli_env["OLLAMA_HOST"] in out.stderr and "ollama serve" in out.stderr
+    assert "Traceback" not in out.stderr
+    assert elapsed < 1.5
+
+
+def test_unknown_tool_or_agent_is_an_error_listing_valid_names(env):
+    env["VLLM_HOST"] = f"http://127.0.0.1:{_closed_port()}"  # never contacted
+    out = jarvis(env, "ask", "--tools", "calculater", "x")
+    assert out.returncode == 2 and "unknown tool 'calculater'" in out.stderr
+    assert "calculator" in out.stderr and "Traceback" not in out.stderr
+    out = jarvis(env, "ask", "-a", "wizard", "x")
+    assert out.returncode == 2 and "unknown agent 'wizard'" in out.stderr
+    assert "orchestrator" in out.stderr
+
+
+def test_engine_rejecting_tools_is_reported(env):
+    with FakeOpenAIServer([HTTPFailure(400, "model gemma:2b does not support tools"),
+                           "answer without tools"]) as server:
+        out = jarvis(_point(env, server), "ask", "--tools", "calculator", "x")
+    assert out.returncode == 1 and "rejected the tools" in out.stderr
+    assert len(server.requests) == 1 and out.stdout == ""
+
+
+def test_transient_errors_are_retried(env):
+    Path("config.toml").write_text("[engine]\nretry_backoff = 0.01\n")
+    with FakeOpenAIServer([HTTPFailure(503, "busy"), HTTPFailure(429, "slow"), "made it"]) as server:
+        out = jarvis(_point(env, server), "ask", "hi")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "made it\n" and len(server.requests) == 3
+
+
+DANGER = '''
+from jarvis import tool
+
+@tool(requires_confirmation=True)
+def danger(target: str) -> str:
+    """Touch a file (needs approval).
+
+    Args:
+        target: file name
+    """
+    open(target, "w").write("touched")
+    return "touched " + target
+'''
+
+
+@pytest.mark.parametrize("flags,approved", [((), False), (("--yes",), True)])
+def test_confirmation_tools_are_denied_without_a_terminal_and_approved_by_yes(env, flags, approved):
+    Path("config.toml").write_text("")
+    Path("tools").mkdir()
+    Path("tools/danger.py").write_text(DANGER)
+    with FakeOpenAIServer([reply(tool_calls=[tool_call("danger", {"target": "flag.txt"})]),
+                           "finished"]) as server:
+        out = jarvis(_point(env, server), "ask", *flags, "--tools", "danger", "touch it")
+    assert out.returncode == 0, out.stderr
+    assert Path("flag.txt").exists() is approved
+    fed_back = [m["content"] for m in server.requests[1]["messages"] if m["role"] == "tool"][0]
+    if approved:
+        assert fed_back == "touched flag.txt"
+    else:
+        assert fed_back.startswith("ERROR (denied)") and "FAILED" in out.stderr
+
+
+def test_ask_help_lists_the_flags(cli_env):
+    out = jarvis(cli_env, "ask", "--help")
+    for flag in ("--agent", "--tools", "--model", "--engine", "--json", "--no-stream",
+                 "--max-turns", "--yes", "--system", "--no-context"):
+        assert flag in out.stdout
+    assert jarvis(cli_env, "runs", "--help").returncode == 0

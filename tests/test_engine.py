@@ -1,0 +1,181 @@
+"""OpenAICompatEngine against the loopback OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import time
+
+import pytest
+
+from jarvis.engine.backends import BACKENDS, base_url
+from jarvis.engine.base import InferenceEngine
+from jarvis.engine.openai_compat import OpenAICompatEngine
+from jarvis.errors import EngineError
+from jarvis.testing import Disconnect, FakeOpenAIServer, HTTPFailure, reply, tool_call
+
+CALC = {"type": "function", "function": {"name": "calculator", "description": "math",
+                                         "parameters": {"type": "object", "properties": {}}}}
+USER = [{"role": "user", "content": "hi"}]
+
+
+def _engine(server: FakeOpenAIServer, backend: str = "vllm", **kwargs) -> OpenAICompatEngine:
+    kwargs.setdefault("retry_backoff", 0.01)
+    return OpenAICompatEngine(backend, server.url if backend != "openai" else server.base_url,
+                              model="m", api_key="k", **kwargs)
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_generate_returns_tool_calls_usage_and_sends_tools():
+    with FakeOpenAIServer([reply(tool_calls=[tool_call("calculator", {"expression": "1+1"}, "c9")],
+                                 usage={"prompt_tokens": 11, "completion_tokens": 4})]) as server:
+        engine = _engine(server)
+        assert isinstance(engine, InferenceEngine)
+        result = engine.generate(USER, tools=[CALC], temperature=0.2, max_tokens=50)
+        engine.close()
+    assert result.tool_calls[0].id == "c9"
+    assert result.tool_calls[0].name == "calculator"
+    assert json.loads(result.tool_calls[0].arguments) == {"expression": "1+1"}
+    assert result.usage == {"prompt_tokens": 11, "completion_tokens": 4, "total_tokens": 15}
+    assert result.finish_reason == "tool_calls"
+    body = server.requests[0]
+    assert body["tools"] == [CALC] and body["model"] == "m"
+    assert body["temperature"] == 0.2 and body["max_tokens"] == 50
+
+
+def test_openai_backend_uses_max_completion_tokens_and_base_url_as_given():
+    with FakeOpenAIServer(["ok"]) as server:
+        engine = _engine(server, backend="openai")
+        assert engine.base_url == server.base_url
+        engine.generate(USER, max_tokens=9)
+        engine.close()
+    assert server.requests[0]["max_completion_tokens"] == 9
+    assert "max_tokens" not in server.requests[0]
+
+
+def test_stream_yields_deltas_then_the_full_result_with_tool_calls_and_usage():
+    calls = [tool_call("calculator", {"expression": "6*7"}), tool_call("think", {"thought": "x"})]
+    with FakeOpenAIServer([reply("Let me compute that", tool_calls=calls)]) as server:
+        engine = _engine(server)
+        chunks = list(engine.stream(USER, tools=[CALC]))
+        engine.close()
+    deltas = [c.delta for c in chunks if c.delta]
+    assert len(deltas) > 1 and "".join(deltas) == "Let me compute that"
+    result = chunks[-1].result
+    assert result is not None and result.content == "Let me compute that"
+    assert [c.name for c in result.tool_calls] == ["calculator", "think"]
+    assert json.loads(result.tool_calls[0].arguments) == {"expression": "6*7"}
+    assert result.usage["total_tokens"] > 0  # asked for with stream_options.include_usage
+    assert server.requests[0]["stream_options"] == {"include_usage": True}
+
+
+@pytest.mark.parametrize("failure", [HTTPFailure(503, "overloaded"), HTTPFailure(500, "boom"),
+                                     HTTPFailure(429, "slow down", retry_after=0), Disconnect()])
+def test_transient_failures_are_retried(failure):
+    with FakeOpenAIServer([failure, failure, "finally"]) as server:
+        engine = _engine(server, max_retries=3)
+        assert engine.generate(USER).content == "finally"
+        engine.close()
+    assert len(server.requests) == 3
+
+
+def test_retries_are_bounded_and_the_final_error_is_clear():
+    with FakeOpenAIServer(default=HTTPFailure(503, "overloaded")) as server:
+        engine = _engine(server, max_retries=2)
+        with pytest.raises(EngineError, match=r"HTTP 503 \(overloaded\) after 3 attempts"):
+            engine.generate(USER)
+        engine.close()
+    assert len(server.requests) == 3
+
+
+def test_retry_backoff_grows():
+    with FakeOpenAIServer([HTTPFailure(500), HTTPFailure(500), "ok"]) as server:
+        engine = _engine(server, max_retries=3, retry_backoff=0.05)
+        start = time.perf_counter()
+        engine.generate(USER)
+        elapsed = time.perf_counter() - start
+        engine.close()
+    assert elapsed >= 0.05 + 0.10  # 0.05 s, then 0.10 s
+
+
+@pytest.mark.parametrize("failure", [
+    HTTPFailure(400, "registry.ollama.ai/library/gemma:2b does not support tools"),
+    HTTPFailure(500, "tools param requires --jinja flag"),
+])
+def test_engine_rejecting_tools_is_an_error_not_a_silent_retry(failure):
+    with FakeOpenAIServer([failure, "an answer without tools"]) as server:
+        engine = _engine(server)
+        with pytest.raises(EngineError, match="rejected the tools") as info:
+            engine.generate(USER, tools=[CALC])
+        engine.close()
+    assert "react" in str(info.value)
+    assert len(server.requests) == 1  # never re-sent without the tools
+    assert server.remaining == 1
+
+
+def test_client_errors_are_not_retried_and_name_the_fix():
+    failures = [HTTPFailure(404, "model 'nope' not found"), HTTPFailure(401, "bad key")]
+    with FakeOpenAIServer(failures) as server:
+        engine = _engine(server)
+        with pytest.raises(EngineError, match=r"HTTP 404.*-m/--model"):
+            engine.generate(USER)
+        with pytest.raises(EngineError, match=r"HTTP 401.*VLLM_API_KEY"):
+            engine.generate(USER)
+        engine.close()
+    assert len(server.requests) == 2
+
+
+def test_unreachable_engine_fails_fast_with_how_to_start_it():
+    engine = OpenAICompatEngine("ollama", f"http://127.0.0.1:{_closed_port()}", model="m",
+                                retry_backoff=1.0)
+    start = time.perf_counter()
+    with pytest.raises(EngineError, match=r"cannot reach ollama.*ollama serve.*OLLAMA_HOST"):
+        engine.generate(USER)
+    assert time.perf_counter() - start < 1.0  # refused connections are not retried
+
+
+def test_list_models_default_model_and_health():
+    with FakeOpenAIServer(models=["first", "second"]) as server:
+        engine = OpenAICompatEngine("lmstudio", server.url)
+        assert engine.list_models() == ["first", "second"]
+        assert engine.default_model() == "first"
+        assert engine.health() is True
+        engine.close()
+    assert OpenAICompatEngine("lmstudio", f"http://127.0.0.1:{_closed_port()}").health() is False
+
+
+def test_missing_model_and_missing_openai_key_are_errors(monkeypatch):
+    with FakeOpenAIServer(["x"]) as server:
+        engine = OpenAICompatEngine("vllm", server.url)
+        with pytest.raises(EngineError, match="no model"):
+            engine.generate(USER)
+    with pytest.raises(EngineError, match="OPENAI_API_KEY"):
+        OpenAICompatEngine("openai")
+
+
+def test_async_generate():
+    with FakeOpenAIServer([HTTPFailure(502, "bad gateway"), "async hello"]) as server:
+        engine = _engine(server)
+
+        async def main():
+            try:
+                return await engine.agenerate(USER)
+            finally:
+                await engine.aclose()
+
+        result = asyncio.run(main())
+    assert result.content == "async hello"
+    assert len(server.requests) == 2
+
+
+def test_host_spellings_become_base_urls():
+    assert base_url(BACKENDS["ollama"], "localhost:11434") == "http://localhost:11434/v1"
+    assert base_url(BACKENDS["vllm"], "http://h:8000/") == "http://h:8000/v1"
+    assert base_url(BACKENDS["vllm"], "http://h:8000/v1") == "http://h:8000/v1"
+    assert base_url(BACKENDS["openai"], "https://example.com/api") == "https://example.com/api"
