@@ -158,6 +158,7 @@ def run_task(task_id: str, runner: str | None, as_json: bool) -> None:
     Prints the answer; exits 1 if the run failed.
     """
     scheduler = _scheduler(runner)
+    scheduler.get_task(task_id)  # an unknown id fails before anything is said
     click.echo(f"running task {task_id} now...", err=True)
     run = scheduler.run_now(task_id)
     if as_json:

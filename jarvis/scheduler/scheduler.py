@@ -352,12 +352,10 @@ class TaskScheduler:
                         run.task_id, run.id, iso(run.scheduled_for), run.claimed_by)
 
     def _report_idle(self, previous: str | None, wake_at: float | None) -> str:
-        if wake_at is not None:
-            state = "scheduled"
-        else:
-            with self._active_lock:
-                busy = bool(self._active)
-            state = "busy" if busy else "empty"
+        with self._active_lock:
+            busy = bool(self._active)
+        # A task that is running is not "nothing to run": keep the state we had.
+        state = "scheduled" if wake_at is not None else (previous or "empty") if busy else "empty"
         if state != previous and state == "empty":
             counts = self.store.count_tasks()
             paused = counts.get("paused", 0)

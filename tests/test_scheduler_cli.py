@@ -1,0 +1,183 @@
+"""`jarvis schedule ...` as real subprocesses, and the scheduler tools (reference example,
+JSON results, SDK wiring, failing clearly without a scheduler)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+from scheduler_support import daemon_env, jarvis
+
+from jarvis.core.registry import ToolRegistry
+from jarvis.core.types import ToolCall
+
+
+@pytest.fixture
+def env(cli_env, tmp_path):
+    return daemon_env(cli_env, tmp_path / "scheduler.db", tmp_path / "runner.log")
+
+
+def ok(result: subprocess.CompletedProcess) -> str:
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_schedule_commands_end_to_end(env):
+    task = json.loads(ok(jarvis(env, "schedule", "add", "echo good morning", "--cron", "0 8 * * *",
+                                "--tz", "Europe/Paris", "--json")))
+    task_id = task["task_id"]
+    assert task["status"] == "active" and task["timezone"] == "Europe/Paris"
+    assert task["next_run"].endswith(("T06:00:00+00:00", "T07:00:00+00:00"))  # 08:00 Paris
+    listed = json.loads(ok(jarvis(env, "schedule", "list", "--json")))
+    assert [t["task_id"] for t in listed] == [task_id]
+    assert task_id in ok(jarvis(env, "schedule", "list"))
+
+    assert "paused" in ok(jarvis(env, "schedule", "pause", task_id))
+    assert json.loads(ok(jarvis(env, "schedule", "list", "--status", "active", "--json"))) == []
+    resumed = json.loads(ok(jarvis(env, "schedule", "resume", task_id, "--json")))
+    assert resumed["status"] == "active" and resumed["next_run"]
+
+    ran = jarvis(env, "schedule", "run", task_id, "--runner", "scheduler_support:ScriptRunner")
+    assert ok(ran).strip() == "good morning"
+    runs = json.loads(ok(jarvis(env, "schedule", "runs", task_id, "--json")))
+    assert [(r["trigger"], r["status"], r["answer"]) for r in runs] == [
+        ("manual", "succeeded", "good morning")]
+    assert runs[0]["run_log_id"].startswith("log-")
+
+    cancelled = json.loads(ok(jarvis(env, "schedule", "cancel", task_id, "--json")))
+    assert (cancelled["status"], cancelled["next_run"]) == ("cancelled", None)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["pause", "nope"], "no scheduled task with id 'nope'"),
+    (["resume", "nope"], "no scheduled task with id 'nope'"),
+    (["cancel", "nope"], "no scheduled task with id 'nope'"),
+    (["run", "nope"], "no scheduled task with id 'nope'"),
+    (["runs", "nope"], "no scheduled task with id 'nope'"),
+    (["add", "x", "--cron", "0 0 30 2 *"], "can never fire"),
+    (["add", "x", "--cron", "99 * * * *"], "invalid cron expression"),
+    (["add", "x", "--cron", "0 8 * * *", "--tz", "Nowhere/City"], "unknown time zone"),
+    (["add", "x"], "give exactly one schedule"),
+    (["add", "x", "--every", "60", "--at", "2030-01-01T00:00:00Z"], "give exactly one schedule"),
+    (["add", "x", "--every", "0.1"], "interval must be between"),
+])
+def test_mistakes_are_one_line_errors_with_exit_code_2(env, args, message, monkeypatch):
+    from jarvis.cli import cli
+
+    monkeypatch.setenv("JARVIS_SCHEDULER_DB", env["JARVIS_SCHEDULER_DB"])
+    result = CliRunner().invoke(cli, ["schedule", *args])
+    assert result.exit_code == 2
+    assert message in result.stderr and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_unknown_id_in_a_real_process(env):
+    result = jarvis(env, "schedule", "run", "nope")
+    assert result.returncode == 2
+    assert result.stderr.strip() == ("Error: no scheduled task with id 'nope'; see the ids with "
+                                     "`jarvis schedule list`")
+
+
+def test_a_failed_manual_run_exits_1_with_the_error(env):
+    task_id = json.loads(ok(jarvis(env, "schedule", "add", "fail", "--every", "60", "--json")))["task_id"]
+    result = jarvis(env, "schedule", "run", task_id, "--runner", "scheduler_support:ScriptRunner")
+    assert result.returncode == 1
+    assert "boom: the task failed on purpose" in result.stderr
+
+
+def test_every_command_has_help():
+    from jarvis.commands.schedule import schedule, scheduler
+
+    runner = CliRunner()
+    for group in (schedule, scheduler):
+        for name, command in group.commands.items():
+            assert command.help, f"{group.name} {name} has no help text"
+            result = runner.invoke(group, [name, "--help"])
+            assert result.exit_code == 0 and "Usage:" in result.output
+
+
+# --- tools ---------------------------------------------------------------------------------
+@pytest.fixture
+def scheduler(tmp_path):
+    from jarvis.scheduler.scheduler import TaskScheduler
+    from jarvis.scheduler.store import SchedulerStore
+
+    store = SchedulerStore(db_path=str(tmp_path / "tools.db"))
+    yield TaskScheduler(store=store, system=None)
+    store.close()
+
+
+def test_reference_example(scheduler):
+    from jarvis.scheduler.tools import ScheduleTaskTool
+
+    scheduler.start()
+    try:
+        tool = ScheduleTaskTool()
+        tool._scheduler = scheduler
+        result = tool.execute(prompt="Summarize the daily news", schedule_type="cron",
+                              schedule_value="0 8 * * *", agent="simple")
+    finally:
+        scheduler.stop(5)
+    data = json.loads(result.content)
+    assert result.success and set(data) >= {"task_id", "next_run", "status"}
+    assert data["status"] == "active" and data["next_run"].endswith("T08:00:00+00:00")
+    assert scheduler.get_task(data["task_id"]).agent == "simple"
+
+
+def test_tools_return_json_and_fail_clearly(scheduler):
+    from jarvis.scheduler import tools as st
+
+    made = st.ScheduleTaskTool(scheduler=scheduler).execute(
+        prompt="ping", schedule_type="interval", schedule_value="3600", tools="calculator,think")
+    task_id = json.loads(made.content)["task_id"]
+    listed = json.loads(st.ListScheduledTasksTool(scheduler=scheduler).execute(status="active").content)
+    assert [(t["task_id"], t["tools"]) for t in listed] == [(task_id, ["calculator", "think"])]
+    paused = st.PauseScheduledTaskTool(scheduler=scheduler).execute(task_id=task_id)
+    assert json.loads(paused.content) == {"task_id": task_id, "status": "paused"}
+    resumed = json.loads(st.ResumeScheduledTaskTool(scheduler=scheduler).execute(task_id=task_id).content)
+    assert resumed["status"] == "active" and resumed["next_run"]
+    cancelled = json.loads(st.CancelScheduledTaskTool(scheduler=scheduler).execute(task_id=task_id).content)
+    assert cancelled == {"task_id": task_id, "status": "cancelled", "next_run": None}
+
+    unknown = st.PauseScheduledTaskTool(scheduler=scheduler).execute(task_id="nope")
+    assert not unknown.success and unknown.error_type.value == "invalid_args"
+    assert "no scheduled task with id 'nope'" in unknown.content
+    never = st.ScheduleTaskTool(scheduler=scheduler).execute(
+        prompt="x", schedule_type="cron", schedule_value="0 0 30 2 *")
+    assert not never.success and "can never fire" in never.content
+
+    for cls in (st.ScheduleTaskTool, st.ListScheduledTasksTool, st.PauseScheduledTaskTool,
+                st.ResumeScheduledTaskTool, st.CancelScheduledTaskTool):
+        result = cls().execute(task_id="x", prompt="x", schedule_type="once", schedule_value="x")
+        assert not result.success and "scheduler is unavailable" in result.content
+        assert "scheduler=" in result.content  # says how to wire one
+
+
+def test_tools_are_registered_and_get_the_sdk_scheduler_injected(tmp_path):
+    from jarvis.sdk import Jarvis
+    from jarvis.tools.executor import ToolExecutor
+
+    names = ["schedule_task", "list_scheduled_tasks", "pause_scheduled_task",
+             "resume_scheduled_task", "cancel_scheduled_task"]
+    assert all(ToolRegistry.contains(n) for n in names)
+    with Jarvis() as j:
+        built = j.build_tools(names)
+        assert {t.spec.category for t in built} == {"scheduler"}
+        assert all(t._scheduler is j.scheduler for t in built)
+        executor = ToolExecutor(built)
+        result = executor.execute(ToolCall(id="1", name="schedule_task", arguments=json.dumps(
+            {"prompt": "hi", "schedule_type": "once", "schedule_value": "2099-01-01T00:00:00Z"})))
+        assert result.success, result.content
+        task_id = json.loads(result.content)["task_id"]
+        assert [t.id for t in j.scheduler.list_tasks()] == [task_id]
+        assert j.scheduler.store.path.parent == tmp_path / "jarvis-home"
+
+
+def test_tools_module_stays_cheap_to_import():
+    code = ("import sys, jarvis.tools, jarvis.scheduler.tools, jarvis.commands.schedule; "
+            "print([m for m in ('croniter', 'sqlite_utils') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "croniter" not in out.stdout
