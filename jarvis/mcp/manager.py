@@ -88,7 +88,7 @@ class McpManager:
                 if cached is not None:
                     state.tools = cached
                     state.source = "cache"
-                    self._register(state)
+                    self.register(state)
 
     def _on_live_tools(self, connection: ServerConnection, tools: list[RemoteTool]) -> None:
         state = self.servers.get(connection.name)
@@ -97,9 +97,9 @@ class McpManager:
         state.tools = tools
         state.source = "live"
         write_tools(state.name, state.key, tools)
-        self._register(state)
+        self.register(state)
 
-    def _register(self, state: ServerState) -> None:
+    def register(self, state: ServerState) -> None:
         """Make the registry hold exactly this server's selected tools (the list may have changed)."""
         from jarvis.tools.mcp_adapter import McpTool
 
@@ -121,6 +121,12 @@ class McpManager:
                 ToolRegistry.register_value(local, tool, origin=f"mcp server {state.name}",
                                             replace=True)
                 state.registered[local] = remote.name
+
+    def register_known(self) -> None:
+        """Register every server whose tool list is known (cached or live)."""
+        for state in self.servers.values():
+            if state.enabled and state.tools is not None:
+                self.register(state)
 
     def tool_names(self, server: str) -> dict[str, str]:
         """Registered local name -> remote name, for one server."""

@@ -1,6 +1,6 @@
 """A small MCP server written with the official SDK, started by the MCP tests as a subprocess.
 
-    python toolbox.py [--label NAME] [--http PORT_FILE] [--fail-start]
+    python toolbox.py [--label NAME] [--http PORT_FILE] [--fail-start] [--touch FILE]
 
 Over stdio by default; with --http it serves streamable HTTP on a free loopback port and
 writes the port to PORT_FILE. It prints noise on stderr on purpose (a client must not mix
@@ -28,7 +28,12 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--label", default="toolbox")
 parser.add_argument("--http", default=None)
 parser.add_argument("--fail-start", action="store_true")
+parser.add_argument("--touch", default=None, help="append a line to this file when starting")
 opts = parser.parse_args()
+
+if opts.touch:
+    with open(opts.touch, "a") as fh:
+        fh.write(f"{os.getpid()}\n")
 
 print(f"{opts.label}: starting up, this line is stderr noise", file=sys.stderr, flush=True)
 if opts.fail_start:

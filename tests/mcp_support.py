@@ -1,0 +1,96 @@
+"""Helpers for the MCP tests: config files naming the SDK-written servers in tests/mcp_servers,
+an HTTP server subprocess on a loopback port, and waiting for observable state."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+SERVERS = Path(__file__).resolve().parent / "mcp_servers"
+TOOLBOX = SERVERS / "toolbox.py"
+
+
+def toml_value(value: Any) -> str:
+    return json.dumps(value)
+
+
+def stdio_server(label: str, *extra: str, **options: Any) -> dict[str, Any]:
+    """A [mcp.servers.X] table running the toolbox server over stdio."""
+    return {"command": sys.executable, "args": [str(TOOLBOX), "--label", label, *extra], **options}
+
+
+def write_config(folder: Path, servers: dict[str, dict[str, Any]], extra: str = "") -> Path:
+    """Write folder/config.toml declaring `servers`."""
+    lines = [extra] if extra else []
+    for name, table in servers.items():
+        lines.append(f"[mcp.servers.{name}]")
+        for key, value in table.items():
+            if isinstance(value, dict):
+                inner = ", ".join(f"{json.dumps(k)} = {toml_value(v)}" for k, v in value.items())
+                lines.append(f"{key} = {{ {inner} }}")
+            else:
+                lines.append(f"{key} = {toml_value(value)}")
+        lines.append("")
+    path = folder / "config.toml"
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02) -> Any:
+    """Poll until predicate() is truthy; fail the test after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout} s: {predicate}")
+        time.sleep(interval)
+
+
+def pid_alive(pid: int) -> bool:
+    """True while `pid` runs (a zombie counts as ended)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[:1] != ["Z"]
+
+
+class HttpToolbox:
+    """The toolbox server on a free loopback port over streamable HTTP (a real subprocess)."""
+
+    def __init__(self, folder: Path, label: str = "web") -> None:
+        port_file = folder / f"{label}.port"
+        self.proc = subprocess.Popen([sys.executable, str(TOOLBOX), "--label", label,
+                                      "--http", str(port_file)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        port = wait_until(lambda: port_file.exists() and port_file.read_text().strip(), timeout=20)
+        self.url = f"http://127.0.0.1:{int(port)}/mcp"
+
+    def close(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+
+
+def cli(args: list[str], env: dict[str, str], cwd: Path, timeout: float = 60,
+        **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    """Run `jarvis ARGS` as a real subprocess."""
+    env = {**env, "PYTHONUNBUFFERED": "1"}
+    env.pop("JARVIS_CONFIG", None)
+    return subprocess.run([sys.executable, "-m", "jarvis.cli", *args], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout, **kwargs)
+
+
+__all__ = ["HttpToolbox", "SERVERS", "TOOLBOX", "cli", "os", "pid_alive", "stdio_server",
+           "wait_until", "write_config"]

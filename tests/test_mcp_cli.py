@@ -1,0 +1,128 @@
+"""`jarvis mcp list`, MCP tools in `jarvis tools`, and `jarvis mcp serve` driven by the SDK's
+Client, all as real subprocesses."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import sys
+from pathlib import Path
+
+from tests.mcp_support import cli, stdio_server, wait_until, write_config
+
+
+def test_mcp_list_shows_status_tools_and_why_a_server_failed(tmp_path: Path, cli_env) -> None:
+    write_config(tmp_path, {
+        "tb": stdio_server("tb", exclude=["crash", "hang"]),
+        "broken": {"command": "jarvis-no-such-mcp-server-binary"},
+        "off": {"command": "whatever", "enabled": False},
+    })
+    proc = cli(["mcp", "list"], cli_env, tmp_path)
+    assert proc.returncode == 1, proc.stderr  # a server failed
+    out = proc.stdout
+    assert "tb  [connected]  stdio:" in out
+    assert "tb__delete_everything [confirm]" in out
+    assert "tb__echo  Return the text unchanged." in out
+    assert "(not exposed by include/exclude: crash, hang)" in out
+    assert "broken  [failed]" in out and "command not found" in out
+    assert "off  [disabled]" in out
+    assert "stderr noise" not in proc.stdout + proc.stderr  # the server's stderr went to its log
+
+    cached = cli(["mcp", "list", "--json", "--cached"], cli_env, tmp_path)
+    rows = {row["name"]: row for row in json.loads(cached.stdout)}
+    assert rows["tb"]["status"] == "cached"  # from the list fetched above, nothing started
+    assert "tb__search" in [t["name"] for t in rows["tb"]["tools"]]
+    assert rows["broken"]["status"] == "not started"
+
+
+def test_tools_commands_start_servers_only_when_needed(tmp_path: Path, cli_env) -> None:
+    marker = tmp_path / "starts.txt"
+    write_config(tmp_path, {"tb": stdio_server("tb", "--touch", str(marker))})
+
+    def starts() -> int:
+        return len(marker.read_text().split()) if marker.exists() else 0
+
+    run = cli(["tools", "run", "calculator", '{"expression": "6*7"}'], cli_env, tmp_path)
+    assert run.returncode == 0 and run.stdout.strip() == "42"
+    assert starts() == 0  # cold cache, but no MCP tool was asked for
+
+    listing = cli(["tools", "list"], cli_env, tmp_path)  # cold cache: fetches the list
+    assert "tb__echo" in listing.stdout and "calculator" in listing.stdout
+    assert starts() == 1
+    listing = cli(["tools", "list", "--json"], cli_env, tmp_path)  # warm cache: starts nothing
+    assert "tb__search" in [t["name"] for t in json.loads(listing.stdout)]
+    assert starts() == 1
+    run = cli(["tools", "run", "calculator", '{"expression": "1+1"}'], cli_env, tmp_path)
+    assert run.returncode == 0 and starts() == 1
+
+    echo = cli(["tools", "run", "tb__echo", '{"text": "hello"}'], cli_env, tmp_path)
+    assert echo.returncode == 0 and echo.stdout.strip() == "hello"
+    assert starts() == 2
+    wait_until(lambda: not _running(marker.read_text().split()[-1]))  # ended with jarvis
+
+
+def _running(pid: str) -> bool:
+    return Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().split(")")[-1][:3]
+
+
+async def _drive(server) -> dict:
+    from mcp import Client
+
+    async with Client(server) as client:
+        listed = await client.list_tools()
+        ok = await client.call_tool("calculator", {"expression": "sqrt(144) + 3**2"})
+        bad = await client.call_tool("calculator", {"expr": "1"})
+        unknown = await client.call_tool("no_such_tool", {})
+        return {"names": [t.name for t in listed.tools],
+                "calculator": listed.tools[[t.name for t in listed.tools].index("calculator")],
+                "ok": ok, "bad": bad, "unknown": unknown}
+
+
+def test_mcp_serve_round_trip_over_stdio(tmp_path: Path, cli_env) -> None:
+    from mcp import StdioServerParameters
+
+    env = {k: v for k, v in cli_env.items() if k in ("JARVIS_HOME", "PATH", "HOME")}
+    params = StdioServerParameters(command=sys.executable, args=["-m", "jarvis.cli", "mcp", "serve"],
+                                   env=env, cwd=str(tmp_path))
+    seen = asyncio.run(_drive(params))
+    assert "calculator" in seen["names"] and "think" in seen["names"]
+    assert "mcp_adapter" not in seen["names"]
+    assert seen["calculator"].input_schema["required"] == ["expression"]
+    assert not seen["ok"].is_error and seen["ok"].content[0].text == "21.0"
+    assert seen["bad"].is_error
+    assert "missing required argument 'expression'" in seen["bad"].content[0].text
+    assert seen["unknown"].is_error and "unknown tool 'no_such_tool'" in seen["unknown"].content[0].text
+
+
+def test_mcp_serve_over_http_with_chosen_tools(tmp_path: Path, cli_env) -> None:
+    import subprocess
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "jarvis.cli", "mcp", "serve", "--tools",
+                             "calculator", "--http", f"127.0.0.1:{port}"], env=cli_env,
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        def listening() -> bool:
+            with socket.socket() as probe:
+                return probe.connect_ex(("127.0.0.1", port)) == 0
+
+        wait_until(listening, timeout=20)
+        seen = asyncio.run(_drive(f"http://127.0.0.1:{port}/mcp"))
+        assert seen["names"] == ["calculator"]
+        assert seen["ok"].content[0].text == "21.0"
+        assert seen["bad"].is_error
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=10)
+
+
+def test_mcp_serve_rejects_bad_arguments(tmp_path: Path, cli_env) -> None:
+    bad = cli(["mcp", "serve", "--http", "nowhere"], cli_env, tmp_path)
+    assert bad.returncode == 2 and "HOST:PORT" in bad.stderr and "Traceback" not in bad.stderr
+    unknown = cli(["mcp", "serve", "--tools", "nope"], cli_env, tmp_path)
+    assert unknown.returncode == 2 and "unknown tool 'nope'" in unknown.stderr
+    helped = cli(["mcp", "--help"], cli_env, tmp_path)
+    assert "serve" in helped.stdout and "list" in helped.stdout
