@@ -111,7 +111,7 @@ def _load_plugins(selection: list[str] | None | str) -> PluginReport:
     if wanted == []:
         _last_report = report
         return report
-    ToolRegistry.keys()  # built-ins first, so a clash is blamed on the plugin
+    ToolRegistry._ensure_loaded()  # built-ins first, so a clash is blamed on the plugin
     seen: set[str] = set()
     for ep in installed_plugins():
         info = PluginInfo(ep.name, ep.value, *_dist(ep))

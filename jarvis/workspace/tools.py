@@ -114,7 +114,7 @@ def load_workspace_tools(config: Any = None, folder: str | Path | None = None) -
     folder = Path(folder)
     report = WorkspaceToolsReport(folder=folder)
     if folder.is_dir():
-        ToolRegistry.keys()  # built-ins first, so a clash is blamed on the file
+        ToolRegistry._ensure_loaded()  # built-ins first (not keys(): it runs on-demand loaders)
         for path in sorted(folder.glob("*.py")):
             if path.name.startswith("_") or not path.is_file():
                 continue
