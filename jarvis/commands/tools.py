@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 import click
 
 from jarvis.commands._common import echo_json, load_cli_config, terminal_approver
 
 
-def _catalog(names: list[str] | None = None) -> list:
+def _catalog(names: list[str] | None = None, config: Any = None) -> list:
+    from jarvis.core.registry import ToolRegistry
     from jarvis.tools.catalog import build_tools, load_extensions
 
-    config = load_cli_config()
-    load_extensions(config)
+    config = config if config is not None else load_cli_config()
+    # Workspace, plugin and MCP tools are only registered by load_extensions, so a name that
+    # is registered already is a built-in: running it need not pay for loading the rest.
+    if names is None or not all(ToolRegistry.contains(n) for n in names):
+        load_extensions(config)
     enabled = config.tools.enabled
     if names is None and enabled is not None:
         names = enabled
@@ -91,7 +96,7 @@ def run_tool(name: str, arguments: str, yes: bool, as_json: bool) -> None:
     from jarvis.tools.executor import ToolExecutor
 
     config = load_cli_config()
-    (t,) = _catalog([name])
+    (t,) = _catalog([name], config)
     executor = ToolExecutor(
         [t], approver=terminal_approver(yes),
         default_timeout=config.tools.default_timeout,

@@ -12,10 +12,8 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jarvis.core.events import EventBus, EventType
 from jarvis.core.types import ErrorType, TextBlock, ToolCall, ToolCallAction, ToolResult
@@ -24,6 +22,9 @@ from jarvis.tools.base import BaseTool, ToolStats, _DerivedTool, normalize_resul
 from jarvis.tools.context import ToolContext
 from jarvis.tools.spec import ToolSpec
 from jarvis.tools.validation import SchemaValidator
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 Approver = Callable[[ToolSpec, dict[str, Any]], bool]
 CallLike = ToolCall | ToolCallAction | dict[str, Any]
@@ -100,6 +101,10 @@ def _close(context: ToolContext | None) -> None:
 
 def _start_thread(fn: Callable[[], Any], name: str) -> Future[Any]:
     """Run `fn` in a fresh daemon thread. A hung tool only ever holds its own thread."""
+    # Imported here: concurrent.futures pulls in logging (~6 ms) and inline tools never
+    # need it.
+    from concurrent.futures import Future
+
     future: Future[Any] = Future()
 
     def runner() -> None:
@@ -370,6 +375,8 @@ class ToolExecutor:
                     return tool.invoke(arguments, context)
                 finally:
                     _close(context)
+        from concurrent.futures import TimeoutError as FutureTimeout
+
         start = time.perf_counter()
         future = _start_thread(job, entry.spec.name)
         try:
