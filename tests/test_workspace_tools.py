@@ -257,3 +257,25 @@ def test_cli_tools_list_shows_workspace_tools_and_reports_broken_file(
                          text=True, timeout=60)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "HEY!"
+
+
+def test_settings_table_for_unknown_tool_is_a_config_error(tmp_path: Path,
+                                                           cli_env: dict[str, str]) -> None:
+    import subprocess
+
+    from jarvis.errors import ConfigError
+
+    ws = make_workspace(tmp_path / "ws", {"shout.py": GOOD})
+    (ws / "config.toml").write_text('[tools.file_raed]\nallowed_dirs = ["."]\n')
+    with pytest.raises(ConfigError, match=r"\[tools.file_raed\] in .*config.toml names no tool; "
+                                          r"valid tool names: .*file_read"):
+        load_extensions(load_config(ws / "config.toml"))
+    # settings for a workspace tool are fine (the check runs after tools/ is loaded)
+    (ws / "config.toml").write_text("[tools.file_read]\nallowed_dirs = []\n[tools.shout]\n")
+    load_extensions(load_config(ws / "config.toml"))
+
+    (ws / "config.toml").write_text('[tools.file_raed]\nallowed_dirs = ["."]\n')
+    result = subprocess.run([sys.executable, "-m", "jarvis.cli", "tools", "list"], env=cli_env,
+                            cwd=ws, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert "file_raed" in result.stderr and "Traceback" not in result.stderr

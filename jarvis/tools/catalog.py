@@ -19,6 +19,8 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "jarvis.tools.llm_tool",
     "jarvis.tools.think",
     "jarvis.tools.file_read",
+    "jarvis.tools.retrieval",
+    "jarvis.tools.memory_tools",
     "jarvis.tools.mcp_adapter",
     "jarvis.scheduler.tools",
     "jarvis.tools.repl",
@@ -93,4 +95,7 @@ def load_extensions(config: Any) -> None:
     from jarvis.mcp.manager import register_mcp_tools
 
     register_mcp_tools(config)
+    from jarvis.workspace.tools import check_tool_settings
+
+    check_tool_settings(config)
     return None

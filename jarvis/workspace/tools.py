@@ -221,3 +221,17 @@ def _line_in(exc: BaseException, path: Path) -> int | None:
         if frame.filename == str(path):
             line = frame.lineno
     return line
+
+
+def check_tool_settings(config: Any) -> None:
+    """A `[tools.NAME]` table must name a tool that exists: a typo such as
+    `[tools.file_raed]` would otherwise leave file_read unrestricted without a word."""
+    from jarvis.errors import ConfigError, UnknownNameError
+
+    where = str(config.source) if getattr(config, "source", None) else "the configuration"
+    for name in config.tools.settings:
+        try:
+            ToolRegistry.get(name)  # get, not contains: on-demand (MCP) tools load here
+        except UnknownNameError as exc:
+            raise ConfigError(f"[tools.{name}] in {where} names no tool; valid tool names: "
+                              f"{', '.join(exc.valid)}") from None
