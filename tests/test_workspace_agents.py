@@ -174,3 +174,14 @@ def test_cli_agents_show(tmp_path: Path, cli_env: dict[str, str]) -> None:
     broken = run_cli("agents", "show", "typo", env=cli_env, cwd=ws)
     assert broken.returncode == 2
     assert "instructionz" in broken.stderr and "Traceback" not in broken.stderr
+
+
+def test_repository_example_agents_name_registered_tools() -> None:
+    from jarvis.core.registry import ToolRegistry
+    from jarvis.tools.catalog import load_extensions
+
+    config = load_config(REPO / "config.toml", use_env=False)
+    load_extensions(config)
+    for agent in list_agents(config):
+        for name in agent.tools:
+            assert ToolRegistry.contains(name), f"{agent.name} names unknown tool {name}"

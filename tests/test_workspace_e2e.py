@@ -117,3 +117,37 @@ def test_cli_ask_with_broken_agent_file_is_one_line_error(tmp_path: Path,
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert "scribe.toml" in result.stderr and "unknown key 'max_turn'" in result.stderr
+
+
+def test_example_daily_briefing_agent_runs_with_example_tools(tmp_path: Path,
+                                                              cli_env: dict[str, str]) -> None:
+    """The shipped agents/daily_briefing.toml with the shipped tools/clock.py."""
+    import shutil
+
+    repo = Path(__file__).resolve().parent.parent
+    with FakeOpenAIServer([reply(tool_calls=[tool_call("current_time", {"timezone": "UTC"})]),
+                           "- Nothing urgent today."]) as server:
+        ws = tmp_path / "ws"
+        shutil.copytree(repo / "agents", ws / "agents")
+        shutil.copytree(repo / "tools", ws / "tools", ignore=shutil.ignore_patterns("__pycache__"))
+        (ws / "config.toml").write_text(textwrap.dedent(f'''
+            [engine]
+            default = "openai"
+            model = "test-model"
+            [engine.hosts]
+            openai = "{server.base_url}"
+        '''))
+        result = subprocess.run(
+            [sys.executable, "-m", "jarvis.cli", "ask", "--agent", "daily_briefing", "--json",
+             "Brief me for today."],
+            env={**cli_env, "OPENAI_API_KEY": "test-key"}, cwd=ws, capture_output=True,
+            text=True, timeout=60)
+        assert result.returncode == 0, result.stderr
+        out = json.loads(result.stdout)
+        assert out["content"] == "- Nothing urgent today."
+        (current,) = out["tool_results"]
+        assert current["tool_name"] == "current_time" and current["success"]
+        sent = server.requests[0]
+        assert {t["function"]["name"] for t in sent["tools"]} == {
+            "current_time", "date_diff", "memory_search"}
+        assert "morning briefing" in sent["messages"][0]["content"]
