@@ -1,0 +1,229 @@
+"""Indexing files and folders into a SQLiteMemory.
+
+Text files (prose, Markdown, source code: anything that is UTF-8 without NUL bytes) are
+chunked and stored with their resolved path as the source. A file whose content hash has not
+changed since it was last indexed is skipped; a file that changed replaces its old chunks; a
+file that vanished from an indexed folder is removed from memory. Binary and oversized files
+are skipped and counted. Hidden entries and tool folders (.git, node_modules, .venv, ...)
+inside a folder are not walked.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jarvis.errors import UserError
+from jarvis.memory.chunking import chunk_text
+from jarvis.memory.sqlite import FileDocument, SQLiteMemory
+
+MAX_FILE_BYTES = 10_000_000
+SKIP_DIRS = frozenset({"node_modules", "__pycache__", "venv", "site-packages", "dist-packages"})
+# Files are written in batches: short transactions keep other writers waiting briefly,
+# big enough ones keep the per-commit cost small.
+BATCH_CHUNKS = 2_000
+BATCH_FILES = 200
+MAX_ERRORS_KEPT = 20
+
+Progress = Callable[[int, int, str], None]
+
+
+@dataclass(slots=True)
+class IndexSummary:
+    """What an index job did."""
+
+    files_seen: int = 0
+    indexed: int = 0
+    unchanged: int = 0
+    skipped_binary: int = 0
+    skipped_large: int = 0
+    skipped_denied: int = 0
+    removed: int = 0
+    chunks_added: int = 0
+    bytes_indexed: int = 0
+    error_count: int = 0
+    errors: list[str] = field(default_factory=list)
+    stopped_early: bool = False
+    seconds: float = 0.0
+
+    def error(self, message: str) -> None:
+        self.error_count += 1
+        if len(self.errors) < MAX_ERRORS_KEPT:
+            self.errors.append(message)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__slots__}  # type: ignore[attr-defined]
+
+    def describe(self) -> str:
+        """One human line: 'Indexed 3 files (12 chunks); 1 unchanged; 2 binary skipped ...'."""
+        parts = [f"Indexed {self.indexed} file{'s' if self.indexed != 1 else ''} "
+                 f"({self.chunks_added} chunk{'s' if self.chunks_added != 1 else ''})"]
+        for count, label in ((self.unchanged, "unchanged"),
+                             (self.skipped_binary, "binary or non-UTF-8 skipped"),
+                             (self.skipped_large, "too large skipped"),
+                             (self.skipped_denied, "outside the allowed folders skipped"),
+                             (self.removed, "removed (gone from disk)"),
+                             (self.error_count, "failed")):
+            if count:
+                parts.append(f"{count} {label}")
+        line = "; ".join(parts) + f" in {self.seconds:.1f} s."
+        if self.stopped_early:
+            line += " Stopped at the file limit; index the rest in another run."
+        return line
+
+
+def _allowed(path: Path, allowed: list[Path] | None) -> bool:
+    from jarvis.tools.file_read import PSEUDO_ROOTS
+
+    if any(path.is_relative_to(root) for root in PSEUDO_ROOTS):
+        return False
+    return allowed is None or any(path.is_relative_to(root) for root in allowed)
+
+
+def _walk(root: Path) -> Iterator[Path]:
+    """Files under `root`, sorted, without hidden entries or tool folders; symlinked folders
+    are not followed (a loop or a link out of the tree cannot widen the walk)."""
+    for folder, dirs, files in os.walk(root, followlinks=False):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in SKIP_DIRS)
+        for name in sorted(files):
+            if not name.startswith("."):
+                yield Path(folder) / name
+
+
+def collect(paths: Iterable[str | os.PathLike[str]]) -> list[tuple[Path, bool]]:
+    """Resolve the given paths: (resolved path, is_folder). A missing path is a UserError,
+    raised before anything is written."""
+    roots = []
+    for raw in paths:
+        text = os.fspath(raw)
+        if not text or "\x00" in text:
+            raise UserError(f"not a valid path: {text!r}")
+        path = Path(os.path.realpath(os.path.expanduser(text)))
+        if not path.exists():
+            raise UserError(f"path not found: {text}")
+        if not (path.is_dir() or path.is_file()):
+            raise UserError(f"{text} is not a regular file or a folder")
+        roots.append((path, path.is_dir()))
+    if not roots:
+        raise UserError("give at least one file or folder to index")
+    return roots
+
+
+def index_paths(memory: SQLiteMemory, paths: Iterable[str | os.PathLike[str]], *,
+                chunk_size: int | None = None, chunk_overlap: int | None = None,
+                max_file_bytes: int = MAX_FILE_BYTES, allowed_dirs: list[Path] | None = None,
+                max_files: int | None = None, progress: Progress | None = None) -> IndexSummary:
+    """Index files and folders into `memory`; return what was done.
+
+    Args:
+        chunk_size, chunk_overlap: chunking (default: the store's settings).
+        max_file_bytes: larger files are skipped and counted.
+        allowed_dirs: resolved folders files must lie in (None: anywhere), as for file_read;
+            a symlink that points outside them is skipped and counted.
+        max_files: stop after this many files (the summary says so).
+        progress: called as progress(done, total, path) after each file.
+    """
+    started = time.perf_counter()
+    size = memory.chunk_size if chunk_size is None else chunk_size
+    overlap = memory.chunk_overlap if chunk_overlap is None else chunk_overlap
+    from jarvis.memory.chunking import check_chunking
+
+    check_chunking(size, overlap)
+    roots = collect(paths)
+    for root, _ in roots:
+        if not _allowed(root, allowed_dirs):
+            raise PermissionError(f"access denied or file not found: {root}")
+    # Listing first gives the progress bar its total; it is cheap next to reading files.
+    files: list[Path] = []
+    for root, is_folder in roots:
+        files.extend(_walk(root) if is_folder else [root])
+    summary = IndexSummary()
+    if max_files is not None and len(files) > max_files:
+        files = files[:max_files]
+        summary.stopped_early = True
+    kept: set[str] = set()
+    batch: list[FileDocument] = []
+    batch_chunks = 0
+
+    def flush() -> None:
+        nonlocal batch, batch_chunks
+        memory.replace_files(batch)
+        batch, batch_chunks = [], 0
+
+    for done, path in enumerate(files, 1):
+        summary.files_seen += 1
+        try:
+            status, doc = _prepare(memory, path, size, overlap, max_file_bytes, allowed_dirs,
+                                   summary)
+        except OSError as exc:
+            summary.error(f"{path}: {exc.strerror or exc}")
+            status, doc = "failed", None
+        if status == "unchanged" and doc is not None:
+            kept.add(doc.source)
+        elif doc is not None and doc.source not in kept:  # a file reached twice counts once
+            kept.add(doc.source)
+            batch.append(doc)
+            batch_chunks += len(doc.chunks)
+            summary.indexed += 1
+            summary.chunks_added += len(doc.chunks)
+            summary.bytes_indexed += doc.metadata.get("bytes", 0)
+            if batch_chunks >= BATCH_CHUNKS or len(batch) >= BATCH_FILES:
+                flush()
+        if progress is not None:
+            progress(done, len(files), str(path))
+    flush()
+    if not summary.stopped_early:
+        for root, is_folder in roots:
+            if is_folder:
+                summary.removed += memory.remove_missing_files(str(root), kept)
+    summary.seconds = time.perf_counter() - started
+    return summary
+
+
+def _prepare(memory: SQLiteMemory, path: Path, size: int, overlap: int, max_bytes: int,
+             allowed: list[Path] | None, summary: IndexSummary
+             ) -> tuple[str, FileDocument | None]:
+    """Read and chunk one file: ("new", doc), ("unchanged", doc without chunks), or
+    ("skipped", None) with the reason counted in `summary`."""
+    real = Path(os.path.realpath(path))
+    if not _allowed(real, allowed):
+        summary.skipped_denied += 1
+        return "skipped", None
+    info = os.stat(real)
+    if not stat.S_ISREG(info.st_mode):
+        return "skipped", None
+    if info.st_size > max_bytes:
+        summary.skipped_large += 1
+        return "skipped", None
+    # O_NONBLOCK: a file swapped for a FIFO after the stat cannot hang the job.
+    fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as handle:
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        summary.skipped_large += 1
+        return "skipped", None
+    if b"\x00" in data:
+        summary.skipped_binary += 1
+        return "skipped", None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        summary.skipped_binary += 1
+        return "skipped", None
+    digest = hashlib.sha256(data).hexdigest()
+    source = str(real)
+    known = memory.file_hash(source)
+    if known is not None and known[1] == digest:
+        summary.unchanged += 1
+        return "unchanged", FileDocument(source, "", [], digest)
+    metadata = {"path": source, "suffix": real.suffix.lower(), "mtime": info.st_mtime,
+                "bytes": len(data)}
+    return "new", FileDocument(source=source, content=text,
+                               chunks=chunk_text(text, size, overlap), content_hash=digest,
+                               metadata=metadata)
