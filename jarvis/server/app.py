@@ -128,6 +128,7 @@ def build_app(settings: ServeSettings | None = None, *, config: Any = None, tool
                          session_idle_seconds=settings.session_idle_seconds, resources=resources)
     from jarvis.core.registry import ToolRegistry
 
+    owns_jarvis = jarvis is None
     if jarvis is None:
         from jarvis.sdk import Jarvis
 
@@ -201,6 +202,8 @@ def build_app(settings: ServeSettings | None = None, *, config: Any = None, tool
             with contextlib.suppress(asyncio.CancelledError):
                 await task
             await env.close()
+            if owns_jarvis:
+                jarvis.close()
 
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={
         ApiError: api_error, HTTPException: http_error, Exception: server_error})

@@ -56,8 +56,8 @@ class ChatAPI:
     def __init__(self, jarvis: Any, *, approver: Any = None, max_body_bytes: int = 1_048_576,
                  max_concurrent: int = 8, default_tools: list[str] | None = None) -> None:
         self.jarvis = jarvis
-        # Built-in agents get the served tools unless config.toml gives [agent] tools;
-        # workspace agents always use the tools their file names.
+        # Built-in agents that use tools get the served tools unless config.toml gives
+        # [agent] tools; workspace agents always use the tools their file names.
         self.default_tools = list(default_tools or [])
         self.approver = approver
         self.max_body_bytes = max_body_bytes
@@ -143,7 +143,8 @@ class ChatAPI:
     def _tools_for(self, model: str) -> list[str] | None:
         from jarvis.agents import agent_class
 
-        if (self.default_tools and agent_class(model) is not None
+        cls = agent_class(model)
+        if (self.default_tools and cls is not None and getattr(cls, "uses_tools", True)
                 and not self.jarvis.config.agent.tools):
             return self.default_tools
         return None
