@@ -181,3 +181,29 @@ def test_without_a_run_id_a_call_is_its_own_run(repl: ReplTool) -> None:
     assert result.success and result.content.strip() == "10"
     assert set(default_manager().owners()) == before  # nothing left behind
     assert not repl.execute(code="y").success
+    lone = ToolExecutor([repl])  # no run id: each call is its own run, released after it
+    assert call(lone, "z = 1\nz").content.strip() == "1"
+    assert set(default_manager().owners()) == before
+    assert "NameError" in call(lone, "z").content
+
+
+def test_sdk_ask_releases_the_runs_interpreter_when_it_ends() -> None:
+    from jarvis.core.config import load_config
+    from jarvis.sdk import Jarvis
+    from jarvis.testing import ScriptedEngine, reply, tool_call
+
+    engine = ScriptedEngine([
+        reply(tool_calls=[tool_call("repl", {"code": "import os\nx = os.getpid()"})]),
+        reply(tool_calls=[tool_call("repl", {"code": "x"})]),
+        "done",
+    ])
+    config = load_config(overrides={"runs.enabled": False, "memory.enabled": False,
+                                    "tools.repl": {"timeout": 5}})
+    with Jarvis(config=config, engine=engine, model="m") as j:
+        out = j.ask_full("use the repl", agent="orchestrator", tools=["repl"],
+                         approved_tools=["repl"])
+    results = out["tool_results"]
+    assert [r["success"] for r in results] == [True, True], results
+    pid = int(results[1]["content"])  # state survived between the two calls of the run
+    assert not pid_alive(pid)  # and the interpreter ended with the run
+    assert results[0]["metadata"]["run_id"] not in default_manager().owners()

@@ -106,9 +106,10 @@ def build_tools(config: Any, names: list[str] | None) -> list[Any]:
 
 
 def build_app(settings: ServeSettings | None = None, *, config: Any = None, tools: Any = None,
-              jarvis: Any = None, resources: Any = None) -> Starlette:
+              jarvis: Any = None) -> Starlette:
     """The ASGI app. `tools` (instances) and `jarvis` (a Jarvis) default to ones built from
-    `config`; `resources` defaults to the process-wide ResourceManager."""
+    `config`. Sessions' resources live in the process-wide ResourceManager, where the
+    executor's tool contexts find them."""
     settings = settings or ServeSettings()
     settings.check()
     if config is None:
@@ -125,7 +126,7 @@ def build_app(settings: ServeSettings | None = None, *, config: Any = None, tool
                          max_output_chars=config.tools.max_output_chars,
                          max_sessions=settings.max_sessions,
                          max_body_bytes=settings.max_body_bytes,
-                         session_idle_seconds=settings.session_idle_seconds, resources=resources)
+                         session_idle_seconds=settings.session_idle_seconds)
     from jarvis.core.registry import ToolRegistry
 
     owns_jarvis = jarvis is None

@@ -83,7 +83,7 @@ class OrsEnvironment:
     def __init__(self, name: str, tools: list[BaseTool], *, approver: Any = None,
                  default_timeout: float = 30.0, max_output_chars: int = 100_000,
                  max_sessions: int = 256, max_body_bytes: int = 1_048_576,
-                 session_idle_seconds: float = 900.0, resources: Any = None) -> None:
+                 session_idle_seconds: float = 900.0) -> None:
         self.name = name
         self.tools = {t.spec.name: t for t in tools}
         self.approver = approver
@@ -93,11 +93,10 @@ class OrsEnvironment:
         self.max_body_bytes = max_body_bytes
         self.session_idle_seconds = session_idle_seconds
         self.sessions: dict[str, Session] = {}
-        if resources is None:
-            from jarvis.resources import default_manager
+        from jarvis.resources import default_manager
 
-            resources = default_manager()
-        self.resources = resources
+        # The executor's ToolContexts acquire from the process-wide manager: release there.
+        self.resources = default_manager()
         self._tool_list = {"tools": [self._describe(t) for t in self.tools.values()]}
 
     @staticmethod
