@@ -128,3 +128,23 @@ def test_once_runs_what_is_due_and_says_when_nothing_is(env, api, db):
     statuses = dict(query(db, "SELECT task_id, status FROM runs"))
     assert statuses == {ok.id: "succeeded", bad.id: "failed"}
     assert api.get_task(later.id).last_run is None
+
+
+def test_sigterm_gives_running_tasks_the_shutdown_timeout_then_requeues_them(env, api, db, runlog,
+                                                                             daemons, tmp_path):
+    from pathlib import Path
+
+    Path("config.toml").write_text("[scheduler]\nshutdown_timeout = 0.5\n")  # cwd of the daemon
+    task = api.add("hang-first 60", every=3600)
+    api.store.db.conn.execute("UPDATE tasks SET next_run = ?", (time.time() - 1,))
+    api.store.db.conn.commit()
+    d = Daemon(env)
+    daemons.append(d)
+    wait_for(lambda: read_log(runlog), what="the run to start")
+    started = time.monotonic()
+    assert d.stop(signal.SIGTERM) == 0
+    assert time.monotonic() - started < 10
+    rows = query(db, "SELECT attempt, status, error_type, trigger FROM runs WHERE task_id = ? "
+                     "ORDER BY attempt", (task.id,))
+    assert rows == [(1, "failed", "interrupted", "schedule"), (2, "pending", None, "recovery")]
+    assert "interrupted by shutdown" in d.text()

@@ -173,11 +173,6 @@ class SchedulerStore:
         with self._lock:
             return self.db.conn.execute("PRAGMA user_version").fetchone()[0]
 
-    def data_version(self) -> int:
-        """Changes whenever another connection commits (cheap; for noticing new tasks)."""
-        with self._lock:
-            return self.db.conn.execute("PRAGMA data_version").fetchone()[0]
-
     def close(self) -> None:
         with self._lock:
             self.db.conn.close()
