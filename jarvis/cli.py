@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "ask": ("jarvis.commands.ask:ask", "Ask a question; the answer streams to stdout."),
     "runs": ("jarvis.commands.runs:runs", "List and show recorded runs (the run log)."),
     "tools": ("jarvis.commands.tools:tools", "List, inspect and run tools."),
+    "memory": ("jarvis.commands.memory:memory", "Index files into memory; search, stats, forget."),
     "mcp": ("jarvis.commands.mcp:mcp", "List MCP servers' tools; serve jarvis tools over MCP."),
     "config": ("jarvis.commands.config:config", "Show the effective config and where it came from."),
     "init": ("jarvis.commands.init:init", "Create config.toml, tools/ and agents/ here."),

@@ -100,6 +100,7 @@ class MemoryConfig(_Section):
     context_top_k: int = Field(3, ge=1, le=50)
     chunk_size: int = Field(1000, ge=100, le=100_000)
     chunk_overlap: int = Field(100, ge=0)
+    max_file_bytes: int = Field(10_000_000, ge=1, description="`memory index` skips larger files")
 
 
 class SchedulerConfig(_Section):

@@ -6,13 +6,15 @@ is opened, so the tools and CLI commands that mention memory stay cheap to impor
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from jarvis.memory.sqlite import SQLiteMemory
     from jarvis.memory.types import MemoryBackend, RetrievalResult
 
-__all__ = ["MemoryBackend", "RetrievalResult", "SQLiteMemory"]
+__all__ = ["MemoryBackend", "RetrievalResult", "SQLiteMemory", "memory_path", "open_memory"]
 
 _LAZY = {
     "SQLiteMemory": "jarvis.memory.sqlite",
@@ -28,3 +30,26 @@ def __getattr__(name: str) -> Any:
     import importlib
 
     return getattr(importlib.import_module(module), name)
+
+
+def memory_path(config: Any = None) -> Path:
+    """The store's file: memory.db_path from the config (relative to the config file's
+    folder), else JARVIS_HOME/memory.db."""
+    from jarvis.core.paths import state_path
+
+    configured = config.memory.db_path if config is not None else ""
+    if configured:
+        return Path(config.resolve_path(configured))
+    return state_path(None, "memory.db")
+
+
+def open_memory(config: Any = None, bus: Any = None,
+                db_path: str | os.PathLike[str] | None = None) -> SQLiteMemory:
+    """Open the SQLiteMemory a config describes (its path and chunking settings)."""
+    from jarvis.memory.sqlite import SQLiteMemory
+
+    options: dict[str, Any] = {}
+    if config is not None:
+        options = {"chunk_size": config.memory.chunk_size,
+                   "chunk_overlap": config.memory.chunk_overlap}
+    return SQLiteMemory(memory_path(config) if db_path is None else db_path, bus=bus, **options)

@@ -1,0 +1,198 @@
+"""The memory tools (retrieval, memory_store/retrieve/search/index) and context injection."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from jarvis.core.types import ErrorType, ToolCall
+from jarvis.memory.context import memory_context
+from jarvis.memory.sqlite import SQLiteMemory
+from jarvis.tools.catalog import build_tools
+from jarvis.tools.executor import ToolExecutor
+from jarvis.tools.memory_tools import (
+    MAX_STORE_CHARS,
+    MemoryIndexTool,
+    MemoryRetrieveTool,
+    MemorySearchTool,
+    MemoryStoreTool,
+)
+from jarvis.tools.retrieval import RetrievalTool
+
+
+@pytest.fixture
+def mem(tmp_path: Path):
+    store = SQLiteMemory(tmp_path / "memory.db")
+    yield store
+    store.close()
+
+
+def run(tool, approver=None, **arguments):
+    executor = ToolExecutor([tool], approver=approver)
+    return executor.execute(ToolCall(id="t1", name=tool.spec.name, arguments=json.dumps(arguments)))
+
+
+def test_retrieval_formats_results_with_source_and_position(mem: SQLiteMemory):
+    mem.store("Backups run nightly at 02:00 to the NAS.", source="ops/backup.md")
+    mem.store("The cat likes tuna.", source="pets.md")
+    result = run(RetrievalTool(backend=mem), query="when do backups run", top_k=3)
+    assert result.success, result.content
+    assert result.content.startswith("Found 1 result for 'when do backups run':")
+    assert "[1] ops/backup.md (chunk 1, line 1), score" in result.content
+    assert "Backups run nightly" in result.content
+    assert result.metadata["sources"] == ["ops/backup.md"]
+    assert result.metadata["citations"] == ["ops/backup.md (chunk 1, line 1)"]
+
+
+def test_empty_store_says_so_plainly(mem: SQLiteMemory):
+    result = run(RetrievalTool(backend=mem), query="anything")
+    assert result.success
+    assert "Memory is empty" in result.content
+    mem.store("something else entirely", source="s")
+    result = run(RetrievalTool(backend=mem), query="zebra")
+    assert result.success and result.content == "No stored memory matches 'zebra'."
+
+
+def test_no_backend_fails_clearly():
+    result = RetrievalTool().execute(query="machine learning")
+    assert not result.success and result.error_type is ErrorType.EXECUTION
+    assert "no memory backend configured" in result.content
+    result = MemoryStoreTool().execute(content="x")
+    assert "no memory backend configured" in result.content
+
+
+@pytest.mark.parametrize("arguments, fragment", [
+    ({"query": ""}, "no words"),
+    ({"query": "((( *** )))"}, "no words"),
+    ({"query": "x" * 1001}, "1000"),
+    ({"query": "ok", "top_k": 0}, "top_k"),
+    ({"query": "ok", "top_k": 21}, "top_k"),
+    ({"query": "ok", "top_k": True}, "top_k"),
+    ({"query": 42}, "string"),
+    ({}, "query"),
+])
+def test_retrieval_rejects_bad_arguments(mem: SQLiteMemory, arguments, fragment):
+    direct = RetrievalTool(backend=mem).execute(**arguments)
+    assert not direct.success and direct.error_type is ErrorType.INVALID_ARGS
+    via_executor = run(RetrievalTool(backend=mem), **arguments)
+    assert not via_executor.success and via_executor.error_type is ErrorType.INVALID_ARGS
+    assert fragment in direct.content or fragment in via_executor.content
+
+
+def test_hostile_queries_through_the_tool(mem: SQLiteMemory):
+    mem.store("Machine learning notes.", source="ml.md")
+    tool = RetrievalTool(backend=mem)
+    for query in ['"machine', "NEAR(machine", "content:machine", "machine*", "machine\x00)"]:
+        result = run(tool, query=query)
+        assert result.success, (query, result.content)
+        assert "ml.md" in result.content
+
+
+def test_memory_store_then_search_and_retrieve(mem: SQLiteMemory):
+    stored = run(MemoryStoreTool(backend=mem), content="Anna's birthday is on 3 May.",
+                 source="conversation", metadata={"person": "Anna"})
+    assert stored.success and stored.metadata["doc_id"]
+    assert "Stored 28 characters from 'conversation'" in stored.content
+    run(MemoryStoreTool(backend=mem), content="Birthday cake recipe: flour, eggs.", source="recipes")
+    found = run(MemorySearchTool(backend=mem), query="birthday")
+    assert found.success and found.content.startswith("2 matches for 'birthday':")
+    assert "[1] " in found.content and "score" in found.content
+    only = run(MemorySearchTool(backend=mem), query="birthday", source="recipes")
+    assert [m["source"] for m in only.metadata["matches"]] == ["recipes"]
+    retrieved = run(MemoryRetrieveTool(backend=mem), query="Anna birthday")
+    assert retrieved.success and "conversation (chunk 1, line 1)" in retrieved.content
+    assert MemoryRetrieveTool(backend=mem).spec.name == "memory_retrieve"
+
+
+@pytest.mark.parametrize("arguments, fragment", [
+    ({"content": ""}, "non-empty"),
+    ({"content": "x" * (MAX_STORE_CHARS + 1)}, "limit"),
+    ({"content": "x", "metadata": {"k": "v" * 5000}}, "limit"),
+    ({"content": "x", "source": "s" * 501}, "source"),
+    ({"content": "x", "metadata": "not an object"}, "metadata"),
+])
+def test_memory_store_bounds(mem: SQLiteMemory, arguments, fragment):
+    result = MemoryStoreTool(backend=mem).execute(**arguments)
+    assert not result.success and result.error_type is ErrorType.INVALID_ARGS
+    assert fragment in result.content
+    assert mem.count() == 0
+
+
+def test_memory_index_requires_confirmation(mem: SQLiteMemory, tmp_path: Path):
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "a.md").write_text("Quarterly planning happens in March.\n")
+    denied = run(MemoryIndexTool(backend=mem), path=str(folder))
+    assert not denied.success and denied.error_type is ErrorType.DENIED
+    assert mem.count() == 0
+    approved = run(MemoryIndexTool(backend=mem), approver=lambda spec, args: True,
+                   path=str(folder))
+    assert approved.success, approved.content
+    assert approved.content.startswith("Indexed 1 file (1 chunk)")
+    assert mem.retrieve("planning")[0].source == str((folder / "a.md").resolve())
+
+
+def test_memory_index_respects_allowed_dirs(mem: SQLiteMemory, tmp_path: Path):
+    allowed = tmp_path / "allowed"
+    secret = tmp_path / "secret"
+    allowed.mkdir()
+    secret.mkdir()
+    (allowed / "ok.md").write_text("public walrus facts\n")
+    (secret / "key.txt").write_text("private walrus password\n")
+    os.symlink(secret / "key.txt", allowed / "link.txt")
+    (tools,) = build_tools(["memory_index"], dependencies={"backend": mem},
+                           settings={"memory_index": {"allowed_dirs": [str(allowed)]}})
+    assert str(allowed) in tools.spec.description
+    outside = tools.execute(path=str(secret))
+    assert not outside.success and outside.error_type is ErrorType.DENIED
+    missing = tools.execute(path=str(allowed / "nope"))
+    assert not missing.success and "not found" in missing.content
+    inside = tools.execute(path=str(allowed))
+    assert inside.success, inside.content
+    assert inside.metadata["skipped_denied"] == 1  # the symlink out of the allowed folder
+    assert [r.source for r in mem.retrieve("walrus", top_k=5)] == [str(allowed / "ok.md")]
+
+
+def test_tools_built_from_config_open_the_default_store(jarvis_home: Path):
+    from jarvis.core.config import load_config
+
+    config = load_config()
+    (retrieval, store) = build_tools(["retrieval", "memory_store"],
+                                     dependencies={"config": config})
+    assert not (jarvis_home / "memory.db").exists()  # nothing is opened until a call
+    assert store.execute(content="The spare key is under the blue pot.").success
+    result = retrieval.execute(query="spare key")
+    assert result.success and "blue pot" in result.content
+    assert (jarvis_home / "memory.db").exists()
+    retrieval.backend.close()
+    store.backend.close()
+
+
+def test_memory_tools_are_registered_and_cheap_to_import():
+    code = ("import sys, jarvis.tools; from jarvis.core.registry import ToolRegistry; "
+            "names = {'retrieval','memory_store','memory_retrieve','memory_search','memory_index'}; "
+            "assert names <= set(ToolRegistry.keys()), ToolRegistry.keys(); "
+            "assert 'sqlite_utils' not in sys.modules; print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+
+
+def test_memory_context_cites_sources(mem: SQLiteMemory):
+    assert memory_context(mem, "anything at all", 3) == ("", [])  # empty store
+    mem.store("The wifi password is hunter2.", source="home/wifi.md")
+    mem.store("Router admin page: 192.168.1.1", source="home/router.md")
+    text, sources = memory_context(mem, "What is the wifi password?", 3)
+    assert sources == ["home/wifi.md"]
+    assert "[1] home/wifi.md (chunk 1, line 1)" in text
+    assert "hunter2" in text
+    assert memory_context(mem, "unrelated question about volcanoes", 3) == ("", [])
+    assert memory_context(mem, "", 3) == ("", [])
+    # A long prompt (over the query limit) still works: the first words are used.
+    text, sources = memory_context(mem, "wifi password " + "filler words " * 2000, 3)
+    assert sources == ["home/wifi.md"]
