@@ -59,11 +59,13 @@ class Jarvis:
         bus: an EventBus to publish tool, inference and run events on.
         host: the engine's host (overrides the environment and config).
         config: an already loaded JarvisConfig (instead of config_path).
+        default_client: the HTTP client ("openai" or "http") when `[engine] client` is auto.
     """
 
     def __init__(self, config_path: str | os.PathLike[str] | None = None, engine: Any = None,
                  model: str | None = None, bus: EventBus | None = None, *,
-                 host: str | None = None, config: Any = None) -> None:
+                 host: str | None = None, config: Any = None,
+                 default_client: str = "openai") -> None:
         from jarvis.core.config import load_config
 
         self.config = config if config is not None else load_config(config_path)
@@ -76,6 +78,7 @@ class Jarvis:
         else:
             self._engine_name = engine
         self._host = host
+        self._default_client = default_client
         self._model = model
         self._resolved_model: str | None = None
         self._memory: Any = None
@@ -90,7 +93,8 @@ class Jarvis:
         if self._engine is None:
             from jarvis.engine.discovery import get_engine
 
-            self._engine = get_engine(self.config, self._engine_name, self._host, self._model)
+            self._engine = get_engine(self.config, self._engine_name, self._host, self._model,
+                                      default_client=self._default_client)
             self._owns_engine = True
         return self._engine
 

@@ -20,8 +20,16 @@ CALC = {"type": "function", "function": {"name": "calculator", "description": "m
 USER = [{"role": "user", "content": "hi"}]
 
 
-def _engine(server: FakeOpenAIServer, backend: str = "vllm", **kwargs) -> OpenAICompatEngine:
+@pytest.fixture(params=["openai", "http"])
+def client(request) -> str:
+    """Engine tests run with both transports: the openai package and the built-in client."""
+    return request.param
+
+
+def _engine(server: FakeOpenAIServer, client: str, backend: str = "vllm",
+            **kwargs) -> OpenAICompatEngine:
     kwargs.setdefault("retry_backoff", 0.01)
+    kwargs["client"] = client
     return OpenAICompatEngine(backend, server.url if backend != "openai" else server.base_url,
                               model="m", api_key="k", **kwargs)
 
@@ -32,10 +40,10 @@ def _closed_port() -> int:
         return s.getsockname()[1]
 
 
-def test_generate_returns_tool_calls_usage_and_sends_tools():
+def test_generate_returns_tool_calls_usage_and_sends_tools(client):
     with FakeOpenAIServer([reply(tool_calls=[tool_call("calculator", {"expression": "1+1"}, "c9")],
                                  usage={"prompt_tokens": 11, "completion_tokens": 4})]) as server:
-        engine = _engine(server)
+        engine = _engine(server, client)
         assert isinstance(engine, InferenceEngine)
         result = engine.generate(USER, tools=[CALC], temperature=0.2, max_tokens=50)
         engine.close()
@@ -49,9 +57,9 @@ def test_generate_returns_tool_calls_usage_and_sends_tools():
     assert body["temperature"] == 0.2 and body["max_tokens"] == 50
 
 
-def test_openai_backend_uses_max_completion_tokens_and_base_url_as_given():
+def test_openai_backend_uses_max_completion_tokens_and_base_url_as_given(client):
     with FakeOpenAIServer(["ok"]) as server:
-        engine = _engine(server, backend="openai")
+        engine = _engine(server, client, backend="openai")
         assert engine.base_url == server.base_url
         engine.generate(USER, max_tokens=9)
         engine.close()
@@ -59,10 +67,10 @@ def test_openai_backend_uses_max_completion_tokens_and_base_url_as_given():
     assert "max_tokens" not in server.requests[0]
 
 
-def test_stream_yields_deltas_then_the_full_result_with_tool_calls_and_usage():
+def test_stream_yields_deltas_then_the_full_result_with_tool_calls_and_usage(client):
     calls = [tool_call("calculator", {"expression": "6*7"}), tool_call("think", {"thought": "x"})]
     with FakeOpenAIServer([reply("Let me compute that", tool_calls=calls)]) as server:
-        engine = _engine(server)
+        engine = _engine(server, client)
         chunks = list(engine.stream(USER, tools=[CALC]))
         engine.close()
     deltas = [c.delta for c in chunks if c.delta]
@@ -77,26 +85,26 @@ def test_stream_yields_deltas_then_the_full_result_with_tool_calls_and_usage():
 
 @pytest.mark.parametrize("failure", [HTTPFailure(503, "overloaded"), HTTPFailure(500, "boom"),
                                      HTTPFailure(429, "slow down", retry_after=0), Disconnect()])
-def test_transient_failures_are_retried(failure):
+def test_transient_failures_are_retried(failure, client):
     with FakeOpenAIServer([failure, failure, "finally"]) as server:
-        engine = _engine(server, max_retries=3)
+        engine = _engine(server, client, max_retries=3)
         assert engine.generate(USER).content == "finally"
         engine.close()
     assert len(server.requests) == 3
 
 
-def test_retries_are_bounded_and_the_final_error_is_clear():
+def test_retries_are_bounded_and_the_final_error_is_clear(client):
     with FakeOpenAIServer(default=HTTPFailure(503, "overloaded")) as server:
-        engine = _engine(server, max_retries=2)
+        engine = _engine(server, client, max_retries=2)
         with pytest.raises(EngineError, match=r"HTTP 503 \(overloaded\) after 3 attempts"):
             engine.generate(USER)
         engine.close()
     assert len(server.requests) == 3
 
 
-def test_retry_backoff_grows():
+def test_retry_backoff_grows(client):
     with FakeOpenAIServer([HTTPFailure(500), HTTPFailure(500), "ok"]) as server:
-        engine = _engine(server, max_retries=3, retry_backoff=0.05)
+        engine = _engine(server, client, max_retries=3, retry_backoff=0.05)
         start = time.perf_counter()
         engine.generate(USER)
         elapsed = time.perf_counter() - start
@@ -108,9 +116,9 @@ def test_retry_backoff_grows():
     HTTPFailure(400, "registry.ollama.ai/library/gemma:2b does not support tools"),
     HTTPFailure(500, "tools param requires --jinja flag"),
 ])
-def test_engine_rejecting_tools_is_an_error_not_a_silent_retry(failure):
+def test_engine_rejecting_tools_is_an_error_not_a_silent_retry(failure, client):
     with FakeOpenAIServer([failure, "an answer without tools"]) as server:
-        engine = _engine(server)
+        engine = _engine(server, client)
         with pytest.raises(EngineError, match="rejected the tools") as info:
             engine.generate(USER, tools=[CALC])
         engine.close()
@@ -119,10 +127,10 @@ def test_engine_rejecting_tools_is_an_error_not_a_silent_retry(failure):
     assert server.remaining == 1
 
 
-def test_client_errors_are_not_retried_and_name_the_fix():
+def test_client_errors_are_not_retried_and_name_the_fix(client):
     failures = [HTTPFailure(404, "model 'nope' not found"), HTTPFailure(401, "bad key")]
     with FakeOpenAIServer(failures) as server:
-        engine = _engine(server)
+        engine = _engine(server, client)
         with pytest.raises(EngineError, match=r"HTTP 404.*-m/--model"):
             engine.generate(USER)
         with pytest.raises(EngineError, match=r"HTTP 401.*VLLM_API_KEY"):
@@ -131,18 +139,18 @@ def test_client_errors_are_not_retried_and_name_the_fix():
     assert len(server.requests) == 2
 
 
-def test_unreachable_engine_fails_fast_with_how_to_start_it():
+def test_unreachable_engine_fails_fast_with_how_to_start_it(client):
     engine = OpenAICompatEngine("ollama", f"http://127.0.0.1:{_closed_port()}", model="m",
-                                retry_backoff=1.0)
+                                retry_backoff=1.0, client=client)
     start = time.perf_counter()
     with pytest.raises(EngineError, match=r"cannot reach ollama.*ollama serve.*OLLAMA_HOST"):
         engine.generate(USER)
     assert time.perf_counter() - start < 1.0  # refused connections are not retried
 
 
-def test_list_models_default_model_and_health():
+def test_list_models_default_model_and_health(client):
     with FakeOpenAIServer(models=["first", "second"]) as server:
-        engine = OpenAICompatEngine("lmstudio", server.url)
+        engine = OpenAICompatEngine("lmstudio", server.url, client=client)
         assert engine.list_models() == ["first", "second"]
         assert engine.default_model() == "first"
         assert engine.health() is True
@@ -150,18 +158,18 @@ def test_list_models_default_model_and_health():
     assert OpenAICompatEngine("lmstudio", f"http://127.0.0.1:{_closed_port()}").health() is False
 
 
-def test_missing_model_and_missing_openai_key_are_errors(monkeypatch):
+def test_missing_model_and_missing_openai_key_are_errors(monkeypatch, client):
     with FakeOpenAIServer(["x"]) as server:
-        engine = OpenAICompatEngine("vllm", server.url)
+        engine = OpenAICompatEngine("vllm", server.url, client=client)
         with pytest.raises(EngineError, match="no model"):
             engine.generate(USER)
     with pytest.raises(EngineError, match="OPENAI_API_KEY"):
         OpenAICompatEngine("openai")
 
 
-def test_async_generate():
+def test_async_generate(client):
     with FakeOpenAIServer([HTTPFailure(502, "bad gateway"), "async hello"]) as server:
-        engine = _engine(server)
+        engine = _engine(server, client)
 
         async def main():
             try:
@@ -179,3 +187,22 @@ def test_host_spellings_become_base_urls():
     assert base_url(BACKENDS["vllm"], "http://h:8000/") == "http://h:8000/v1"
     assert base_url(BACKENDS["vllm"], "http://h:8000/v1") == "http://h:8000/v1"
     assert base_url(BACKENDS["openai"], "https://example.com/api") == "https://example.com/api"
+
+
+def test_engine_uses_the_requested_client(client):
+    with FakeOpenAIServer(["x"]) as server:
+        engine = _engine(server, client)
+        engine.generate(USER)
+        assert engine.client_kind == client
+        user_agent = server.log[-1].headers.get("User-Agent", "")
+        assert (user_agent == "jarvis") is (client == "http")
+        engine.close()
+
+
+def test_http_client_reuses_connections_and_survives_a_closed_keepalive():
+    with FakeOpenAIServer(["one", Disconnect(), "three"]) as server:
+        engine = OpenAICompatEngine("vllm", server.url, model="m", client="http",
+                                    retry_backoff=0.01)
+        assert engine.generate(USER).content == "one"
+        assert engine.generate(USER).content == "three"  # dropped once, retried
+        engine.close()

@@ -94,7 +94,9 @@ def ask(ctx: click.Context, query: tuple[str, ...], agent: str | None, tools: st
     config_path = (ctx.obj or {}).get("config_path")
     stdout = _Stdout()
     streaming = not (as_json or no_stream)
-    with Jarvis(config_path=config_path, engine=engine, model=model, host=host) as j:
+    # The built-in HTTP client: importing the openai package would triple start-up time.
+    with Jarvis(config_path=config_path, engine=engine, model=model, host=host,
+                default_client="http") as j:
         _show_tool_events(j.bus)
         result = j.ask_full(" ".join(query), agent=agent, tools=tools, system=system,
                             max_turns=max_turns, approver=terminal_approver(yes),

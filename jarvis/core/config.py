@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
@@ -61,6 +61,9 @@ class EngineConfig(_Section):
     retry_backoff: float = Field(0.5, ge=0, le=60, description="seconds before the first retry; "
                                  "doubles each time")
     connect_timeout: float = Field(5.0, gt=0, description="seconds to open a connection")
+    client: Literal["auto", "openai", "http"] = Field(
+        "auto", description="HTTP client: the openai package, or jarvis's built-in one (fast "
+        "start-up); auto: built-in for `jarvis ask`, openai for the SDK")
     hosts: EngineHosts = Field(default_factory=EngineHosts)
 
 

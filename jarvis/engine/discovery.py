@@ -109,12 +109,13 @@ def engine_names() -> list[str]:
 
 
 def get_engine(config: Any = None, name: str | None = None, host: str | None = None,
-               model: str | None = None) -> Any:
+               model: str | None = None, default_client: str = "openai") -> Any:
     """Build the engine to use: `name` (else config/JARVIS_ENGINE, else discovery).
 
     Hosts come from `host`, then the environment, then config.toml (the environment is folded
     into the config by `load_config`). Custom engines registered in EngineRegistry are built
-    with whichever of config/host/model their constructor takes.
+    with whichever of config/host/model their constructor takes. `default_client` is the HTTP
+    client used when `[engine] client` is "auto".
     """
     if config is None:
         from jarvis.core.config import load_config
@@ -138,4 +139,5 @@ def get_engine(config: Any = None, name: str | None = None, host: str | None = N
     return OpenAICompatEngine(
         name, host or getattr(ec.hosts, name), model=model or ec.model, timeout=ec.timeout,
         max_retries=ec.max_retries, retry_backoff=ec.retry_backoff,
-        connect_timeout=ec.connect_timeout, models=models)
+        connect_timeout=ec.connect_timeout, models=models,
+        client=default_client if ec.client == "auto" else ec.client)

@@ -1,5 +1,6 @@
-"""OpenAICompatEngine: one engine, built on the `openai` package, for every OpenAI-compatible
-server (ollama, vLLM, llama.cpp, LM Studio, SGLang, OpenAI itself).
+"""OpenAICompatEngine: one engine for every OpenAI-compatible server (ollama, vLLM, llama.cpp,
+LM Studio, SGLang, OpenAI itself), built on the `openai` package, with a lightweight built-in
+HTTP client as the alternative transport for fast start-up (see jarvis.engine.transport).
 
 Failures are loud: an engine that rejects tools is an EngineError that says so (never a
 quiet retry without them); transient failures (connection reset, 429, 5xx) are retried with
@@ -9,7 +10,6 @@ what went wrong and what to do.
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import re
@@ -22,22 +22,23 @@ from typing import Any, TypeVar
 from jarvis.core.types import ToolCall
 from jarvis.engine.backends import BACKENDS, Backend, base_url
 from jarvis.engine.base import GenerateResult, MessageLike, StreamChunk, empty_usage, to_wire
-from jarvis.errors import EngineError, UnknownNameError
+from jarvis.engine.transport import HTTPTransport, OpenAITransport, WireError
+from jarvis.errors import ConfigError, EngineError, UnknownNameError
 
 T = TypeVar("T")
 
 MAX_RETRY_AFTER = 30.0  # never sleep longer than this on a server's Retry-After
 _TOOLS_REJECTED = re.compile(r"tool|function.?call|jinja", re.IGNORECASE)
+CLIENTS = ("openai", "http")
 
 
 def _usage(raw: Any) -> dict[str, int]:
-    if raw is None:
+    if not isinstance(raw, dict):
         return empty_usage()
-    get = raw.get if isinstance(raw, dict) else (lambda k: getattr(raw, k, None))
-    prompt = int(get("prompt_tokens") or 0)
-    completion = int(get("completion_tokens") or 0)
+    prompt = int(raw.get("prompt_tokens") or 0)
+    completion = int(raw.get("completion_tokens") or 0)
     return {"prompt_tokens": prompt, "completion_tokens": completion,
-            "total_tokens": int(get("total_tokens") or prompt + completion)}
+            "total_tokens": int(raw.get("total_tokens") or prompt + completion)}
 
 
 class OpenAICompatEngine:
@@ -51,17 +52,22 @@ class OpenAICompatEngine:
         timeout: seconds per request.
         max_retries: extra attempts after a transient failure.
         retry_backoff: seconds before the first retry; doubles each time.
+        client: "openai" (the openai package) or "http" (the built-in client: same protocol,
+            much faster to import).
     """
 
     def __init__(self, backend: str = "openai", host: str | None = None, *,
                  api_key: str | None = None, model: str = "", timeout: float = 120.0,
                  connect_timeout: float = 5.0, max_retries: int = 3, retry_backoff: float = 0.5,
-                 models: Sequence[str] | None = None) -> None:
+                 models: Sequence[str] | None = None, client: str = "openai") -> None:
         spec = BACKENDS.get(backend)
         if spec is None:
             raise UnknownNameError("engine", backend, BACKENDS)
+        if client not in CLIENTS:
+            raise ConfigError(f"unknown engine client {client!r}; use one of: {', '.join(CLIENTS)}")
         self.backend: Backend = spec
         self.engine_id = backend
+        self.client_kind = client
         self.host = host or spec.default_host
         self.base_url = base_url(spec, self.host)
         key = api_key or (os.environ.get(spec.api_key_env) if spec.api_key_env else None)
@@ -75,45 +81,48 @@ class OpenAICompatEngine:
         self.max_retries = max(0, max_retries)
         self.retry_backoff = max(0.0, retry_backoff)
         self._models: list[str] | None = list(models) if models is not None else None
-        self._client: Any = None
+        self._transport: Any = None
         self._aclient: Any = None
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
-        return f"OpenAICompatEngine({self.engine_id!r}, {self.base_url!r})"
+        return f"OpenAICompatEngine({self.engine_id!r}, {self.base_url!r}, client={self.client_kind!r})"
 
-    # --- clients -----------------------------------------------------------------------------
-    def _timeout(self) -> Any:
-        # openai re-exports the Timeout of the HTTP library it actually uses.
-        from openai import Timeout
-
-        return Timeout(self.timeout, connect=self.connect_timeout)
+    # --- transports --------------------------------------------------------------------------
+    @property
+    def transport(self) -> Any:
+        """The HTTP transport (built on first use)."""
+        if self._transport is None:
+            with self._lock:
+                if self._transport is None:
+                    kind = HTTPTransport if self.client_kind == "http" else OpenAITransport
+                    self._transport = kind(self.base_url, self.api_key, self.timeout,
+                                           self.connect_timeout)
+        return self._transport
 
     @property
     def client(self) -> Any:
-        """The `openai.OpenAI` client (built on first use; it does no retries of its own)."""
-        if self._client is None:
-            with self._lock:
-                if self._client is None:
-                    from openai import OpenAI
-
-                    self._client = OpenAI(base_url=self.base_url, api_key=self.api_key,
-                                          timeout=self._timeout(), max_retries=0)
-        return self._client
+        """The `openai.OpenAI` client (only with client="openai")."""
+        transport = self.transport
+        if not isinstance(transport, OpenAITransport):
+            raise EngineError("this engine uses the built-in HTTP client; build it with "
+                              "client=\"openai\" for an openai.OpenAI client")
+        return transport.client
 
     @property
     def async_client(self) -> Any:
         if self._aclient is None:
-            from openai import AsyncOpenAI
+            from openai import AsyncOpenAI, Timeout
 
             self._aclient = AsyncOpenAI(base_url=self.base_url, api_key=self.api_key,
-                                        timeout=self._timeout(), max_retries=0)
+                                        timeout=Timeout(self.timeout, connect=self.connect_timeout),
+                                        max_retries=0)
         return self._aclient
 
     def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        if self._transport is not None:
+            self._transport.close()
+            self._transport = None
         # The async client is closed by its event loop's owner (aclose); drop our reference.
         self._aclient = None
 
@@ -129,8 +138,8 @@ class OpenAICompatEngine:
                 max_tokens: int | None) -> dict[str, Any]:
         name = model or self.model
         if not name:
-            raise EngineError(f"no model given for {self.engine_id} at {self.base_url}: pass -m/--model "
-                              f"or set JARVIS_MODEL")
+            raise EngineError(f"no model given for {self.engine_id} at {self.base_url}: pass "
+                              f"-m/--model or set JARVIS_MODEL")
         params: dict[str, Any] = {"model": name, "messages": to_wire(messages)}
         if tools:
             params["tools"] = tools
@@ -145,25 +154,29 @@ class OpenAICompatEngine:
                  max_tokens: int | None = None) -> GenerateResult:
         """One reply; transient failures are retried, others raise EngineError."""
         params = self._params(messages, tools, model, temperature, max_tokens)
-        response = self._with_retries(lambda: self.client.chat.completions.create(**params),
-                                      params)
-        return self._parse(response, params)
+        data = self._with_retries(lambda: self.transport.chat(params), params)
+        return self._parse(data, params)
 
     async def agenerate(self, messages: Sequence[MessageLike], *,
                         tools: list[dict[str, Any]] | None = None, model: str | None = None,
                         temperature: float | None = None,
                         max_tokens: int | None = None) -> GenerateResult:
-        """Async `generate` on `openai.AsyncOpenAI`, with the same retry rules."""
+        """Async `generate` (openai.AsyncOpenAI, or a worker thread with the HTTP client)."""
         import asyncio
+
+        if self.client_kind == "http":
+            return await asyncio.to_thread(self.generate, messages, tools=tools, model=model,
+                                           temperature=temperature, max_tokens=max_tokens)
+        from jarvis.engine.transport import openai_wire_error
 
         params = self._params(messages, tools, model, temperature, max_tokens)
         attempt = 0
         while True:
             try:
                 response = await self.async_client.chat.completions.create(**params)
-                return self._parse(response, params)
-            except Exception as exc:  # classified below; non-openai errors re-raised
-                delay = self._classify(exc, params, attempt)
+                return self._parse(response.model_dump(), params)
+            except Exception as exc:  # classified below; anything unknown is re-raised
+                delay = self._classify(openai_wire_error(exc, self.timeout), params, attempt)
             attempt += 1
             await asyncio.sleep(delay)
 
@@ -179,41 +192,40 @@ class OpenAICompatEngine:
         params["stream"] = True
         if self.backend.stream_usage:
             params["stream_options"] = {"include_usage": True}
-        stream = self._with_retries(lambda: self.client.chat.completions.create(**params), params)
+        chunks = self._with_retries(lambda: self.transport.chat_stream(params), params)
         content: list[str] = []
         calls: dict[int, dict[str, str]] = {}
         usage: dict[str, int] | None = None
         finish: str | None = None
         model_name = params["model"]
         try:
-            for chunk in stream:
-                if getattr(chunk, "usage", None) is not None:
-                    usage = _usage(chunk.usage)
-                if chunk.model:
-                    model_name = chunk.model
-                for choice in chunk.choices or ():
-                    delta = choice.delta
-                    if choice.finish_reason:
-                        finish = choice.finish_reason
-                    if delta is None:
-                        continue
-                    if delta.content:
-                        content.append(delta.content)
-                        yield StreamChunk(delta=delta.content)
-                    for tc in delta.tool_calls or ():
-                        slot = calls.setdefault(tc.index if tc.index is not None else len(calls),
+            for chunk in chunks:
+                if chunk.get("usage"):
+                    usage = _usage(chunk["usage"])
+                model_name = chunk.get("model") or model_name
+                for choice in chunk.get("choices") or ():
+                    finish = choice.get("finish_reason") or finish
+                    delta = choice.get("delta") or {}
+                    text = delta.get("content")
+                    if text:
+                        content.append(text)
+                        yield StreamChunk(delta=text)
+                    for tc in delta.get("tool_calls") or ():
+                        index = tc.get("index")
+                        slot = calls.setdefault(index if index is not None else len(calls),
                                                 {"id": "", "name": "", "arguments": ""})
-                        if tc.id:
-                            slot["id"] = tc.id
-                        if tc.function is not None:
-                            if tc.function.name:
-                                slot["name"] += tc.function.name
-                            if tc.function.arguments:
-                                slot["arguments"] += tc.function.arguments
-        except Exception as exc:
-            raise self._stream_error(exc) from exc
+                        if tc.get("id"):
+                            slot["id"] = tc["id"]
+                        fn = tc.get("function") or {}
+                        slot["name"] += fn.get("name") or ""
+                        slot["arguments"] += fn.get("arguments") or ""
+        except WireError as exc:
+            raise EngineError(f"the stream from {self.engine_id} at {self.base_url} broke off: "
+                              f"{exc.message}") from exc
         finally:
-            stream.close()
+            close = getattr(chunks, "close", None)
+            if close is not None:
+                close()
         tool_calls = [ToolCall(id=c["id"] or f"call_{uuid.uuid4().hex[:12]}", name=c["name"],
                                arguments=c["arguments"] or "{}")
                       for _, c in sorted(calls.items())]
@@ -221,24 +233,26 @@ class OpenAICompatEngine:
             content="".join(content), tool_calls=tool_calls, usage=usage or empty_usage(),
             model=model_name, finish_reason=finish or ("tool_calls" if tool_calls else "stop")))
 
-    def _parse(self, response: Any, params: dict[str, Any]) -> GenerateResult:
-        choices = getattr(response, "choices", None)
-        if not choices:
+    def _parse(self, data: dict[str, Any], params: dict[str, Any]) -> GenerateResult:
+        choices = data.get("choices")
+        if not choices or not isinstance(choices[0], dict):
             raise EngineError(f"{self.engine_id} at {self.base_url} answered without any choices "
                               f"(model {params['model']})")
         choice = choices[0]
-        message = choice.message
+        message = choice.get("message") or {}
         tool_calls = []
-        for tc in getattr(message, "tool_calls", None) or ():
-            fn = getattr(tc, "function", None)
-            if fn is None:
+        for tc in message.get("tool_calls") or ():
+            fn = tc.get("function") if isinstance(tc, dict) else None
+            if not isinstance(fn, dict) or not fn.get("name"):
                 continue
-            tool_calls.append(ToolCall(id=tc.id or f"call_{uuid.uuid4().hex[:12]}", name=fn.name,
-                                       arguments=fn.arguments or "{}"))
-        return GenerateResult(content=message.content or "", tool_calls=tool_calls,
-                              usage=_usage(getattr(response, "usage", None)),
-                              model=getattr(response, "model", None) or params["model"],
-                              finish_reason=choice.finish_reason)
+            arguments = fn.get("arguments")
+            tool_calls.append(ToolCall(id=tc.get("id") or f"call_{uuid.uuid4().hex[:12]}",
+                                       name=str(fn["name"]),
+                                       arguments=arguments if arguments is not None else "{}"))
+        return GenerateResult(content=message.get("content") or "", tool_calls=tool_calls,
+                              usage=_usage(data.get("usage")),
+                              model=data.get("model") or params["model"],
+                              finish_reason=choice.get("finish_reason"))
 
     # --- failures ----------------------------------------------------------------------------
     def _with_retries(self, call: Callable[[], T], params: dict[str, Any]) -> T:
@@ -246,54 +260,52 @@ class OpenAICompatEngine:
         while True:
             try:
                 return call()
-            except Exception as exc:
+            except WireError as exc:
                 delay = self._classify(exc, params, attempt)
             attempt += 1
             time.sleep(delay)
 
-    def _classify(self, exc: Exception, params: dict[str, Any], attempt: int) -> float:
+    def _classify(self, exc: BaseException, params: dict[str, Any], attempt: int) -> float:
         """Seconds to wait before retrying `exc`, or raise the EngineError that explains it."""
-        import openai
-
-        where = f"{self.engine_id} at {self.base_url}"
-        if isinstance(exc, EngineError):
+        if not isinstance(exc, WireError):
             raise exc
-        if isinstance(exc, openai.APITimeoutError):
-            raise EngineError(f"{where} did not answer within {self.timeout:g} s (model "
+        where = f"{self.engine_id} at {self.base_url}"
+        if exc.kind == "timeout":
+            raise EngineError(f"{where} did not answer in time ({exc.message}; model "
                               f"{params['model']}); raise [engine] timeout or use a smaller "
                               f"model") from exc
-        if isinstance(exc, openai.APIStatusError):
-            status = exc.status_code
-            message = _error_message(exc)
-            if params.get("tools") and status in (400, 422, 500, 501) and _TOOLS_REJECTED.search(message):
+        if exc.kind == "refused":
+            # Nothing listens there: retrying only delays the message the user needs.
+            hint = self.backend.start_hint
+            raise EngineError(f"cannot reach {where}: {exc.message}. Is it running? "
+                              f"{hint[:1].upper()}{hint[1:]}, or set {self.backend.host_env} to "
+                              f"where it listens") from exc
+        if exc.kind == "protocol":
+            raise EngineError(f"{where} answered with something that is not an OpenAI "
+                              f"chat completion: {exc.message}") from exc
+        if exc.kind == "status":
+            status = exc.status or 0
+            message = exc.message
+            if (params.get("tools") and status in (400, 422, 500, 501)
+                    and _TOOLS_REJECTED.search(message)):
                 raise EngineError(
                     f"{where} rejected the tools for model {params['model']} (HTTP {status}: "
                     f"{message}). Use a model or server setup with tool calling "
                     f"({self.backend.start_hint}), or the react agent (-a react), or ask "
                     f"without --tools") from exc
-            transient = status == 429 or status >= 500
-            if not transient:
+            if not (status == 429 or status >= 500):
                 raise EngineError(self._status_hint(where, status, message, params)) from exc
             if attempt >= self.max_retries:
                 raise EngineError(f"{where} failed with HTTP {status} ({message}) after "
                                   f"{attempt + 1} attempts; try again later") from exc
-            retry_after = _retry_after(exc)
-            if retry_after is not None:
-                return min(retry_after, MAX_RETRY_AFTER)
+            if exc.retry_after is not None:
+                return min(exc.retry_after, MAX_RETRY_AFTER)
             return self._backoff(attempt)
-        if isinstance(exc, openai.APIConnectionError):
-            cause = exc.__cause__
-            if _refused(exc):
-                # Nothing listens there: retrying only delays the message the user needs.
-                raise EngineError(f"cannot reach {where}: {cause or 'connection refused'}. "
-                                  f"Is it running? {self.backend.start_hint[:1].upper()}"
-                                  f"{self.backend.start_hint[1:]}, or set {self.backend.host_env} "
-                                  f"to where it listens") from exc
-            if attempt >= self.max_retries:
-                raise EngineError(f"lost the connection to {where} ({cause or exc}) "
-                                  f"{attempt + 1} times; is the server healthy?") from exc
-            return self._backoff(attempt)
-        raise exc
+        # A reset or dropped connection.
+        if attempt >= self.max_retries:
+            raise EngineError(f"lost the connection to {where} ({exc.message}) {attempt + 1} "
+                              f"times; is the server healthy?") from exc
+        return self._backoff(attempt)
 
     def _backoff(self, attempt: int) -> float:
         return self.retry_backoff * (2 ** attempt) * (1 + random.random() * 0.25)
@@ -308,18 +320,12 @@ class OpenAICompatEngine:
                            f"Pick one with -m/--model or JARVIS_MODEL")
         return text
 
-    def _stream_error(self, exc: Exception) -> EngineError:
-        if isinstance(exc, EngineError):
-            return exc
-        return EngineError(f"the stream from {self.engine_id} at {self.base_url} broke off: "
-                           f"{type(exc).__name__}: {exc}")
-
     # --- models and health -------------------------------------------------------------------
     def list_models(self) -> list[str]:
         """Model ids the server lists (cached after the first call)."""
         if self._models is None:
-            page = self._with_retries(lambda: self.client.models.list(), {"model": "(listing)"})
-            self._models = [m.id for m in page.data]
+            self._models = self._with_retries(lambda: self.transport.models(),
+                                              {"model": "(listing models)"})
         return list(self._models)
 
     def default_model(self) -> str:
@@ -338,43 +344,3 @@ class OpenAICompatEngine:
         from jarvis.engine.discovery import probe
 
         return probe(self.base_url, min(self.timeout, 2.0)).ok
-
-
-def _error_message(exc: Any) -> str:
-    body = getattr(exc, "body", None)
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict) and inner.get("message"):
-            return str(inner["message"])
-        if isinstance(inner, str):
-            return inner
-        return json.dumps(body)[:300]
-    if isinstance(body, str) and body:
-        return body[:300]
-    return str(getattr(exc, "message", exc))[:300]
-
-
-def _refused(exc: BaseException) -> bool:
-    """Whether nothing listens at the address (the chain holds a ConnectError / refusal).
-
-    Checked by name: openai may vendor its own copy of httpx.
-    """
-    seen = 0
-    node: BaseException | None = exc
-    while node is not None and seen < 10:
-        if isinstance(node, ConnectionRefusedError) or type(node).__name__ == "ConnectError":
-            return True
-        node = node.__cause__ or node.__context__
-        seen += 1
-    return False
-
-
-def _retry_after(exc: Any) -> float | None:
-    response = getattr(exc, "response", None)
-    value = response.headers.get("retry-after") if response is not None else None
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        return None
