@@ -222,3 +222,28 @@ def test_system_prompt_and_max_turns_arguments():
         result = j.ask_full("q", tools=["think"], system="SYS", max_turns=1)
     assert result["turns"] == 1 and result["metadata"]["max_turns_exceeded"]
     assert engine.calls[0]["messages"][0] == {"role": "system", "content": "SYS"}
+
+
+def test_memory_context_goes_into_the_system_prompt(jarvis_home):
+    engine = ScriptedEngine(default="ok")
+    with Jarvis(engine=engine, model="m") as j:
+        assert j.ask_full("zebra migration facts")["context_sources"] == []
+        assert not (jarvis_home / "memory.db").exists()  # an empty store is not created
+        j.memory.store("Zebras migrate across the Serengeti every year.", source="notes/zebra.md")
+        result = j.ask_full("zebra migration facts", system="Be brief.")
+        assert result["context_sources"] == ["notes/zebra.md"]
+        system = engine.calls[-1]["messages"][0]
+        assert system["role"] == "system" and system["content"].startswith("Be brief.")
+        assert "Serengeti" in system["content"]
+        j.ask_full("zebra migration facts", context=False)
+        assert engine.calls[-1]["messages"][0]["role"] == "user"
+
+
+def test_retrieval_tool_gets_the_memory_store():
+    engine = ScriptedEngine([reply(tool_calls=[tool_call("retrieval", {"query": "zebra"})]),
+                             "Zebras migrate."])
+    with Jarvis(engine=engine, model="m") as j:
+        j.memory.store("Zebras migrate across the Serengeti.", source="zebra.md")
+        result = j.ask_full("what do zebras do?", tools=["retrieval"], context=False)
+    tr = result["tool_results"][0]
+    assert tr["success"] and "Serengeti" in tr["content"]
