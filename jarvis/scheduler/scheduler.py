@@ -290,29 +290,39 @@ class TaskScheduler:
         last_recover = time.monotonic()
         idle_state: str | None = None
         while not self._stop.is_set():
-            if time.monotonic() - last_recover >= self.lease_seconds / 2:
-                self._recover()
-                last_recover = time.monotonic()
-            with self._active_lock:
-                free = self.max_workers - len(self._active)
-            claims: list[Claim] = []
-            wake_at = self.store.next_wake()
-            if free > 0 and wake_at is not None and wake_at <= self.clock():
-                claims = self.store.claim_due(now=self.clock(), owner=self.owner,
-                                              lease_seconds=self.lease_seconds, limit=free,
-                                              default_grace=self.grace_seconds)
-                for claim in claims:
-                    self._spawn(claim)
-                wake_at = self.store.next_wake()
-            idle_state = self._report_idle(idle_state, wake_at)
-            timeout = self.poll_seconds
-            if wake_at is not None and free - len(claims) > 0:
-                delay = wake_at - self.clock()
-                # Due but not claimable right now (e.g. busy elsewhere): wait a poll, not spin.
-                timeout = min(self.poll_seconds, delay) if delay > 0 or claims else self.poll_seconds
+            try:
+                timeout, idle_state = self._tick(idle_state)
+                if time.monotonic() - last_recover >= self.lease_seconds / 2:
+                    self._recover()
+                    last_recover = time.monotonic()
+            except Exception as exc:  # e.g. the database stayed locked: log, wait, go on
+                log.error("scheduler loop error (will retry in %g s): %s: %s",
+                          self.poll_seconds, type(exc).__name__, exc)
+                timeout = self.poll_seconds
             self._wake.wait(max(timeout, 0.0))
             self._wake.clear()
         self._shutdown()
+
+    def _tick(self, idle_state: str | None) -> tuple[float, str]:
+        """One wake-up: claim what is due (if workers are free); return how long to sleep."""
+        with self._active_lock:
+            free = self.max_workers - len(self._active)
+        claims: list[Claim] = []
+        wake_at = self.store.next_wake()
+        if free > 0 and wake_at is not None and wake_at <= self.clock():
+            claims = self.store.claim_due(now=self.clock(), owner=self.owner,
+                                          lease_seconds=self.lease_seconds, limit=free,
+                                          default_grace=self.grace_seconds)
+            for claim in claims:
+                self._spawn(claim)
+            wake_at = self.store.next_wake()
+        idle_state = self._report_idle(idle_state, wake_at)
+        timeout = self.poll_seconds
+        if wake_at is not None and free - len(claims) > 0:
+            delay = wake_at - self.clock()
+            # Due but not claimable right now (e.g. busy elsewhere): wait a poll, not spin.
+            timeout = min(self.poll_seconds, delay) if delay > 0 or claims else self.poll_seconds
+        return timeout, idle_state
 
     def _spawn(self, claim: Claim) -> None:
         self._log_start(claim)
@@ -346,7 +356,8 @@ class TaskScheduler:
         log.info("scheduler %s stopped", self.owner)
 
     def _recover(self) -> None:
-        for run in self.store.recover(now=self.clock(), exclude_owner=self.owner):
+        # Our own runs are included: a worker renews its lease, so only a stuck one expires.
+        for run in self.store.recover(now=self.clock()):
             log.warning("task %s: run %d (occurrence %s) was interrupted by a scheduler that "
                         "died (%s); recorded as failed, per the task's on_crash policy",
                         run.task_id, run.id, iso(run.scheduled_for), run.claimed_by)
@@ -390,7 +401,10 @@ class TaskScheduler:
                 break
             worker.join(min(beat, left))
             if worker.is_alive():
-                self.store.heartbeat(self.owner, self.clock() + self.lease_seconds)
+                try:
+                    self.store.heartbeat(self.owner, self.clock() + self.lease_seconds)
+                except sqlite3.OperationalError as exc:  # busy: the next beat will do
+                    log.warning("could not renew the lease of run %d: %s", run.id, exc)
         if worker.is_alive():
             self.abandoned += 1
             outcome = RunOutcome.failed(f"timed out after {task.timeout_seconds:g} s (the task's "
@@ -401,9 +415,7 @@ class TaskScheduler:
             outcome = box.get("outcome")
             if not isinstance(outcome, RunOutcome):
                 outcome = RunOutcome(success=True, answer=None if outcome is None else str(outcome))
-        finished = self.store.finish_run(
-            run.id, self.owner, now=self.clock(), success=outcome.success, answer=outcome.answer,
-            error=outcome.error, error_type=outcome.error_type, run_log_id=outcome.run_log_id)
+        finished = self._record(run, outcome)
         if finished is None:
             log.warning("task %s: run %d finished, but another scheduler had taken it over "
                         "(lease expired); its result was dropped", task.id, run.id)
@@ -415,6 +427,23 @@ class TaskScheduler:
             log.warning("task %s: run %d failed (%s) after %.2f s: %s", task.id, run.id,
                         finished.error_type, took, (finished.error or "")[:300])
         return finished
+
+
+    def _record(self, run: Run, outcome: RunOutcome) -> Run | None:
+        """finish_run, retried while the database is locked by other processes (the outcome
+        must not be lost to a busy database)."""
+        for attempt in range(5):
+            try:
+                return self.store.finish_run(
+                    run.id, self.owner, now=self.clock(), success=outcome.success,
+                    answer=outcome.answer, error=outcome.error, error_type=outcome.error_type,
+                    run_log_id=outcome.run_log_id)
+            except sqlite3.OperationalError as exc:
+                if attempt == 4:
+                    raise
+                log.warning("recording run %d failed (%s); retrying", run.id, exc)
+                time.sleep(0.5 * (attempt + 1))
+        return None
 
 
 def _failure(exc: BaseException) -> RunOutcome:

@@ -334,8 +334,9 @@ class SchedulerStore:
                 "finished_at, error, error_type, skipped_count, skipped_until) "
                 "VALUES (?, ?, 1, 'skipped', 'schedule', ?, ?, 'missed', ?, ?)",
                 (task.id, skipped_from, now,
-                 f"missed {skipped} occurrence(s) while no scheduler was running; only a run at "
-                 f"most {grace:g} s late is caught up (grace window)", skipped, skipped_to))
+                 f"missed {skipped} occurrence(s): no scheduler was running, or the previous run "
+                 f"was still going; only the latest, if at most {grace:g} s late, is caught up "
+                 f"(grace window)", skipped, skipped_to))
         claim = None
         if run_at is not None:
             cursor = conn.execute(
