@@ -279,3 +279,20 @@ def test_background_thread_start_stop(store):
     finally:
         sched.stop(5)
     assert not sched.running
+
+
+def test_paused_and_cancelled_tasks_do_not_run_and_drop_queued_retries(store):
+    clock, runner = Clock(), Recorder(fail_attempts=1)
+    sched = make(store, runner, clock)
+    paused = sched.add("paused", every=60)
+    flaky = sched.add("flaky", every=3600, max_retries=3, retry_backoff_seconds=10)
+    sched.pause_task(paused.id)
+    clock.now = T0 + 3600
+    assert [r.task_id for r in sched.run_due()] == [flaky.id]  # failed, a retry is queued
+    assert store.list_runs(flaky.id, status="pending")
+    sched.cancel_task(flaky.id)
+    clock.now += 100
+    assert sched.run_due() == []
+    assert [r.status for r in store.list_runs(flaky.id)] == ["skipped", "failed"]
+    assert "task cancelled" in store.list_runs(flaky.id)[0].error
+    assert runner.calls == [(flaky.id, T0 + 3600, 1)]
