@@ -13,6 +13,15 @@ from jarvis.scheduler.scheduler import TaskScheduler
 from jarvis.scheduler.store import SchedulerStore
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process, from /proc (Linux)."""
+    import os
+    from pathlib import Path
+
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @pytest.fixture
 def db(tmp_path):
     return tmp_path / "scheduler.db"
@@ -48,6 +57,10 @@ def test_idle_daemon_says_so_then_runs_a_task_added_while_it_sleeps(env, api, db
     d = Daemon(env, "--poll", "0.5")
     daemons.append(d)
     d.wait_for_line("nothing to run: no active tasks")
+    # Idle means asleep: well under 5% of one core over a second and a half (a busy loop is ~100%).
+    cpu_before, wall_before = cpu_seconds(d.pid), time.monotonic()
+    wait_for(lambda: time.monotonic() - wall_before > 1.5, what="an idle spell", interval=0.25)
+    assert cpu_seconds(d.pid) - cpu_before < 0.075
     task = api.add("echo hello", every=1)
     rows = wait_for(lambda: query(db, "SELECT scheduled_for, started_at, answer, run_log_id FROM runs "
                                       "WHERE task_id = ? AND status = 'succeeded'", (task.id,)),
