@@ -231,6 +231,9 @@ def test_cli_serves_and_refuses_unsafe_hosts(cli_env: dict[str, str]) -> None:
                              env=cli_env, capture_output=True, text=True, timeout=30)
     assert refused.returncode == 2 and "without an API key" in refused.stderr
     assert "Traceback" not in refused.stderr
+    # [serve] in config.toml gives defaults; flags win over it.
+    with open("config.toml", "w") as f:
+        f.write('[serve]\nenv_name = "lab"\ntools = ["think"]\nport = 1\n')
     proc = subprocess.Popen([sys.executable, "-m", "jarvis.cli", "serve", "--port", "0",
                              "--tools", "think,calculator"], env=cli_env,
                             stderr=subprocess.PIPE, text=True)
@@ -240,9 +243,9 @@ def test_cli_serves_and_refuses_unsafe_hosts(cli_env: dict[str, str]) -> None:
         assert first.startswith("jarvis serve: listening on http://127.0.0.1:"), first
         url = first.rsplit(" ", 1)[1].strip()
         with ORS(base_url=url) as client:
-            env = client.environment("jarvis")
+            env = client.environment("lab")
             assert [t.name for t in env.list_tools()] == ["think", "calculator"]
-            with env.session(task=TASK) as session:
+            with env.session(task=Task("lab", {})) as session:
                 assert session.call_tool("calculator", {"expression": "2**10"}).blocks[0].text == "1024"
     finally:
         proc.terminate()

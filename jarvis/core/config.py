@@ -168,6 +168,20 @@ class RunsConfig(_Section):
     db_path: str = ""
 
 
+class ServeConfig(_Section):
+    """[serve]: defaults for `jarvis serve` (its flags win). The API key is never read from
+    the file: pass --api-key or set JARVIS_API_KEY."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(8080, ge=0, le=65535)
+    env_name: str = Field("jarvis", description="the ORS environment name")
+    tools: list[str] | None = Field(None, description="tools exposed over ORS; None: [tools] enabled")
+    approve: bool = Field(False, description="run tools that require confirmation")
+    max_body_bytes: int = Field(1_048_576, ge=1024)
+    max_sessions: int = Field(256, ge=1)
+    session_idle_seconds: float = Field(900.0, gt=0)
+
+
 class JarvisConfig(_Section):
     engine: EngineConfig = Field(default_factory=EngineConfig)
     agent: AgentConfig = Field(default_factory=AgentConfig)
@@ -177,6 +191,7 @@ class JarvisConfig(_Section):
     mcp: McpConfig = Field(default_factory=McpConfig)
     workspace: WorkspaceConfig = Field(default_factory=WorkspaceConfig)
     runs: RunsConfig = Field(default_factory=RunsConfig)
+    serve: ServeConfig = Field(default_factory=ServeConfig)
 
     # Not part of the file: where it came from, for relative paths and `config show`.
     _source: Path | None = None
