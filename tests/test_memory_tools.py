@@ -43,7 +43,8 @@ def test_retrieval_formats_results_with_source_and_position(mem: SQLiteMemory):
     result = run(RetrievalTool(backend=mem), query="when do backups run", top_k=3)
     assert result.success, result.content
     assert result.content.startswith("Found 1 result for 'when do backups run':")
-    assert "[1] ops/backup.md (chunk 1, line 1), score" in result.content
+    assert "[1] ops/backup.md (chunk 1, line 1)\nBackups run nightly" in result.content
+    assert result.metadata["scores"][0] > 0
     assert "Backups run nightly" in result.content
     assert result.metadata["sources"] == ["ops/backup.md"]
     assert result.metadata["citations"] == ["ops/backup.md (chunk 1, line 1)"]
@@ -101,7 +102,7 @@ def test_memory_store_then_search_and_retrieve(mem: SQLiteMemory):
     run(MemoryStoreTool(backend=mem), content="Birthday cake recipe: flour, eggs.", source="recipes")
     found = run(MemorySearchTool(backend=mem), query="birthday")
     assert found.success and found.content.startswith("2 matches for 'birthday':")
-    assert "[1] " in found.content and "score" in found.content
+    assert "] conversation (chunk 1, line 1): Anna's birthday is on 3 May." in found.content
     only = run(MemorySearchTool(backend=mem), query="birthday", source="recipes")
     assert [m["source"] for m in only.metadata["matches"]] == ["recipes"]
     retrieved = run(MemoryRetrieveTool(backend=mem), query="Anna birthday")
@@ -193,6 +194,40 @@ def test_memory_context_cites_sources(mem: SQLiteMemory):
     assert "hunter2" in text
     assert memory_context(mem, "unrelated question about volcanoes", 3) == ("", [])
     assert memory_context(mem, "", 3) == ("", [])
+    assert memory_context(mem, "What is it? 1 2 3", 3) == ("", [])  # stop words only
     # A long prompt (over the query limit) still works: the first words are used.
     text, sources = memory_context(mem, "wifi password " + "filler words " * 2000, 3)
     assert sources == ["home/wifi.md"]
+
+
+def test_jarvis_ask_full_injects_memory_and_runs_the_retrieval_tool(jarvis_home: Path):
+    """The SDK wiring end to end, offline: context injection on by default, off with
+    context=False, and the retrieval tool getting the SDK's store."""
+    from jarvis.sdk import Jarvis
+    from jarvis.testing import ScriptedEngine, reply, tool_call
+
+    store = SQLiteMemory(jarvis_home / "memory.db")
+    store.store("The wifi password is hunter2.", source="home/wifi.md")
+    store.close()
+
+    engine = ScriptedEngine(["It is hunter2 [1].", "No context used.",
+                             reply("", tool_calls=[tool_call("retrieval",
+                                                             {"query": "wifi password"})]),
+                             "Found it."])
+    jarvis = Jarvis(engine=engine)
+    try:
+        out = jarvis.ask_full("What is the wifi password?", agent="simple")
+        assert out["context_sources"] == ["home/wifi.md"]
+        system = engine.calls[0]["messages"][0]
+        assert system["role"] == "system" and "[1] home/wifi.md (chunk 1, line 1)" in system["content"]
+
+        jarvis.ask_full("What is the wifi password?", agent="simple", context=False)
+        assert all("hunter2" not in str(m.get("content")) for m in engine.calls[1]["messages"])
+
+        out = jarvis.ask_full("Look it up", agent="orchestrator", tools=["retrieval"],
+                              context=False)
+        (used,) = out["tool_results"]
+        assert used["tool_name"] == "retrieval" and used["success"]
+        assert "hunter2" in used["content"] and "home/wifi.md" in used["content"]
+    finally:
+        jarvis.close()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jarvis.memory.query import MAX_QUERY_CHARS, MAX_TERMS, query_terms
+from jarvis.memory.query import MAX_QUERY_CHARS, MAX_TERMS, STOPWORDS, query_terms
 
 MAX_CHUNK_CHARS = 2_000  # per chunk shown to the model
 MAX_CONTEXT_CHARS = 8_000  # all chunks together
@@ -19,10 +19,12 @@ HEADER = ("Relevant passages from the user's memory (their stored notes and inde
 
 
 def _context_query(prompt: str) -> str:
-    """The words of a prompt worth searching for: a long prompt is cut to its first words,
-    and 1-character words and small numbers (which match almost anything) are left out."""
+    """The words of a prompt worth searching for: a long prompt is cut to its first words;
+    stop words, 1-character words and small numbers (which match almost anything) are left
+    out, so "how are you?" brings no context at all."""
     terms = query_terms(prompt[: MAX_QUERY_CHARS * 4], max_terms=MAX_TERMS, strict=False)
-    useful = [t for t in terms if len(t) > 1 and not (t.isdigit() and len(t) < 3)]
+    useful = [t for t in terms if len(t) > 1 and t not in STOPWORDS
+              and not (t.isdigit() and len(t) < 3)]
     return " ".join(useful)
 
 

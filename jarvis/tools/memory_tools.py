@@ -109,7 +109,7 @@ class MemorySearchTool(MemoryToolBase):
         return ToolSpec(
             name="memory_search",
             description="Full-text search across stored memory: a short list of matches (source, "
-                        "position, score and a snippet), optionally only from one source. Use "
+                        "position and a snippet), optionally only from one source. Use "
                         "retrieval to read whole passages.",
             parameters={
                 "type": "object",
@@ -143,7 +143,7 @@ class MemorySearchTool(MemoryToolBase):
             snippet = " ".join(r.content.split())
             if len(snippet) > SNIPPET_CHARS:
                 snippet = snippet[:SNIPPET_CHARS] + "..."
-            lines.append(f"[{number}] {r.citation}, score {r.score:.3g}: {snippet}")
+            lines.append(f"[{number}] {r.citation}: {snippet}")
         return ToolResult(tool_name="memory_search", content="\n".join(lines),
                           metadata={"results": len(results),
                                     "matches": [{"source": r.source, "position": r.position,

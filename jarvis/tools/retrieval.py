@@ -99,11 +99,12 @@ class MemoryToolBase(BaseTool):
 
 
 def format_results(query: str, results: list[Any]) -> str:
-    """Numbered passages, each headed by its source, position and score."""
+    """Numbered passages, each headed by its source and position (scores are in metadata:
+    they mean little to a model and nothing to a citation)."""
     lines = [f"Found {len(results)} result{'s' if len(results) != 1 else ''} for {query!r}:"]
     for number, r in enumerate(results, 1):
         lines.append("")
-        lines.append(f"[{number}] {r.citation}, score {r.score:.3g}")
+        lines.append(f"[{number}] {r.citation}")
         lines.append(r.content)
     return "\n".join(lines)
 
@@ -158,5 +159,6 @@ class RetrievalTool(MemoryToolBase):
             content=format_results(query, results),
             metadata={"results": len(results),
                       "sources": list(dict.fromkeys(r.source for r in results)),
-                      "citations": [r.citation for r in results]},
+                      "citations": [r.citation for r in results],
+                      "scores": [r.score for r in results]},
         )
