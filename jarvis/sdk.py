@@ -257,11 +257,12 @@ class Jarvis:
             raise UserError("the query is empty; pass a question to ask")
         started = time.time()
         tool_names = _split_names(tools)
-        self.load_extensions()
         agent_cls, spec = self.resolve_agent(agent, tool_names)
         if tool_names is None:
             tool_names = list(spec.tools) if spec is not None else list(self.config.agent.tools)
         if tool_names:
+            # Workspace, plugin and MCP tools are only looked for when tools are asked for.
+            self.load_extensions()
             self._check_tool_names(tool_names)
         use_model = model or (spec.model if spec is not None and spec.model else None) or self.model
         built = self.build_tools(tool_names, use_model) if tool_names else []

@@ -11,8 +11,6 @@ import json
 import os
 import threading
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +33,9 @@ class ProbeResult:
 
 def probe(url: str, timeout: float, backend: str = "", api_key: str | None = None) -> ProbeResult:
     """Ask an OpenAI-compatible base URL for its models; never raises."""
+    import urllib.error  # here, not at the top: urllib.request pulls in ssl
+    import urllib.request
+
     result = ProbeResult(backend, url)
     start = time.perf_counter()
     request = urllib.request.Request(url.rstrip("/") + "/models")

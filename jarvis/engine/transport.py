@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import ssl
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -85,6 +84,8 @@ class HTTPTransport:
     # --- connections -------------------------------------------------------------------------
     def _new_connection(self) -> http.client.HTTPConnection:
         if self.https:
+            import ssl  # only for https: local servers never pay for it
+
             conn: http.client.HTTPConnection = http.client.HTTPSConnection(
                 self.host, self.port, timeout=self.connect_timeout,
                 context=ssl.create_default_context())
