@@ -46,7 +46,7 @@ class SandboxLimits:
         max_file_mb: largest file the code may write (RLIMIT_FSIZE).
     """
 
-    timeout: float = 10.0
+    timeout: float = 30.0
     cpu_seconds: int = 10
     session_cpu_seconds: int = 600
     memory_mb: int = 512

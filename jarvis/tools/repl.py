@@ -33,7 +33,8 @@ def sandbox_result(tool_name: str, outcome: Any, *, fresh: bool | None = None) -
                           metadata=metadata)
     kind = outcome.error_kind or "exception"
     parts = [outcome.output.rstrip("\n")] if outcome.output else []
-    parts.append(f"Error ({kind}): {outcome.error}")
+    # A traceback speaks for itself; a limit gets a one-line "Error: ..." (kind in metadata).
+    parts.append(outcome.error if kind == "exception" else f"Error: {outcome.error}")
     if outcome.restarted:
         parts.append("The interpreter was stopped; the next call starts a fresh one.")
     error_type = ErrorType.TIMEOUT if kind == "timeout" else ErrorType.EXECUTION
@@ -47,7 +48,7 @@ class SandboxedPythonTool(BaseTool):
     kind = ""
     description = ""
 
-    def __init__(self, timeout: float = 10.0, cpu_seconds: int = 10, memory_mb: int = 512,
+    def __init__(self, timeout: float = 30.0, cpu_seconds: int = 10, memory_mb: int = 512,
                  max_output_chars: int = 20_000, max_code_chars: int = MAX_CODE_CHARS,
                  max_processes: int = 4, acquire_timeout: float = 30.0,
                  session_cpu_seconds: int = 600, requires_confirmation: bool = True) -> None:
