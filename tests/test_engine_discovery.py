@@ -96,6 +96,13 @@ def test_argument_host_beats_environment(monkeypatch):
     assert engine.base_url == "http://10.0.0.5:11434/v1"
 
 
+def test_host_without_an_engine_name_is_an_error():
+    from jarvis.errors import UserError
+
+    with pytest.raises(UserError, match="-e/--engine"):
+        get_engine(load_config(), host="http://127.0.0.1:1")
+
+
 def test_unknown_engine_lists_valid_names():
     with pytest.raises(UnknownNameError) as info:
         get_engine(load_config(), "olama")

@@ -125,6 +125,11 @@ def get_engine(config: Any = None, name: str | None = None, host: str | None = N
     ec = config.engine
     name = name or ec.default
     models = None
+    if not name and host:
+        from jarvis.errors import UserError
+
+        raise UserError(f"a host ({host}) was given without an engine name; name it with "
+                        f"-e/--engine or JARVIS_ENGINE ({', '.join(engine_names())})")
     if not name:
         found = discover_engine(config)
         name, host, models = found.backend, found.url, found.models
