@@ -207,3 +207,29 @@ def test_sdk_ask_releases_the_runs_interpreter_when_it_ends() -> None:
     pid = int(results[1]["content"])  # state survived between the two calls of the run
     assert not pid_alive(pid)  # and the interpreter ended with the run
     assert results[0]["metadata"]["run_id"] not in default_manager().owners()
+
+
+@pytest.mark.parametrize("ending", ["exit", "sigkill"])
+def test_interpreters_do_not_outlive_the_jarvis_process(ending: str) -> None:
+    import subprocess
+
+    script = (
+        "import os, signal, sys\n"
+        "from jarvis.core.types import ToolCall\n"
+        "from jarvis.tools.executor import ToolExecutor\n"
+        "from jarvis.tools.repl import ReplTool\n"
+        "ex = ToolExecutor([ReplTool(requires_confirmation=False)], run_id='r')\n"
+        "r = ex.execute(ToolCall(id='c', name='repl', arguments={'code': 'import os; os.getpid()'}))\n"
+        "print(r.content.strip(), flush=True)\n"
+        f"if {ending!r} == 'sigkill':\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60)
+    pid = int(done.stdout.strip())
+    # At a normal exit the default manager closes it; after SIGKILL of jarvis the idle
+    # interpreter reads EOF on its pipe and leaves by itself.
+    deadline = time.monotonic() + 10
+    while pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not pid_alive(pid)
