@@ -252,3 +252,41 @@ def test_cli_serves_and_refuses_unsafe_hosts(cli_env: dict[str, str]) -> None:
         proc.wait(timeout=15)
         proc.stderr.close()
     assert proc.returncode in (0, -15)  # uvicorn exits cleanly on SIGTERM
+
+
+def test_reconnecting_with_the_task_id_answers_without_running_the_tool_again() -> None:
+    import threading
+
+    from jarvis.tools.base import tool
+
+    runs: list[str] = []
+    release = threading.Event()
+
+    @tool(register=False)
+    def slow_count(label: str) -> str:
+        """Count calls, slowly.
+
+        Args:
+            label: echoed back.
+        """
+        runs.append(label)
+        release.wait(10)
+        return f"{label} #{len(runs)}"
+
+    with running(extra_tools=[slow_count]) as server, httpx.Client(base_url=server.url) as http:
+        sid = _sid(http)
+        h = {"X-Session-ID": sid}
+        assert http.post("/create", json={"task_spec": {}}, headers=h).is_success
+        body = {"name": "slow_count", "input": {"label": "a"}}
+        with http.stream("POST", "/jarvis/call", json=body, headers=h) as first:
+            lines = first.iter_lines()
+            assert next(lines) == "event: task_id"
+            task_id = next(lines).removeprefix("data: ")
+        # The stream was dropped mid-call; the client comes back with the task_id.
+        release.set()
+        again = http.post("/jarvis/call", json={**body, "task_id": task_id}, headers=h)
+        payload = json.loads(_events(again.text)["end"])
+        assert payload["output"]["blocks"][0]["text"] == "a #1"
+        assert runs == ["a"]
+        unknown = http.post("/jarvis/call", json={**body, "task_id": "nope"}, headers=h)
+        assert "unknown task_id 'nope'" in _events(unknown.text)["error"]

@@ -12,7 +12,9 @@ Routes and payloads match the published `ors-sdk` client:
     GET  /{env}/splits, POST /{env}/tasks|num_tasks|task|task_range   one "default" task
     POST /{env}/call                X-Session-ID + {name, input}: SSE `task_id`, then
                                     `chunk`* / `end` events carrying {"ok": true, "output":
-                                    ToolOutput} (or {"ok": false, "error"})
+                                    ToolOutput}; with the `task_id` of an earlier call
+                                    (the client reconnecting) the same answer again, the tool
+                                    is not run twice
 
 One session is one run: its tool calls share run-scoped resources (one `repl` interpreter per
 session) and the session's end releases them. A failed tool call is a normal ToolOutput whose
@@ -42,6 +44,7 @@ KEEPALIVE_SECONDS = 10.0
 _SID_RE = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 DEFAULT_SPLIT = "default"
+RECENT_CALLS = 32  # per session, kept so a reconnecting client gets its answer, not a re-run
 
 
 @dataclass(slots=True)
@@ -54,6 +57,13 @@ class Session:
     task_spec: dict[str, Any]
     last_seen: float = field(default_factory=time.monotonic)
     calls: int = 0
+    tasks: dict[str, Any] = field(default_factory=dict)  # task_id -> running task or result
+
+    def remember(self, task_id: str, task: Any) -> None:
+        """Keep a call's task (or result) for a reconnecting client; only the last few."""
+        self.tasks[task_id] = task
+        if len(self.tasks) > RECENT_CALLS:
+            del self.tasks[next(iter(self.tasks))]
 
 
 def sse_event(event: str, data: str) -> str:
@@ -265,6 +275,17 @@ class OrsEnvironment:
         if unknown:
             raise ApiError(400, f"unknown field(s) {', '.join(unknown)} in the call; "
                            f"send {{\"name\": ..., \"input\": {{...}}}}")
+        resumed = body.get("task_id")
+        if resumed is not None:
+            # The ors client lost the stream and reconnects: answer from the call already
+            # running (or done); never run the tool a second time.
+            task = session.tasks.get(resumed) if isinstance(resumed, str) else None
+            if task is None:
+                return Response(sse_event("error", f"unknown task_id {resumed!r}: results are "
+                                          f"kept for the last {RECENT_CALLS} calls of a session"),
+                                media_type="text/event-stream", headers=SSE_HEADERS)
+            return StreamingResponse(self._stream(task, resumed), media_type="text/event-stream",
+                                     headers=SSE_HEADERS)
         name = body.get("name")
         if not isinstance(name, str) or not name:
             raise ApiError(400, "the call needs a tool \"name\" (a string)")
@@ -284,27 +305,25 @@ class OrsEnvironment:
         if tool is not None and tool.inline and not tool.is_async:
             # Bounded, non-blocking tools answer in one piece: no streaming machinery.
             result = await executor.aexecute(tool_call)
+            session.remember(task_id, result)
             body_text = sse_event("task_id", task_id) + sse_payload(
                 json.dumps(tool_output(result), ensure_ascii=False))
             return Response(body_text, media_type="text/event-stream", headers=SSE_HEADERS)
-        return StreamingResponse(self._stream(executor, tool_call, task_id),
-                                 media_type="text/event-stream", headers=SSE_HEADERS)
-
-    async def _stream(self, executor: ToolExecutor, tool_call: ToolCall, task_id: str) -> Any:
-        yield sse_event("task_id", task_id)
         task = asyncio.ensure_future(executor.aexecute(tool_call))
-        try:
+        session.remember(task_id, task)
+        return StreamingResponse(self._stream(task, task_id), media_type="text/event-stream",
+                                 headers=SSE_HEADERS)
+
+    async def _stream(self, task: Any, task_id: str) -> Any:
+        yield sse_event("task_id", task_id)
+        if isinstance(task, ToolResult):
+            result: Any = task
+        else:
+            # Not cancelled when the client goes away: it may reconnect with the task_id.
             while True:
                 done, _ = await asyncio.wait({task}, timeout=KEEPALIVE_SECONDS)
                 if done:
                     break
                 yield ": keepalive\n\n"  # comment lines keep the client's read timeout happy
-            try:
-                payload = tool_output(task.result())
-            except Exception as exc:  # the executor never raises for a tool; this is a bug
-                payload = {"ok": False, "error": f"internal error running {tool_call.name}: "
-                                                 f"{type(exc).__name__}: {exc}"}
-            yield sse_payload(json.dumps(payload, ensure_ascii=False))
-        finally:
-            if not task.done():
-                task.cancel()
+            result = task.result()  # aexecute never raises for a tool's failure
+        yield sse_payload(json.dumps(tool_output(result), ensure_ascii=False))
