@@ -316,3 +316,22 @@ def test_invalid_unicode_content_is_a_clear_error(mem: SQLiteMemory):
     with pytest.raises(UserError, match="surrogate"):
         mem.store("fine", source="\udfff")
     assert mem.count() == 0
+
+
+def test_many_processes_opening_a_new_file_at_once(tmp_path: Path):
+    """First opens race to create the schema; BEGIN IMMEDIATE makes them take turns."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "fresh.db"
+    code = ("import sys; from jarvis.memory.sqlite import SQLiteMemory; "
+            "m = SQLiteMemory(sys.argv[1]); m.store('hello from ' + sys.argv[2], source=sys.argv[2]); "
+            "m.close()")
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(path), f"p{i}"],
+                              stderr=subprocess.PIPE, text=True) for i in range(4)]
+    for proc in procs:
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+    store = SQLiteMemory(path)
+    assert sorted(r.source for r in store.retrieve("hello", top_k=10)) == ["p0", "p1", "p2", "p3"]
+    store.close()

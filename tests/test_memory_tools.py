@@ -231,3 +231,25 @@ def test_jarvis_ask_full_injects_memory_and_runs_the_retrieval_tool(jarvis_home:
         assert "hunter2" in used["content"] and "home/wifi.md" in used["content"]
     finally:
         jarvis.close()
+
+
+@pytest.mark.parametrize("path, error_type", [
+    ("", ErrorType.INVALID_ARGS), ("bad\x00path", ErrorType.INVALID_ARGS),
+    ("x" * 5000, ErrorType.INVALID_ARGS), ("/proc/self", ErrorType.DENIED),
+    ("/dev", ErrorType.DENIED),
+])
+def test_memory_index_rejects_hostile_paths(mem: SQLiteMemory, path, error_type):
+    result = MemoryIndexTool(backend=mem).execute(path=path)
+    assert not result.success and result.error_type is error_type
+    assert mem.count() == 0
+
+
+def test_memory_index_stops_at_the_file_limit(mem: SQLiteMemory, tmp_path: Path):
+    folder = tmp_path / "many"
+    folder.mkdir()
+    for i in range(12):
+        (folder / f"n{i:02d}.md").write_text(f"note {i}\n")
+    result = MemoryIndexTool(backend=mem, max_files=5).execute(path=str(folder))
+    assert result.success and result.metadata["indexed"] == 5
+    assert "Stopped at the file limit" in result.content
+    assert mem.count() == 5

@@ -11,6 +11,7 @@ inside a folder are not walked.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import stat
 import time
@@ -140,9 +141,10 @@ def index_paths(memory: SQLiteMemory, paths: Iterable[str | os.PathLike[str]], *
         if not _allowed(root, allowed_dirs):
             raise PermissionError(f"access denied or file not found: {root}")
     # Listing first gives the progress bar its total; it is cheap next to reading files.
-    files: list[Path] = []
-    for root, is_folder in roots:
-        files.extend(_walk(root) if is_folder else [root])
+    # With a file limit the walk stops there too: a model asking to index "/" costs a
+    # bounded walk, not a scan of the whole disk.
+    listed = itertools.chain.from_iterable(_walk(r) if d else [r] for r, d in roots)
+    files = list(listed if max_files is None else itertools.islice(listed, max_files + 1))
     summary = IndexSummary()
     if max_files is not None and len(files) > max_files:
         files = files[:max_files]

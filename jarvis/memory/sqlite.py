@@ -162,29 +162,36 @@ class SQLiteMemory:
             raise UserError(f"memory store {self.db_path} is closed")
 
     def _migrate(self) -> None:
-        with self._write_lock:
-            version = self._writer.execute("PRAGMA user_version").fetchone()[0]
-            if version > SCHEMA_VERSION:
-                raise UserError(f"memory database {self.db_path} has schema version {version}; "
-                                f"this jarvis knows up to {SCHEMA_VERSION}. Upgrade jarvis")
-            if version == SCHEMA_VERSION:
+        if self._schema_version() == SCHEMA_VERSION:
+            return  # the common case, without taking the write lock
+        # BEGIN IMMEDIATE: two processes opening a new file at once take turns, and the
+        # second finds the schema complete. sqlite-utils nests its own transactions as
+        # savepoints inside this one.
+        with self._write():
+            if self._schema_version() == SCHEMA_VERSION:
                 return
             db = self._db
-            with db.atomic():
-                db["documents"].create({
-                    "id": str, "source": str, "kind": str, "content_hash": str,
-                    "metadata": str, "chars": int, "chunk_count": int, "created_at": float,
-                }, pk="id", not_null={"id", "source", "kind"}, if_not_exists=True)
-                db["documents"].create_index(["source"], if_not_exists=True)
-                db["chunks"].create({
-                    "id": int, "doc_id": str, "chunk_index": int, "start": int, "end": int,
-                    "line_start": int, "line_end": int, "content": str,
-                }, pk="id", not_null={"doc_id", "content"},
-                    foreign_keys=[("doc_id", "documents", "id")], if_not_exists=True)
-                db["chunks"].create_index(["doc_id", "chunk_index"], if_not_exists=True)
+            db["documents"].create({
+                "id": str, "source": str, "kind": str, "content_hash": str,
+                "metadata": str, "chars": int, "chunk_count": int, "created_at": float,
+            }, pk="id", not_null={"id", "source", "kind"}, if_not_exists=True)
+            db["documents"].create_index(["source"], if_not_exists=True)
+            db["chunks"].create({
+                "id": int, "doc_id": str, "chunk_index": int, "start": int, "end": int,
+                "line_start": int, "line_end": int, "content": str,
+            }, pk="id", not_null={"doc_id", "content"},
+                foreign_keys=[("doc_id", "documents", "id")], if_not_exists=True)
+            db["chunks"].create_index(["doc_id", "chunk_index"], if_not_exists=True)
             if not db["chunks_fts"].exists():
                 db["chunks"].enable_fts(["content"], create_triggers=True, tokenize=TOKENIZER)
             self._writer.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+    def _schema_version(self) -> int:
+        version = self._writer.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise UserError(f"memory database {self.db_path} has schema version {version}; "
+                            f"this jarvis knows up to {SCHEMA_VERSION}. Upgrade jarvis")
+        return version
 
     # --- writing -----------------------------------------------------------------------
     def store(self, content: str, source: str = "", metadata: dict[str, Any] | None = None,
