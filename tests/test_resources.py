@@ -201,3 +201,25 @@ def test_executor_runs_share_state_through_default_manager() -> None:
         release_run("exec-run-b")
     assert all(c.closed for c in Counter.built)
     assert "exec-run-a" not in default_manager().owners()
+
+
+def test_async_tools_acquire_the_agentfly_way() -> None:
+    from jarvis.resources import release_run
+
+    Counter.built = []
+    s = spec(kind="counter-async")
+
+    @tool(register=False)
+    async def tally(context: ToolContext) -> str:
+        """Count this rollout's calls."""
+        counter = await context.acquire_resource(spec=s, scope="rollout", backend="local")
+        counter.value += 1
+        return str(counter.value)
+
+    ex = ToolExecutor([tally], run_id="rollout-1")
+    try:
+        assert [ex.execute(ToolCall(id=str(i), name="tally", arguments={})).content
+                for i in range(3)] == ["1", "2", "3"]
+    finally:
+        release_run("rollout-1")
+    assert len(Counter.built) == 1 and Counter.built[0].closed
