@@ -9,7 +9,7 @@ import socket
 import sys
 from pathlib import Path
 
-from tests.mcp_support import cli, stdio_server, wait_until, write_config
+from tests.mcp_support import cli, pid_alive, stdio_server, wait_until, write_config
 
 
 def test_mcp_list_shows_status_tools_and_why_a_server_failed(tmp_path: Path, cli_env) -> None:
@@ -56,14 +56,12 @@ def test_tools_commands_start_servers_only_when_needed(tmp_path: Path, cli_env) 
     run = cli(["tools", "run", "calculator", '{"expression": "1+1"}'], cli_env, tmp_path)
     assert run.returncode == 0 and starts() == 1
 
-    echo = cli(["tools", "run", "tb__echo", '{"text": "hello"}'], cli_env, tmp_path)
-    assert echo.returncode == 0 and echo.stdout.strip() == "hello"
+    spawned = cli(["tools", "run", "tb__spawn_child"], cli_env, tmp_path)
+    assert spawned.returncode == 0, spawned.stderr
     assert starts() == 2
-    wait_until(lambda: not _running(marker.read_text().split()[-1]))  # ended with jarvis
-
-
-def _running(pid: str) -> bool:
-    return Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().split(")")[-1][:3]
+    # The server and the child it started both ended when jarvis exited.
+    child, server = int(spawned.stdout.strip()), int(marker.read_text().split()[-1])
+    wait_until(lambda: not pid_alive(child) and not pid_alive(server), timeout=5)
 
 
 async def _drive(server) -> dict:

@@ -44,9 +44,11 @@ def run(name: str, arguments: dict, approver=None):
 
 
 @pytest.fixture
-def registered(servers: McpManager) -> McpManager:
+def registered(servers: McpManager):
     servers.register_known()
-    return servers
+    servers.auto_register = True  # live list changes update the registry during the test
+    yield servers
+    servers.auto_register = False
 
 
 def test_tools_are_registered_with_server_prefix_and_schema(registered: McpManager) -> None:

@@ -137,8 +137,11 @@ class ServerConnection:
             await self._fail(session, reason)
             raise McpServerError(self.name, self._with_stderr(reason)) from None
         except McpServerError as exc:
-            await self._fail(session, exc.reason)
-            raise McpServerError(self.name, self._with_stderr(exc.reason)) from None
+            reason = exc.reason
+            if reason == "Connection closed":
+                reason = "closed the connection before it was ready (did the server exit?)"
+            await self._fail(session, reason)
+            raise McpServerError(self.name, self._with_stderr(reason)) from None
         self.status = "ready"
         self.error = None
         return session.client

@@ -69,6 +69,9 @@ class McpManager:
         self.base_dir: Path = config.base_dir
         self.fingerprint = manager_fingerprint(config)
         self.servers: dict[str, ServerState] = {}
+        # Whether tool lists fetched live (reconnects, list changes) update ToolRegistry; on for
+        # the manager `register_mcp_tools` made, so a list change shows up at once.
+        self.auto_register = False
         self._lock = threading.Lock()
         log_dir = jarvis_home() / "mcp" / "logs"
         for name, server in config.mcp.servers.items():
@@ -97,7 +100,8 @@ class McpManager:
         state.tools = tools
         state.source = "live"
         write_tools(state.name, state.key, tools)
-        self.register(state)
+        if self.auto_register:
+            self.register(state)
 
     def register(self, state: ServerState) -> None:
         """Make the registry hold exactly this server's selected tools (the list may have changed)."""
@@ -305,6 +309,7 @@ def _retire(manager: McpManager) -> None:
     """Take a replaced manager's tools out of the registry and close its sessions."""
     from jarvis.tools.mcp_adapter import McpTool
 
+    manager.auto_register = False
     for state in manager.servers.values():
         for local in state.registered:
             entry = ToolRegistry._entries.get(local)
@@ -335,6 +340,7 @@ def register_mcp_tools(config: Any) -> McpManager | None:
                 _ACTIVE = None
         return None
     manager = get_manager(config)
+    manager.auto_register = True
     manager.load_cached()
     ToolRegistry.set_on_demand(ON_DEMAND_SOURCE, manager.load_on_demand)
     return manager

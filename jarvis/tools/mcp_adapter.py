@@ -28,7 +28,15 @@ DEFAULT_DESCRIPTION = "Tool {remote!r} of MCP server {server!r}."
 
 
 class McpTool(BaseTool):
-    """One tool of an MCP server; calls go to the server over a warm, shared session."""
+    """One tool of an MCP server; calls go to the server over a warm, shared session.
+
+    Both call paths are native: `invoke` blocks on the background loop, `ainvoke` awaits it.
+    The tool bounds its own time (connect + call timeouts, enforced on the loop and again by
+    the blocking wait), so the executor need not spend a watchdog thread on it (`inline`);
+    inside a running event loop it reports itself async, so `aexecute` never blocks that loop.
+    """
+
+    inline = True
 
     def __init__(self, manager: Any, server: str, remote: Any, local_name: str,
                  config: Any) -> None:
@@ -60,6 +68,16 @@ class McpTool(BaseTool):
     @property
     def spec(self) -> ToolSpec:
         return self._spec
+
+    @property
+    def is_async(self) -> bool:
+        import asyncio
+
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return False
+        return True
 
     def validate_arguments(self, arguments: dict[str, Any]) -> dict[str, Any]:
         try:
@@ -131,10 +149,10 @@ class McpAdapterTool(BaseTool):
         )
 
     def _manager(self) -> Any:
-        from jarvis.mcp.manager import active_manager, get_manager
+        from jarvis.mcp.manager import active_manager, register_mcp_tools
 
         if self._config is not None and self._config.mcp.servers:
-            return get_manager(self._config)
+            return register_mcp_tools(self._config)
         return active_manager()
 
     def invoke(self, arguments: dict[str, Any], context: ToolContext | None = None) -> ToolResult:
