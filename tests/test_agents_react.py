@@ -123,3 +123,14 @@ def test_react_loop_guard_and_max_turns():
     steps = [f'Action: calculator\nAction Input: {{"expression": "{i}+1"}}' for i in range(5)]
     result = ReActAgent(ScriptedEngine(steps), tools=[CalculatorTool()], max_turns=3).run("?")
     assert result.turns == 3 and result.metadata["max_turns_exceeded"] is True
+
+
+def test_react_streams_nothing_from_a_tool_step_with_an_invented_answer():
+    tokens: list[str] = []
+    engine = ScriptedEngine([
+        'Thought: I cannot give the final answer: yet\nAction: calculator\n'
+        'Action Input: {"expression": "6*7"}\nObservation: 41\nFinal Answer: 41',
+        "Final Answer: 42",
+    ])
+    result = ReActAgent(engine, tools=[CalculatorTool()], on_token=tokens.append).run("6*7?")
+    assert "".join(tokens) == "42" == result.content

@@ -184,6 +184,7 @@ def test_runs_are_logged_with_tool_calls(jarvis_home):
     assert [c["tool_name"] for c in run["tool_calls"]] == ["think", "calculator"]
     assert run["tool_calls"][1]["arguments"] == {"expression": "pi * 7**2"}
     assert [m["role"] for m in run["messages"]] == ["user", "assistant", "tool", "tool", "assistant"]
+    assert len(run["metadata"]["inference_seconds"]) == 2 and run["duration_seconds"] > 0
 
 
 def test_failed_runs_are_logged_and_logging_can_be_turned_off(monkeypatch, jarvis_home):

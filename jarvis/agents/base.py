@@ -112,6 +112,7 @@ class BaseAgent:
                 raise EngineError(f"the stream from {getattr(self.engine, 'engine_id', 'the engine')}"
                                   f" ended without a final result")
         add_usage(state.usage, result.usage)
+        state.inference_seconds.append(time.perf_counter() - start)
         if result.model:
             state.model = result.model
         if bus is not None:
@@ -138,7 +139,8 @@ def observation_text(result: ToolResult) -> str:
 class _RunState:
     """Mutable bookkeeping for one run."""
 
-    __slots__ = ("guard", "tool_results", "tool_calls", "turns", "usage", "model", "flags")
+    __slots__ = ("guard", "tool_results", "tool_calls", "turns", "usage", "model", "flags",
+                 "inference_seconds")
 
     def __init__(self, guard: LoopGuard) -> None:
         self.guard = guard
@@ -148,6 +150,7 @@ class _RunState:
         self.usage: dict[str, int] = empty_usage()
         self.model = ""
         self.flags: dict[str, Any] = {}
+        self.inference_seconds: list[float] = []
 
     def record(self, call: ToolCall, result: ToolResult) -> None:
         self.tool_results.append(result)
@@ -158,6 +161,7 @@ class _RunState:
         data = dict(self.flags)
         data.setdefault("max_turns_exceeded", False)
         data["tool_calls"] = self.tool_calls
+        data["inference_seconds"] = [round(s, 6) for s in self.inference_seconds]
         if self.guard.blocked:
             data["blocked_calls"] = list(self.guard.blocked)
         if self.model:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 
 from jarvis.agents.base import BaseAgent, TokenHandler, _RunState, observation_text
-from jarvis.agents.react_parser import parse_react
+from jarvis.agents.react_parser import _ACTION, _FINAL, MAX_PARSE_CHARS, parse_react
 from jarvis.core.types import Message, ToolCall
 from jarvis.tools.descriptions import build_tool_descriptions
 
@@ -28,34 +28,44 @@ FINAL_ONLY = """Reply in this format:
 Thought: your reasoning
 Final Answer: the answer for the user"""
 
-_MARKER = "final answer:"
-
 
 class _AnswerStream:
-    """Forwards streamed text only after a `Final Answer:` marker, so the Thought and Action
-    lines never reach the user's answer stream."""
+    """Forwards streamed text only after a `Final Answer:` line, so Thought and Action lines
+    never reach the user's answer stream. A reply with an Action before that line is a tool
+    step (any answer after it is invented), so nothing of it is forwarded."""
 
-    __slots__ = ("sink", "buffer", "started", "emitted")
+    __slots__ = ("sink", "buffer", "started", "emitted", "blocked")
 
     def __init__(self, sink: TokenHandler) -> None:
         self.sink = sink
         self.buffer = ""
         self.started = False
         self.emitted = False
+        self.blocked = False
 
     def __call__(self, delta: str) -> None:
         if self.started:
-            self.sink(delta)
-            self.emitted = True
+            self._emit(delta)
+            return
+        if self.blocked or len(self.buffer) > MAX_PARSE_CHARS:
             return
         self.buffer += delta
-        index = self.buffer.lower().find(_MARKER)
-        if index >= 0:
+        final = _FINAL.search(self.buffer)
+        action = _ACTION.search(self.buffer)
+        if action is not None and (final is None or action.start() < final.start()):
+            self.blocked = True
+            return
+        if final is not None:
             self.started = True
-            rest = self.buffer[index + len(_MARKER):].lstrip()
-            if rest:
-                self.sink(rest)
-                self.emitted = True
+            self._emit(self.buffer[final.end():])
+
+    def _emit(self, text: str) -> None:
+        if not self.emitted:
+            text = text.lstrip()  # the space after "Final Answer:" may arrive on its own
+            if not text:
+                return
+        self.sink(text)
+        self.emitted = True
 
 
 class ReActAgent(BaseAgent):
