@@ -335,3 +335,27 @@ def test_many_processes_opening_a_new_file_at_once(tmp_path: Path):
     store = SQLiteMemory(path)
     assert sorted(r.source for r in store.retrieve("hello", top_k=10)) == ["p0", "p1", "p2", "p3"]
     store.close()
+
+
+def test_a_long_held_write_lock_is_a_clear_error(tmp_path: Path):
+    from jarvis.core.types import ErrorType
+    from jarvis.memory.types import MemoryStoreError
+    from jarvis.tools.memory_tools import MemoryStoreTool
+
+    path = tmp_path / "m.db"
+    store = SQLiteMemory(path, busy_timeout=0.2)
+    store.store("before the lock", source="s")
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process's long write transaction
+    try:
+        with pytest.raises(MemoryStoreError, match="stayed locked"):
+            store.store("during the lock", source="s")
+        failed = MemoryStoreTool(backend=store).execute(content="during the lock")
+        assert not failed.success and failed.error_type is ErrorType.EXECUTION
+        assert [r.content for r in store.retrieve("lock")] == ["before the lock"]  # reads work
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    store.store("after the lock", source="s")
+    assert store.count() == 2
+    store.close()

@@ -32,7 +32,7 @@ from jarvis.core.events import EventBus, EventType
 from jarvis.errors import UserError
 from jarvis.memory.chunking import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, Chunk, chunk_text
 from jarvis.memory.query import check_query, fts_expression, query_terms
-from jarvis.memory.types import RetrievalResult
+from jarvis.memory.types import MemoryStoreError, RetrievalResult
 
 
 @dataclass(slots=True)
@@ -125,6 +125,8 @@ class SQLiteMemory:
                 self._all_readers.append(conn)
         try:
             yield conn
+        except sqlite3.DatabaseError as exc:
+            raise MemoryStoreError(f"reading memory database {self.db_path} failed: {exc}") from None
         finally:
             with self._pool_lock:
                 if not self._closed and len(self._readers) < READ_POOL_SIZE:
@@ -147,15 +149,23 @@ class SQLiteMemory:
         self._check_open()
         with self._write_lock:
             conn = self._writer
-            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                raise MemoryStoreError(
+                    f"memory database {self.db_path} stayed locked for {self.busy_timeout:g} s "
+                    f"({exc}); another process is writing to it, try again when it is done"
+                ) from None
             try:
                 yield conn
-            except BaseException:
+                conn.execute("COMMIT")
+            except BaseException as exc:
                 # rollback() is a no-op if the error already ended the transaction.
                 conn.rollback()
+                if isinstance(exc, sqlite3.DatabaseError):
+                    raise MemoryStoreError(
+                        f"writing to memory database {self.db_path} failed: {exc}") from None
                 raise
-            else:
-                conn.execute("COMMIT")
 
     def _check_open(self) -> None:
         if self._closed:
@@ -458,11 +468,8 @@ class SQLiteMemory:
                    "JOIN chunks c ON c.id = f.rowid JOIN documents d ON d.id = c.doc_id "
                    "ORDER BY f.rank")
             args = [expression, top_k]
-        try:
-            rows = conn.execute(sql, args).fetchall()
-        except sqlite3.OperationalError as exc:
-            # Terms are always quoted, so this is a bug or a damaged file, not user input.
-            raise UserError(f"memory search failed in {self.db_path}: {exc}") from None
+        # Terms are always quoted: an error here is a damaged file, never user input.
+        rows = conn.execute(sql, args).fetchall()
         return [RetrievalResult(
             content=content, source=src, score=-rank,
             metadata=json.loads(meta) if meta else {}, chunk_index=index, doc_id=doc_id,

@@ -5,6 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from jarvis.errors import JarvisError
+
+
+class MemoryStoreError(JarvisError):
+    """The memory database failed (locked for too long, damaged, disk full); not a misuse."""
+
 
 @dataclass(slots=True)
 class RetrievalResult:

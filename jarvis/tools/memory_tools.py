@@ -12,7 +12,7 @@ from typing import Any
 
 from jarvis.core.registry import ToolRegistry
 from jarvis.core.types import ErrorType, ToolResult
-from jarvis.errors import JarvisError
+from jarvis.errors import JarvisError, UserError
 from jarvis.tools.file_read import check_path, resolve_allowed
 from jarvis.tools.retrieval import MAX_QUERY_CHARS, MemoryToolBase, RetrievalTool
 from jarvis.tools.spec import ToolSpec
@@ -81,8 +81,10 @@ class MemoryStoreTool(MemoryToolBase):
             return failure
         try:
             doc_id = store.store(content, source=source, metadata=metadata)
-        except JarvisError as exc:
+        except UserError as exc:
             return self._fail(str(exc))
+        except JarvisError as exc:
+            return self._fail(str(exc), ErrorType.EXECUTION)
         except Exception as exc:
             return self._fail(f"storing failed: {exc}", ErrorType.EXECUTION)
         where = f" from {source!r}" if source else ""

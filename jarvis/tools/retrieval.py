@@ -11,7 +11,7 @@ from typing import Any
 
 from jarvis.core.registry import ToolRegistry
 from jarvis.core.types import ErrorType, ToolResult
-from jarvis.errors import JarvisError
+from jarvis.errors import JarvisError, UserError
 from jarvis.tools.base import BaseTool
 from jarvis.tools.spec import ToolSpec
 
@@ -81,8 +81,10 @@ class MemoryToolBase(BaseTool):
             return failure
         try:
             return query, store.retrieve(query, top_k=top_k, **filters)
-        except JarvisError as exc:
+        except UserError as exc:
             return self._fail(str(exc))
+        except JarvisError as exc:
+            return self._fail(str(exc), ErrorType.EXECUTION)
         except Exception as exc:  # a broken database file, a full disk: report, never raise
             return self._fail(f"memory search failed: {exc}", ErrorType.EXECUTION)
 
