@@ -201,3 +201,10 @@ def test_spec_lists_allowed_directories(tree):
     assert spec.name == "file_read" and spec.category == "filesystem"
     assert str(tree["data"].resolve()) in spec.description
     assert spec.parameters["required"] == ["path"]
+
+
+def test_a_single_allowed_folder_may_be_given_as_a_string(tree):
+    reader = FileReadTool(allowed_dirs=str(tree["data"]))
+    assert reader.allowed_dirs == [tree["data"].resolve()]
+    assert run(reader, path=str(tree["data"] / "README.md")).success
+    denied_like(run(reader, path=str(tree["outside"] / "secret.txt")))

@@ -25,10 +25,13 @@ MAX_PATH_CHARS = 4_096
 PSEUDO_ROOTS = (Path("/proc"), Path("/sys"), Path("/dev"))
 
 
-def resolve_allowed(dirs: Iterable[str | os.PathLike[str]] | None) -> list[Path] | None:
+def resolve_allowed(dirs: Iterable[str | os.PathLike[str]] | str | os.PathLike[str] | None,
+                    ) -> list[Path] | None:
     """Resolve allowed directories once (None means unrestricted)."""
     if dirs is None:
         return None
+    if isinstance(dirs, (str, os.PathLike)):
+        dirs = [dirs]  # `allowed_dirs = "notes"` means one folder, not one per character
     return [Path(os.path.realpath(os.path.expanduser(os.fspath(d)))) for d in dirs]
 
 
