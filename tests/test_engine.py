@@ -142,6 +142,7 @@ def test_client_errors_are_not_retried_and_name_the_fix(client):
 def test_unreachable_engine_fails_fast_with_how_to_start_it(client):
     engine = OpenAICompatEngine("ollama", f"http://127.0.0.1:{_closed_port()}", model="m",
                                 retry_backoff=1.0, client=client)
+    engine.transport  # noqa: B018 - build the client (and import openai) before timing
     start = time.perf_counter()
     with pytest.raises(EngineError, match=r"cannot reach ollama.*ollama serve.*OLLAMA_HOST"):
         engine.generate(USER)
