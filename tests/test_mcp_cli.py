@@ -124,3 +124,26 @@ def test_mcp_serve_rejects_bad_arguments(tmp_path: Path, cli_env) -> None:
     assert unknown.returncode == 2 and "unknown tool 'nope'" in unknown.stderr
     helped = cli(["mcp", "--help"], cli_env, tmp_path)
     assert "serve" in helped.stdout and "list" in helped.stdout
+
+
+def test_ask_uses_an_mcp_tool_end_to_end(tmp_path: Path, cli_env) -> None:
+    """`jarvis ask --tools tb__search` with a cold cache: the server is started for the tool,
+    the model sees its schema, and the answer comes back through the loopback model server."""
+    from jarvis.testing import FakeOpenAIServer, reply, tool_call
+
+    script = [reply(tool_calls=[tool_call("tb__search", {"query": "otters"})]), "Found otters."]
+    with FakeOpenAIServer(script) as model:
+        extra = (f'[engine]\ndefault = "openai"\nmodel = "test-model"\nmax_retries = 0\n'
+                 f'[engine.hosts]\nopenai = "{model.base_url}"\n[memory]\ncontext = false\n')
+        write_config(tmp_path, {"tb": stdio_server("tb")}, extra=extra)
+        proc = cli(["ask", "--tools", "tb__search", "--json", "Find otters"],
+                   {**cli_env, "OPENAI_API_KEY": "test-key"}, tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        out = json.loads(proc.stdout)
+        assert out["content"] == "Found otters."
+        assert [(t["tool_name"], t["content"]) for t in out["tool_results"]] == [
+            ("tb__search", "tb result for otters")]
+        first = model.requests[0]
+        (sent,) = first["tools"]
+        assert sent["function"]["name"] == "tb__search"
+        assert sent["function"]["parameters"]["required"] == ["query"]

@@ -157,7 +157,8 @@ class ToolRegistry(RegistryBase):
 
     On-demand loaders (`set_on_demand`) add tools that are too costly to load up front, e.g.
     an MCP server whose tool list is not cached yet: `get` of a missing name calls
-    `loader(name)`, listing every tool (`keys`, `items`) calls `loader(None)`.
+    `loader(name)` (so does `contains`), listing every tool (`keys`, `items`) calls
+    `loader(None)`.
     """
 
     kind = "tool"
@@ -184,12 +185,21 @@ class ToolRegistry(RegistryBase):
             loader(key)
 
     @classmethod
-    def get(cls, key: str) -> Any:
+    def _resolve(cls, key: str) -> None:
         if key not in cls._entries and cls._on_demand:
             cls._ensure_loaded()
             if key not in cls._entries:
                 cls._load_on_demand(key)
+
+    @classmethod
+    def get(cls, key: str) -> Any:
+        cls._resolve(key)
         return super().get(key)
+
+    @classmethod
+    def contains(cls, key: str) -> bool:
+        cls._resolve(key)
+        return super().contains(key)
 
     @classmethod
     def keys(cls) -> list[str]:
