@@ -91,6 +91,7 @@ class PythonProcess:
                    PYTHONIOENCODING="utf-8")
         config = {**asdict(self.limits)}
         self.calls = 0
+        self._buffer = bytearray()
         self._lock = threading.Lock()
         self._closed = False
         try:
@@ -196,38 +197,39 @@ class PythonProcess:
             raise SandboxError(f"cannot send code ({exc})") from None
 
     def _read(self, deadline: float) -> dict[str, Any] | None:
-        header = self._read_exact(4, deadline)
-        size = struct.unpack(">I", header)[0]
+        # A message is consumed only once it is complete: bytes that arrive before a timeout
+        # stay buffered, so a late reply is read whole by the next `_read`.
+        self._fill(4, deadline)
+        size = struct.unpack(">I", self._buffer[:4])[0]
         if size > MAX_RESPONSE_BYTES:
             raise SandboxError(f"reply of {size} bytes is over the {MAX_RESPONSE_BYTES} limit")
-        body = self._read_exact(size, deadline)
+        self._fill(4 + size, deadline)
+        body = bytes(self._buffer[4:4 + size])
+        del self._buffer[:4 + size]
         try:
             return json.loads(body.decode("utf-8", "replace"))
         except ValueError as exc:
             raise SandboxError(f"unreadable reply ({exc})") from None
 
-    def _read_exact(self, n: int, deadline: float) -> bytes:
+    def _fill(self, n: int, deadline: float) -> None:
         stream = self._proc.stdout
         assert stream is not None
         fd = stream.fileno()
-        chunks: list[bytes] = []
-        while n:
+        while len(self._buffer) < n:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError
             ready, _, _ = select.select([fd], [], [], remaining)
             if not ready:
                 raise TimeoutError
-            chunk = os.read(fd, min(n, 1 << 20))
+            chunk = os.read(fd, 1 << 20)
             if not chunk:
                 code = self._proc.poll()
                 reason = f"exit code {code}" if code is not None else "closed its pipe"
                 if code is not None and code < 0:
                     reason = f"killed by signal {-code}"
                 raise SandboxError(f"the process ended ({reason})")
-            chunks.append(chunk)
-            n -= len(chunk)
-        return b"".join(chunks)
+            self._buffer += chunk
 
     def __repr__(self) -> str:
         return f"<PythonProcess pid={getattr(self, 'pid', None)} calls={self.calls}>"
