@@ -203,6 +203,9 @@ class McpManager:
     def call(self, server: str, remote: str, local: str, arguments: dict[str, Any],
              timeout: float) -> ToolResult:
         """Blocking form of `acall` (for the executor's worker threads)."""
+        if background_loop().in_loop():  # blocking here would wait on ourselves
+            return ToolResult.failure(local, f"MCP tool {local} was called synchronously on the "
+                                      f"MCP loop; use ainvoke", ErrorType.EXECUTION)
         config = self.servers[server].config
         bound = config.connect_timeout + timeout + CALL_MARGIN
         future = background_loop().submit(self.acall(server, remote, local, arguments, timeout))

@@ -7,6 +7,17 @@ from typing import Any
 
 from jarvis.core.types import ErrorType, ImageBlock, TextBlock, ToolResult
 
+# Bounds on what one result may carry: a hostile or broken server must not flood the model's
+# context or memory (the executor cuts `content` further to its own output limit).
+MAX_TEXT_BLOCK_CHARS = 1_000_000
+MAX_IMAGE_CHARS = 8_000_000  # base64 characters over all images of one result
+
+
+def _cut(text: str) -> str:
+    if len(text) <= MAX_TEXT_BLOCK_CHARS:
+        return text
+    return text[:MAX_TEXT_BLOCK_CHARS] + f"\n[... {len(text) - MAX_TEXT_BLOCK_CHARS} characters cut ...]"
+
 
 def _describe_blob(kind: str, mime: str | None, data: str, uri: str | None = None) -> str:
     size = len(data) * 3 // 4
@@ -18,19 +29,25 @@ def to_tool_result(tool_name: str, server: str, remote: str, result: Any) -> Too
     """An MCP CallToolResult as a ToolResult: text and images as blocks, `isError` as a
     failure, structured content kept in metadata."""
     blocks: list[TextBlock | ImageBlock] = []
+    image_chars = 0
     for item in result.content or []:
         kind = getattr(item, "type", None)
         if kind == "text":
-            blocks.append(TextBlock(item.text))
+            blocks.append(TextBlock(_cut(item.text)))
         elif kind == "image":
-            blocks.append(ImageBlock(data=item.data, mimeType=item.mime_type))
+            image_chars += len(item.data)
+            if image_chars > MAX_IMAGE_CHARS:
+                blocks.append(TextBlock(_describe_blob("image", item.mime_type, item.data)
+                                        .replace("not shown", "too large, not shown")))
+            else:
+                blocks.append(ImageBlock(data=item.data, mimeType=item.mime_type))
         elif kind == "audio":
             blocks.append(TextBlock(_describe_blob("audio", item.mime_type, item.data)))
         elif kind == "resource":
             res = item.resource
             text = getattr(res, "text", None)
             if text is not None:
-                blocks.append(TextBlock(text))
+                blocks.append(TextBlock(_cut(text)))
             else:
                 blocks.append(TextBlock(_describe_blob("resource", res.mime_type,
                                                        getattr(res, "blob", ""), str(res.uri))))

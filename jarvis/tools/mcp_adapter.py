@@ -25,6 +25,7 @@ from jarvis.tools.context import ToolContext
 from jarvis.tools.spec import ToolSpec
 
 DEFAULT_DESCRIPTION = "Tool {remote!r} of MCP server {server!r}."
+MAX_DESCRIPTION_CHARS = 4000
 
 
 class McpTool(BaseTool):
@@ -49,6 +50,8 @@ class McpTool(BaseTool):
         self.call_timeout = float(config.tool_timeouts.get(remote.name, config.timeout))
         description = remote.description.strip() or remote.title or DEFAULT_DESCRIPTION.format(
             remote=remote.name, server=server)
+        if len(description) > MAX_DESCRIPTION_CHARS:  # it goes into every prompt
+            description = description[:MAX_DESCRIPTION_CHARS] + " [...]"
         metadata: dict[str, Any] = {"mcp_server": server, "mcp_tool": remote.name}
         if remote.annotations:
             metadata["mcp_annotations"] = dict(remote.annotations)
