@@ -79,6 +79,9 @@ def test_filters_by_source_and_metadata(mem: SQLiteMemory):
     assert {r.source for r in mem.retrieve("machine", source="ml.md")} == {"ml.md"}
     assert {r.source for r in mem.retrieve("machine", source="/home/u/notes")} == {
         "/home/u/notes/shop.md"}
+    mem.store("Machine notes next door.", source="/home/u/notes0/other.md")
+    assert {r.source for r in mem.retrieve("machine", source="/home/u/notes/")} == {
+        "/home/u/notes/shop.md"}
     assert [r.source for r in mem.retrieve("machine", metadata={"topic": "ai"})] == ["ml.md"]
     assert [r.source for r in mem.retrieve("machine", metadata={"year": 2024})] == ["ml.md"]
     assert [r.source for r in mem.retrieve("machine", metadata={"draft": False})] == ["ml.md"]
@@ -100,6 +103,12 @@ def test_delete_clear_count(mem: SQLiteMemory):
     mem.store("alpha", source="z")
     mem.clear()
     assert mem.count() == 0 and mem.retrieve("alpha") == []
+    mem.store("alpha again", source="w")
+    mem.delete_source("w")  # the delete trigger is back after clear()
+    mem.store("alpha once more", source="v")
+    assert [r.source for r in mem.retrieve("alpha")] == ["v"]
+    with mem._write() as conn:  # FTS5 raises if the index and the chunks disagree
+        conn.execute("INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('integrity-check', 1)")
 
 
 def test_long_text_is_chunked_with_positions(mem: SQLiteMemory):
@@ -359,3 +368,13 @@ def test_a_long_held_write_lock_is_a_clear_error(tmp_path: Path):
     store.store("after the lock", source="s")
     assert store.count() == 2
     store.close()
+
+
+def test_delete_source_takes_a_folder_of_files_but_not_its_neighbours(mem: SQLiteMemory):
+    from jarvis.memory.chunking import chunk_text as chunks
+    from jarvis.memory.sqlite import FileDocument
+
+    files = ["/n/a.md", "/n/sub/b.md", "/n0/c.md", "/n-x/d.md", "/n"]
+    mem.replace_files([FileDocument(f, f"text {f}", chunks(f"text {f}"), "h") for f in files])
+    assert mem.delete_source("/n") == 3  # /n itself, /n/a.md, /n/sub/b.md
+    assert sorted(s["source"] for s in mem.sources()) == ["/n-x/d.md", "/n0/c.md"]

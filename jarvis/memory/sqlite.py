@@ -34,18 +34,6 @@ from jarvis.memory.chunking import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, Ch
 from jarvis.memory.query import check_query, fts_expression, query_terms
 from jarvis.memory.types import MemoryStoreError, RetrievalResult
 
-
-@dataclass(slots=True)
-class FileDocument:
-    """A file ready to store: its text, chunks and content hash (see `replace_files`)."""
-
-    source: str
-    content: str
-    chunks: list[Chunk]
-    content_hash: str
-    metadata: dict[str, Any] = field(default_factory=dict)
-    doc_id: str = ""
-
 SCHEMA_VERSION = 1
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 MAX_TOP_K = 100
@@ -57,6 +45,18 @@ COMMON_MIN_DOCS = 2_000
 # The OR stage ranks at most about this many matching chunks (see _plan).
 OR_BUDGET = 4_000
 READ_POOL_SIZE = 4
+
+
+@dataclass(slots=True)
+class FileDocument:
+    """A file ready to store: its text, chunks and content hash (see `replace_files`)."""
+
+    source: str
+    content: str
+    chunks: list[Chunk]
+    content_hash: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+    doc_id: str = ""
 
 
 class SQLiteMemory:
@@ -286,11 +286,11 @@ class SQLiteMemory:
     def remove_missing_files(self, folder: str, keep: set[str]) -> int:
         """Delete indexed files under `folder` whose source is not in `keep` (they vanished
         or can no longer be indexed). Returns how many were removed."""
-        prefix = folder.rstrip("/") + "/"
+        low, high = _folder_range(folder)
         with self._write() as conn:
             ids = [doc_id for doc_id, src in conn.execute(
-                "SELECT id, source FROM documents WHERE kind = 'file' AND substr(source, 1, ?) = ?",
-                (len(prefix), prefix)) if src not in keep]
+                "SELECT id, source FROM documents WHERE kind = 'file' AND source >= ? AND "
+                "source < ?", (low, high)) if src not in keep]
             return self._delete_docs(conn, ids)
 
     def delete(self, doc_id: str) -> bool:
@@ -303,10 +303,11 @@ class SQLiteMemory:
         (`/notes` also removes `/notes/a.md`). Returns how many documents were removed."""
         if not isinstance(source, str) or not source:
             raise UserError("source must be a non-empty string")
+        low, high = _folder_range(source)
         with self._write() as conn:
             ids = [r[0] for r in conn.execute(
-                "SELECT id FROM documents WHERE source = ? OR (kind = 'file' AND substr(source, 1, ?) = ?)",
-                (source, len(source.rstrip("/")) + 1, source.rstrip("/") + "/"))]
+                "SELECT id FROM documents WHERE source = ? OR (kind = 'file' AND source >= ? "
+                "AND source < ?)", (source, low, high))]
             return self._delete_docs(conn, ids)
 
     @staticmethod
@@ -320,10 +321,15 @@ class SQLiteMemory:
     def clear(self) -> None:
         """Delete everything."""
         with self._write() as conn:
+            # Without the delete trigger, emptying the index is one 'delete-all' instead of
+            # one index update per chunk; the trigger comes back in the same transaction.
+            trigger = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND "
+                                   "name = 'chunks_ad'").fetchone()[0]
+            conn.execute('DROP TRIGGER "chunks_ad"')
             conn.execute("DELETE FROM chunks")
             conn.execute("DELETE FROM documents")
-            # Rebuilding the (now empty) index is instant and gives its pages back.
-            conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('rebuild')")
+            conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('delete-all')")
+            conn.execute(trigger)
 
     # --- reading -----------------------------------------------------------------------
     def count(self) -> int:
@@ -502,6 +508,13 @@ class SQLiteMemory:
 
     def __repr__(self) -> str:
         return f"SQLiteMemory({str(self.db_path)!r})"
+
+
+def _folder_range(folder: str) -> tuple[str, str]:
+    """[low, high) holding exactly the strings under `folder/`, so the source index is used:
+    "0" is the character right after "/"."""
+    prefix = folder.rstrip("/") + "/"
+    return prefix, prefix[:-1] + "0"
 
 
 def _sibling(path: Path, suffix: str) -> Path:
