@@ -562,3 +562,19 @@ def test_lone_call_resources_are_released_when_the_call_ends():
     assert asyncio.run(executor.aexecute(call("ause_handle", {"n": 7}))).content == "7"
     assert manager.owners() == []
     assert all(h.closed for h in handles) and len(handles) == 4
+
+
+def test_rejections_quoting_huge_model_input_stay_short():
+    executor = ToolExecutor([Recorder()])
+    huge_name = executor.execute(call("x" * 100_000))
+    assert huge_name.error_type is ErrorType.TOOL_NOT_FOUND and len(huge_name.content) < 2_500
+    wrong = executor.execute(call("record", {"text": ["y" * 100_000]}))
+    assert wrong.error_type is ErrorType.INVALID_ARGS and len(wrong.content) < 2_500
+    assert "output truncated" in wrong.content and "'text'" in wrong.content
+
+
+def test_dict_subclasses_are_accepted_as_arguments():
+    from collections import OrderedDict
+
+    recorder = Recorder()
+    assert ToolExecutor([recorder]).execute(call("record", OrderedDict(text="a"))).success

@@ -32,6 +32,7 @@ CallLike = ToolCall | ToolCallAction | dict[str, Any]
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_MAX_OUTPUT_CHARS = 100_000
 DEFAULT_MAX_ARGUMENT_CHARS = 1_000_000
+MAX_ERROR_CHARS = 2_000
 
 
 @dataclass(slots=True)
@@ -213,8 +214,9 @@ class ToolExecutor:
         entry = self._entries.get(tc.name) if isinstance(tc.name, str) else None
         if entry is None:
             names = ", ".join(sorted(self._entries)) or "(none)"
-            return self._failed(str(tc.name), call_id, ErrorType.TOOL_NOT_FOUND,
-                                f"unknown tool {tc.name!r}; available tools: {names}", raw)
+            shown = repr(tc.name)[:100]  # the name comes from a model: bound what is echoed
+            return self._failed(str(tc.name)[:100], call_id, ErrorType.TOOL_NOT_FOUND,
+                                f"unknown tool {shown}; available tools: {names}", raw)
         name = entry.spec.name
         if isinstance(raw, str):
             if len(raw) > self.max_argument_chars:
@@ -230,7 +232,7 @@ class ToolExecutor:
                                     raw[:1000], entry)
         else:
             arguments = {} if raw is None else raw
-        if type(arguments) is not dict:
+        if not isinstance(arguments, dict):
             return self._failed(name, call_id, ErrorType.INVALID_ARGS,
                                 f"arguments for {name} must be a JSON object, "
                                 f"got {type(arguments).__name__}", None, entry)
@@ -262,6 +264,8 @@ class ToolExecutor:
     def _failed(self, name: str, call_id: str, error_type: ErrorType, message: str,
                 arguments: Any = None, entry: _Entry | None = None, **metadata: Any) -> ToolResult:
         """A call rejected before it ran (the tool body never started)."""
+        # Messages quote model input (a bad value, a name): keep them readable.
+        message = _cut(message, MAX_ERROR_CHARS)[0]
         result = ToolResult.failure(name, message, error_type,
                                     **{k: v for k, v in metadata.items() if v is not None})
         result.call_id = call_id
