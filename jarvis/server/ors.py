@@ -93,7 +93,7 @@ class OrsEnvironment:
     def __init__(self, name: str, tools: list[BaseTool], *, approver: Any = None,
                  default_timeout: float = 30.0, max_output_chars: int = 100_000,
                  max_sessions: int = 256, max_body_bytes: int = 1_048_576,
-                 session_idle_seconds: float = 900.0) -> None:
+                 session_idle_seconds: float = 900.0, max_concurrent_calls: int = 64) -> None:
         self.name = name
         self.tools = {t.spec.name: t for t in tools}
         self.approver = approver
@@ -103,6 +103,8 @@ class OrsEnvironment:
         self.max_body_bytes = max_body_bytes
         self.session_idle_seconds = session_idle_seconds
         self.sessions: dict[str, Session] = {}
+        # Each running (non-inline) call holds a thread: bound them, later calls queue.
+        self._calls_gate = asyncio.Semaphore(max_concurrent_calls)
         from jarvis.resources import default_manager
 
         # The executor's ToolContexts acquire from the process-wide manager: release there.
@@ -309,10 +311,14 @@ class OrsEnvironment:
             body_text = sse_event("task_id", task_id) + sse_payload(
                 json.dumps(tool_output(result), ensure_ascii=False))
             return Response(body_text, media_type="text/event-stream", headers=SSE_HEADERS)
-        task = asyncio.ensure_future(executor.aexecute(tool_call))
+        task = asyncio.ensure_future(self._gated(executor, tool_call))
         session.remember(task_id, task)
         return StreamingResponse(self._stream(task, task_id), media_type="text/event-stream",
                                  headers=SSE_HEADERS)
+
+    async def _gated(self, executor: ToolExecutor, tool_call: ToolCall) -> ToolResult:
+        async with self._calls_gate:
+            return await executor.aexecute(tool_call)
 
     async def _stream(self, task: Any, task_id: str) -> Any:
         yield sse_event("task_id", task_id)
