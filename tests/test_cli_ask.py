@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import pty
 import socket
 import subprocess
 import sys
@@ -179,3 +181,25 @@ def test_ask_help_lists_the_flags(cli_env):
                  "--max-turns", "--yes", "--system", "--no-context"):
         assert flag in out.stdout
     assert jarvis(cli_env, "runs", "--help").returncode == 0
+
+
+@pytest.mark.parametrize("answer,approved", [("y", True), ("n", False)])
+def test_confirmation_tools_ask_on_a_terminal(env, answer, approved):
+    Path("config.toml").write_text("")
+    Path("tools").mkdir()
+    Path("tools/danger.py").write_text(DANGER)
+    master, slave = pty.openpty()
+    try:
+        os.write(master, f"{answer}\n".encode())  # typed ahead; the tty buffers it
+        with FakeOpenAIServer([reply(tool_calls=[tool_call("danger", {"target": "flag.txt"})]),
+                               "finished"]) as server:
+            out = subprocess.run([sys.executable, "-m", "jarvis.cli", "ask", "--tools", "danger",
+                                  "touch it"], env=_point(env, server), stdin=slave, text=True,
+                                 capture_output=True, timeout=30)
+    finally:
+        os.close(slave)
+        os.close(master)
+    assert out.returncode == 0, out.stderr
+    assert "Allow tool danger" in out.stderr and '"target": "flag.txt"' in out.stderr
+    assert Path("flag.txt").exists() is approved
+    assert out.stdout == "finished\n"
