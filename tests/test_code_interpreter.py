@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 
 import pytest
 
@@ -71,8 +72,10 @@ def test_pool_limits_concurrent_interpreters() -> None:
     t.start()
     started.wait(5)
     pool = manager.pool(tool.resource_spec())
-    while pool.live == 0:  # wait until the slow call holds the only interpreter
-        threading.Event().wait(0.01)
+    deadline = time.monotonic() + 10
+    while pool.live == 0 and time.monotonic() < deadline:  # the slow call holds the only one
+        time.sleep(0.01)
+    assert pool.live == 1
     busy = tool.invoke({"code": "1"}, ToolContext(resources=manager))
     t.join(10)
     manager.close()
