@@ -6,6 +6,7 @@ shared; tests that break a connection on purpose (crash, hang) rely on the recon
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -108,6 +109,16 @@ def test_destructive_tool_requires_confirmation(registered: McpManager) -> None:
     assert denied.error_type is ErrorType.DENIED
     allowed = run("tb__delete_everything", {"confirm_phrase": "yes"}, approver=lambda s, a: True)
     assert allowed.success and allowed.content == "deleted"
+
+
+def test_calls_of_one_turn_share_the_session_concurrently(registered: McpManager) -> None:
+    tool = ToolRegistry.get("tb__sleep_ms")
+    executor = ToolExecutor([tool])
+    start = time.perf_counter()
+    out = executor.execute_many([{"name": "tb__sleep_ms", "arguments": {"ms": 300}}] * 4)
+    elapsed = time.perf_counter() - start
+    assert [r.content for r in out] == ["slept"] * 4
+    assert elapsed < 1.0  # one after another would take 1.2 s
 
 
 def test_streamable_http_server(registered: McpManager) -> None:

@@ -14,6 +14,7 @@ import asyncio
 import fnmatch
 import hashlib
 import json
+import logging
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -27,6 +28,8 @@ from jarvis.mcp.cache import RemoteTool, config_key, read_tools, write_tools
 from jarvis.mcp.connection import McpCallError, McpCallTimeout, McpServerError, ServerConnection
 from jarvis.mcp.loop import background_loop
 from jarvis.mcp.naming import SEPARATOR, local_names
+
+log = logging.getLogger("jarvis.mcp")
 
 ON_DEMAND_SOURCE = "mcp"
 CALL_MARGIN = 2.0  # the executor's own timeout is ours plus this, so ours fires first
@@ -144,7 +147,10 @@ class McpManager:
             pending = [s.name for s in self.servers.values()
                        if s.enabled and s.tools is None and key.startswith(s.name + SEPARATOR)]
         if pending:
-            self.refresh(pending)
+            for name, reason in self.refresh(pending).items():
+                if reason:
+                    log.warning("MCP server %r is unavailable, its tools are left out: %s "
+                                "(`jarvis mcp list` shows every server's status)", name, reason)
 
     # --- connecting ------------------------------------------------------------------
     def refresh(self, names: Iterable[str] | None = None) -> dict[str, str | None]:
