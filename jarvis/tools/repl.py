@@ -62,12 +62,15 @@ class SandboxedPythonTool(BaseTool):
                                         max_output_chars=int(max_output_chars))
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"[tools.{self.tool_id}]: {exc}") from None
-        if max_processes < 1 or max_code_chars < 1 or acquire_timeout <= 0:
+        try:
+            self.max_code_chars = int(max_code_chars)
+            self.max_processes = int(max_processes)
+            self.acquire_timeout = float(acquire_timeout)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"[tools.{self.tool_id}]: {exc}") from None
+        if self.max_processes < 1 or self.max_code_chars < 1 or self.acquire_timeout <= 0:
             raise ConfigError(f"[tools.{self.tool_id}]: max_processes, max_code_chars and "
                               f"acquire_timeout must be positive")
-        self.max_code_chars = int(max_code_chars)
-        self.max_processes = int(max_processes)
-        self.acquire_timeout = float(acquire_timeout)
         self._spec = ToolSpec(
             name=self.tool_id,
             description=self.description,
