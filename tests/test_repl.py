@@ -158,7 +158,7 @@ def test_requires_confirmation_by_default_and_can_be_configured() -> None:
     assert not relaxed.spec.requires_confirmation and relaxed.limits.timeout == 3
     with pytest.raises(ConfigError, match=r"unknown setting\(s\) bogus in \[tools.repl\]"):
         build_tool("repl", settings={"bogus": 1})
-    with pytest.raises(ConfigError, match="memory_mb must be positive"):
+    with pytest.raises(ConfigError, match=r"\[tools.repl\] memory_mb must be a positive number, got 0"):
         build_tool("repl", settings={"memory_mb": 0})
 
 

@@ -52,25 +52,18 @@ class SandboxedPythonTool(BaseTool):
                  max_output_chars: int = 20_000, max_code_chars: int = MAX_CODE_CHARS,
                  max_processes: int = 4, acquire_timeout: float = 30.0,
                  session_cpu_seconds: int = 600, requires_confirmation: bool = True) -> None:
-        from jarvis.errors import ConfigError
         from jarvis.resources.python_process import SandboxLimits
 
-        try:
-            self.limits = SandboxLimits(timeout=float(timeout), cpu_seconds=int(cpu_seconds),
-                                        session_cpu_seconds=int(session_cpu_seconds),
-                                        memory_mb=int(memory_mb),
-                                        max_output_chars=int(max_output_chars))
-        except (TypeError, ValueError) as exc:
-            raise ConfigError(f"[tools.{self.tool_id}]: {exc}") from None
-        try:
-            self.max_code_chars = int(max_code_chars)
-            self.max_processes = int(max_processes)
-            self.acquire_timeout = float(acquire_timeout)
-        except (TypeError, ValueError) as exc:
-            raise ConfigError(f"[tools.{self.tool_id}]: {exc}") from None
-        if self.max_processes < 1 or self.max_code_chars < 1 or self.acquire_timeout <= 0:
-            raise ConfigError(f"[tools.{self.tool_id}]: max_processes, max_code_chars and "
-                              f"acquire_timeout must be positive")
+        number = self._number
+        self.limits = SandboxLimits(
+            timeout=number("timeout", timeout, float),
+            cpu_seconds=number("cpu_seconds", cpu_seconds, int),
+            session_cpu_seconds=number("session_cpu_seconds", session_cpu_seconds, int),
+            memory_mb=number("memory_mb", memory_mb, int),
+            max_output_chars=number("max_output_chars", max_output_chars, int))
+        self.max_code_chars = number("max_code_chars", max_code_chars, int)
+        self.max_processes = number("max_processes", max_processes, int)
+        self.acquire_timeout = number("acquire_timeout", acquire_timeout, float)
         self._spec = ToolSpec(
             name=self.tool_id,
             description=self.description,
@@ -93,6 +86,15 @@ class SandboxedPythonTool(BaseTool):
                                  "memory_mb": self.limits.memory_mb,
                                  "max_output_chars": self.limits.max_output_chars}},
         )
+
+    def _number(self, key: str, value: Any, kind: type) -> Any:
+        """A positive int/float setting, or a ConfigError naming the key."""
+        from jarvis.errors import ConfigError
+
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise ConfigError(f"[tools.{self.tool_id}] {key} must be a positive number, got "
+                              f"{value!r}")
+        return kind(value)
 
     @property
     def spec(self) -> ToolSpec:
