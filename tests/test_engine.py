@@ -151,6 +151,9 @@ def test_unreachable_engine_fails_fast_with_how_to_start_it(client):
 
 def test_list_models_default_model_and_health(client):
     with FakeOpenAIServer(models=["first", "second"]) as server:
+        compatible = OpenAICompatEngine("openai", server.base_url, client=client, api_key="k")
+        assert compatible.default_model() == "first"  # not api.openai.com: ask the server
+        compatible.close()
         engine = OpenAICompatEngine("lmstudio", server.url, client=client)
         assert engine.list_models() == ["first", "second"]
         assert engine.default_model() == "first"

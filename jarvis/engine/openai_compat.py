@@ -332,8 +332,9 @@ class OpenAICompatEngine:
         """The model to use when none is named: the backend's default, else the first listed."""
         if self.model:
             return self.model
-        if self.backend.default_model:
-            return self.backend.default_model
+        official = self.base_url.startswith(BACKENDS[self.engine_id].default_host)
+        if self.backend.default_model and official:
+            return self.backend.default_model  # another OpenAI-compatible service: ask it
         models = self.list_models()
         if not models:
             raise EngineError(f"{self.engine_id} at {self.base_url} lists no models; "
