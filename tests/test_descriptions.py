@@ -76,7 +76,7 @@ def test_cost_lines_use_estimates_then_measured_latency():
     for _ in range(3):
         executor.execute(ToolCall("c", "calculator", {"expression": "2+2"}))
     after = build_tool_descriptions([calc], include_cost=True)
-    assert "(measured over 3 calls)" in after
+    assert "(median of 3 runs)" in after
     assert "Cost: $0.0000 per call" in after
 
 

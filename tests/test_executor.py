@@ -393,7 +393,7 @@ def test_stats_count_calls_failures_and_median_latency():
     assert 0.025 < stats["median_latency"] < 0.2
     text = build_tool_descriptions([timed], include_cost=True)
     assert "Cost: $0.0000 per call" in text
-    assert "(measured over 4 calls)" in text
+    assert "(median of 3 runs)" in text
     measured = float(text.split("Latency: ~")[1].split(" s")[0])
     assert measured == pytest.approx(stats["median_latency"], rel=0.01)
 

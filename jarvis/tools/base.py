@@ -60,6 +60,11 @@ class ToolStats:
                 self._latencies.append(latency)
 
     @property
+    def samples(self) -> int:
+        """How many latencies the median is taken over (calls that ran, up to `window`)."""
+        return len(self._latencies)
+
+    @property
     def median_latency(self) -> float | None:
         """Median of the last `window` measured latencies in seconds (None: never ran)."""
         with self._lock:

@@ -72,7 +72,7 @@ def _latency(tool: Any, spec: ToolSpec) -> str:
     stats = getattr(tool, "__dict__", {}).get("_jarvis_stats")
     measured = stats.median_latency if stats is not None else None
     if measured is not None:
-        return f"Latency: ~{measured:.3g} s (measured over {stats.calls} calls)"
+        return f"Latency: ~{measured:.3g} s (median of {stats.samples} runs)"
     if spec.latency_estimate:
         return f"Latency: ~{spec.latency_estimate:.3g} s (estimate)"
     return "Latency: unknown"
