@@ -19,6 +19,9 @@ def client_for(server, key: str = "unused") -> openai.OpenAI:
 def test_models_are_jarvis_agents() -> None:
     with running() as server, client_for(server) as client:
         ids = [m.id for m in client.models.list()]
+        assert client.models.retrieve("react").id == "react"
+        with pytest.raises(openai.NotFoundError, match="unknown model 'gpt-4o'"):
+            client.models.retrieve("gpt-4o")
     assert {"simple", "react", "orchestrator"} <= set(ids)
 
 

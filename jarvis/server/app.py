@@ -154,6 +154,7 @@ def build_app(settings: ServeSettings | None = None, *, config: Any = None, tool
         Route("/delete", env.delete, methods=["POST"]),
         Route("/delete_session", env.delete, methods=["POST"]),
         Route("/v1/models", chat.models, methods=["GET"]),
+        Route("/v1/models/{model}", chat.model, methods=["GET"]),
         Route("/v1/chat/completions", chat.completions, methods=["POST"]),
         Route("/{env}/tools", env.list_tools, methods=["GET"]),
         Route("/{env}/task_tools", env.task_tools, methods=["GET"]),

@@ -83,6 +83,14 @@ class ChatAPI:
         return JSONResponse({"object": "list", "data": [
             {"id": n, "object": "model", "created": 0, "owned_by": "jarvis"} for n in names]})
 
+    async def model(self, request: Request) -> Response:
+        name = request.path_params["model"]
+        names = await asyncio.to_thread(self.agent_names)
+        if name not in names:
+            raise ApiError(404, f"unknown model {name!r}: models are jarvis agents; available: "
+                           f"{', '.join(names)}", code="model_not_found")
+        return JSONResponse({"id": name, "object": "model", "created": 0, "owned_by": "jarvis"})
+
     # --- chat ----------------------------------------------------------------------------------
     def _parse(self, body: dict[str, Any]) -> dict[str, Any]:
         from jarvis.core.types import Message
