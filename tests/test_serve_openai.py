@@ -112,3 +112,21 @@ def test_openai_client_with_api_key() -> None:
             answer = client.chat.completions.create(
                 model="simple", messages=[{"role": "user", "content": "hi"}])
     assert answer.choices[0].message.content == "ok"
+
+
+def test_workspace_agents_are_models_with_their_own_tools_and_prompt(jarvis_home) -> None:
+    agents = jarvis_home / "agents"  # with no config.toml the workspace is JARVIS_HOME
+    agents.mkdir()
+    (agents / "mathbot.toml").write_text(
+        'description = "Does sums."\nbase = "orchestrator"\n'
+        'instructions = "You are mathbot."\ntools = ["calculator"]\n')
+    (agents / "broken.toml").write_text('base = "nope"\n')  # skipped, not fatal
+    with FakeOpenAIServer(["4"]) as fake, running(fake=fake) as server, \
+            client_for(server) as client:
+        assert "mathbot" in [m.id for m in client.models.list()]
+        answer = client.chat.completions.create(
+            model="mathbot", messages=[{"role": "user", "content": "2+2?"}])
+    assert answer.choices[0].message.content == "4"
+    sent = fake.requests[0]
+    assert sent["messages"][0] == {"role": "system", "content": "You are mathbot."}
+    assert [t["function"]["name"] for t in sent["tools"]] == ["calculator"]

@@ -71,11 +71,13 @@ class ChatAPI:
 
         names = list(BUILTIN_AGENTS) + [n for n in AgentRegistry.keys() if n not in BUILTIN_AGENTS]
         try:
-            from jarvis.workspace.agents import list_agents
-
-            names += [s.name for s in list_agents(self.jarvis.config) if s.name not in names]
+            from jarvis.workspace.agents import load_agents
         except ImportError:
-            pass
+            return names
+        scan = load_agents(self.jarvis.config)
+        for error in scan.errors:  # a broken agent file hides only itself
+            log.warning("agent file skipped: %s", error.message)
+        names += sorted(s.name for s in scan.agents if s.name not in names)
         return names
 
     async def models(self, request: Request) -> Response:
