@@ -438,3 +438,14 @@ def test_validator_error_names_the_field():
         validator.validate({"i": 9})
     assert info.value.field == "i" and "'i'" in str(info.value)
     assert validator.validate({"i": 1.0}) == {"i": 1.0}  # jsonschema's integer accepts 1.0
+
+
+def test_optional_tool_context_is_also_injected():
+    @tool(register=False)
+    def where_a(note: str, ctx: ToolContext | None = None) -> str:
+        """Report the call id."""
+        return f"{note}:{ctx.call_id if ctx else 'none'}"
+
+    assert list(where_a.spec.parameters["properties"]) == ["note"]
+    result = ToolExecutor([where_a]).execute(ToolCall("c-9", "where_a", {"note": "n"}))
+    assert result.content == "n:c-9"

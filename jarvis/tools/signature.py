@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import types
 import typing
 from dataclasses import dataclass
 from typing import Any
@@ -112,6 +113,13 @@ def _format_validation_error(tool_name: str, exc: Any) -> str:
     return f"invalid arguments for {tool_name}: " + "; ".join(parts)
 
 
+def _is_context(hint: Any) -> bool:
+    """`ToolContext`, or `ToolContext | None` (the executor always passes one)."""
+    if hint is ToolContext:
+        return True
+    return typing.get_origin(hint) in (typing.Union, types.UnionType) and ToolContext in typing.get_args(hint)
+
+
 def derive_signature(func: Any, *, name: str, description: str | None = None,
                      skip_first: bool = False) -> DerivedSignature:
     """Build the schema and validator for `func`; raise ToolDefinitionError if untyped."""
@@ -143,7 +151,7 @@ def derive_signature(func: Any, *, name: str, description: str | None = None,
                 f"(e.g. `{param.name}: str`) so its JSON schema and validation can be derived"
             )
         hint = hints[param.name]
-        if hint is ToolContext:
+        if _is_context(hint):
             context_param = param.name
             continue
         default = ... if param.default is inspect.Parameter.empty else param.default
