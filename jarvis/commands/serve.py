@@ -12,7 +12,7 @@ from jarvis.commands._common import load_cli_config
               help="Address to listen on (default: [serve] host, 127.0.0.1). Anything but "
                    "loopback needs --api-key.")
 @click.option("--port", default=None, type=int,
-              help="Port to listen on (default: [serve] port, 8080; 0 picks a free one). The URL "
+              help="Port to listen on (default: [serve] port, 8765; 0 picks a free one). The URL "
                    "is printed on stderr.")
 @click.option("--api-key", envvar="JARVIS_API_KEY", default=None,
               help="Require this key on every request but /health (X-API-Key header or "
@@ -47,7 +47,7 @@ def serve(host: str | None, port: int | None, api_key: str | None, env_name: str
     \b
     Example:
       jarvis serve --tools think,calculator,repl --yes
-      curl -s localhost:8080/jarvis/tools
+      curl -s localhost:8765/jarvis/tools
     """
     from jarvis.server import ServeSettings, bind, build_app, serve_forever, url_of
 

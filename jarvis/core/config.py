@@ -173,7 +173,7 @@ class ServeConfig(_Section):
     the file: pass --api-key or set JARVIS_API_KEY."""
 
     host: str = "127.0.0.1"
-    port: int = Field(8080, ge=0, le=65535)
+    port: int = Field(8765, ge=0, le=65535)
     env_name: str = Field("jarvis", description="the ORS environment name")
     tools: list[str] | None = Field(None, description="tools exposed over ORS; None: [tools] enabled")
     approve: bool = Field(False, description="run tools that require confirmation")

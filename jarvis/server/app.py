@@ -44,7 +44,7 @@ class ServeSettings:
     """
 
     host: str = "127.0.0.1"
-    port: int = 8080
+    port: int = 8765
     api_key: str | None = None
     env_name: str = "jarvis"
     tools: list[str] | None = None
@@ -84,23 +84,24 @@ def _approver(approve: bool) -> Any:
     return (lambda spec, arguments: True) if approve else None
 
 
-def build_tools(config: Any, names: list[str] | None) -> list[Any]:
-    """The tools to expose: the named ones (errors are loud), else every enabled tool that
-    can be built without an engine-specific dependency (skipped ones are logged)."""
+def serve_tools(jarvis: Any, names: list[str] | None) -> list[Any]:
+    """The tools to expose, built by the SDK with the dependencies they take (memory store,
+    scheduler, engine). Named tools fail loudly; with no names, every enabled tool that can
+    be built is exposed and the others are logged as skipped."""
     from jarvis.core.registry import ToolRegistry
-    from jarvis.tools.catalog import build_tool, build_tools, load_builtins, load_extensions
+    from jarvis.errors import JarvisError
+    from jarvis.tools.catalog import load_builtins
 
     load_builtins()
-    load_extensions(config)
-    settings = config.tools.settings
+    jarvis.load_extensions()
     if names is not None:
-        return build_tools(names, dependencies={"config": config}, settings=settings)
-    wanted = config.tools.enabled if config.tools.enabled is not None else ToolRegistry.keys()
+        return list(jarvis.build_tools(names))
+    enabled = jarvis.config.tools.enabled
     built = []
-    for name in wanted:
+    for name in enabled if enabled is not None else ToolRegistry.keys():
         try:
-            built.append(build_tool(name, {"config": config}, settings.get(name)))
-        except TypeError as exc:  # needs a dependency a server has no use for (an engine, ...)
+            built.extend(jarvis.build_tools([name]))
+        except (JarvisError, TypeError) as exc:  # e.g. the llm tool with no engine running
             log.warning("not exposing tool %s: %s", name, exc)
     return built
 
@@ -118,8 +119,13 @@ def build_app(settings: ServeSettings | None = None, *, config: Any = None, tool
         from jarvis.core.config import load_config
 
         config = load_config()
+    owns_jarvis = jarvis is None
+    if jarvis is None:
+        from jarvis.sdk import Jarvis
+
+        jarvis = Jarvis(config=config)
     if tools is None:
-        tools = build_tools(config, settings.tools)
+        tools = serve_tools(jarvis, settings.tools)
     approver = _approver(settings.approve)
     env = OrsEnvironment(settings.env_name, list(tools), approver=approver,
                          default_timeout=config.tools.default_timeout,
@@ -129,11 +135,6 @@ def build_app(settings: ServeSettings | None = None, *, config: Any = None, tool
                          session_idle_seconds=settings.session_idle_seconds)
     from jarvis.core.registry import ToolRegistry
 
-    owns_jarvis = jarvis is None
-    if jarvis is None:
-        from jarvis.sdk import Jarvis
-
-        jarvis = Jarvis(config=config)
     chat = ChatAPI(jarvis, approver=approver, max_body_bytes=settings.max_body_bytes,
                    max_concurrent=settings.max_concurrent_chats,
                    default_tools=[n for n in env.tools if ToolRegistry.contains(n)])
