@@ -30,7 +30,7 @@ class ToolContext:
     bus: EventBus | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     resources: ResourceManager | None = None
-    _call_owner: str | None = field(default=None, repr=False)
+    _call_owner: str | None = field(default=None, repr=False, init=False)
 
     @property
     def manager(self) -> ResourceManager:
