@@ -6,6 +6,7 @@ shared; tests that break a connection on purpose (crash, hang) rely on the recon
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -25,7 +26,8 @@ def servers(tmp_path_factory: pytest.TempPathFactory):
     folder = tmp_path_factory.mktemp("mcp-client")
     web = HttpToolbox(folder)
     path = write_config(folder, {
-        "tb": stdio_server("tb", timeout=1.5, tool_timeouts={"sleep_ms": 0.5}),
+        "tb": stdio_server("tb", timeout=1.5, tool_timeouts={"sleep_ms": 0.5},
+                           env={"TOOLBOX_DIR": "${HOME}/toolbox"}),
         "other": stdio_server("other"),
         "web": {"url": web.url},
         "broken": {"command": "jarvis-no-such-mcp-server-binary"},
@@ -141,6 +143,11 @@ def test_stderr_noise_goes_to_the_log_not_the_protocol(registered: McpManager) -
     assert run("tb__echo", {"text": "still fine"}).content == "still fine"
     log = registered.servers["tb"].connection.log_path
     assert "stderr noise" in Path(log).read_text()
+
+
+def test_server_env_expands_variables_and_is_minimal(registered: McpManager) -> None:
+    assert run("tb__getenv", {"name": "TOOLBOX_DIR"}).content == os.environ["HOME"] + "/toolbox"
+    assert run("tb__getenv", {"name": "JARVIS_HOME"}).content == ""  # not inherited
 
 
 def test_per_tool_timeout_override(registered: McpManager) -> None:

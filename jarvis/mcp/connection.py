@@ -64,6 +64,12 @@ def describe(exc: BaseException) -> str:
     return text.splitlines()[0][:300]
 
 
+def _expand(values: dict[str, str]) -> dict[str, str]:
+    """`$VAR` / `${VAR}` in env and header values come from jarvis's environment, so secrets
+    need not be written into config.toml (an unset variable stays as written)."""
+    return {key: os.path.expandvars(value) for key, value in values.items()}
+
+
 @dataclass(slots=True)
 class _Session:
     """One connection attempt: the owner task, its stop signal and what it opened."""
@@ -177,7 +183,7 @@ class ServerConnection:
             from mcp.client.streamable_http import streamable_http_client
 
             http = await stack.enter_async_context(httpx2.AsyncClient(
-                headers=dict(cfg.headers), timeout=httpx2.Timeout(cfg.connect_timeout, read=None)))
+                headers=_expand(cfg.headers), timeout=httpx2.Timeout(cfg.connect_timeout, read=None)))
             return streamable_http_client(cfg.url, http_client=http)
         from mcp import StdioServerParameters
         from mcp.client.stdio import stdio_client
@@ -185,7 +191,7 @@ class ServerConnection:
         session.token = new_token()
         cwd = str((self.base_dir / cfg.cwd).resolve()) if cfg.cwd else None
         params = StdioServerParameters(command=cfg.command, args=list(cfg.args),
-                                       env={**cfg.env, MARKER_VAR: session.token}, cwd=cwd)
+                                       env={**_expand(cfg.env), MARKER_VAR: session.token}, cwd=cwd)
         errlog: Any = None
         if self.log_path is not None:
             with contextlib.suppress(OSError):

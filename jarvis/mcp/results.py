@@ -58,7 +58,7 @@ def to_tool_result(tool_name: str, server: str, remote: str, result: Any) -> Too
     texts = [b.text for b in blocks if isinstance(b, TextBlock)]
     structured = result.structured_content
     content = "\n".join(texts)
-    if not content and structured is not None:
+    if not texts and structured is not None:
         content = json.dumps(structured, ensure_ascii=False, default=str)
     if not content and blocks:
         content = "\n".join(f"[image ({b.mimeType})]" for b in blocks if isinstance(b, ImageBlock))

@@ -108,6 +108,12 @@ def spawn_child() -> int:
 
 
 @app.tool()
+def getenv(name: str) -> str:
+    """The value of an environment variable of the server process ('' when unset)."""
+    return os.environ.get(name, "")
+
+
+@app.tool()
 def pid() -> int:
     """The server's process id."""
     return os.getpid()
