@@ -253,3 +253,19 @@ def test_memory_index_stops_at_the_file_limit(mem: SQLiteMemory, tmp_path: Path)
     assert result.success and result.metadata["indexed"] == 5
     assert "Stopped at the file limit" in result.content
     assert mem.count() == 5
+
+
+def test_docs_python_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    import re
+
+    monkeypatch.chdir(tmp_path)
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "memory.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", doc, re.S)
+    assert len(blocks) >= 2
+    for block in blocks:
+        namespace: dict = {}
+        exec(compile(block, "docs/memory.md", "exec"), namespace)  # noqa: S102
+        for value in namespace.values():
+            if isinstance(value, SQLiteMemory):
+                value.close()
+    assert (tmp_path / "memory.db").exists()
