@@ -77,7 +77,7 @@ def bench_warm_call(calls: int, rounds: int = 6) -> dict[str, float]:
 
     async def hold() -> None:
         params = StdioServerParameters(command=sys.executable, args=[str(TOOLBOX)])
-        async with Client(params) as client:
+        async with Client(params, cache=None) as client:  # as jarvis opens it
             holder["client"] = client
             opened.set()
             await release.wait()
