@@ -19,6 +19,7 @@ from typing import Any
 from jarvis.core.paths import jarvis_home
 
 CACHE_VERSION = 1
+KEEP_PER_SERVER = 4
 
 
 @dataclass(slots=True)
@@ -80,9 +81,7 @@ def write_tools(name: str, key: str, tools: list[RemoteTool]) -> None:
     folder = cache_dir()
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        for old in folder.glob(f"tools-{name}-*.json"):  # lists of this server's older configs
-            if old.name != cache_path(name, key).name:
-                old.unlink(missing_ok=True)
+        _prune(folder, name, key)
         tmp = folder / f".tools-{name}-{key}.{os.getpid()}.tmp"
         tmp.write_text(json.dumps({"version": CACHE_VERSION, "server": name, "fetched_at": time.time(),
                                    "tools": [t.to_dict() for t in tools]}, ensure_ascii=False),
@@ -90,3 +89,15 @@ def write_tools(name: str, key: str, tools: list[RemoteTool]) -> None:
         os.replace(tmp, cache_path(name, key))
     except OSError:
         pass  # a cache that cannot be written only costs a reconnect next time
+
+
+def _prune(folder: Path, name: str, key: str) -> None:
+    """Keep a few lists per server name (several projects may share JARVIS_HOME), not all."""
+    current = cache_path(name, key).name
+    try:
+        others = sorted((p for p in folder.glob(f"tools-{name}-*.json") if p.name != current),
+                        key=lambda p: p.stat().st_mtime, reverse=True)
+        for old in others[KEEP_PER_SERVER - 1:]:
+            old.unlink(missing_ok=True)
+    except OSError:
+        pass  # another process pruned first
