@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -169,3 +170,17 @@ def test_searches_keep_working_while_an_index_job_writes(cli_env: dict[str, str]
     assert seen_counts == sorted(seen_counts)  # readers see whole committed batches, in order
     assert store.stats()["files"] == 200
     store.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0,
+                    reason="needs POSIX permissions, and root can read a chmod 0 file")
+def test_unreadable_file_is_counted_and_kept(cli_env: dict[str, str], notes: Path):
+    assert jarvis(cli_env, "index", str(notes)).returncode == 0
+    (notes / "diary.txt").chmod(0)
+    try:
+        result = jarvis(cli_env, "index", str(notes), "--json")
+    finally:
+        (notes / "diary.txt").chmod(0o644)
+    summary = json.loads(result.stdout)
+    assert summary["error_count"] == 1 and summary["removed"] == 0
+    assert json.loads(jarvis(cli_env, "search", "heron", "--json").stdout)

@@ -166,6 +166,7 @@ def index_paths(memory: SQLiteMemory, paths: Iterable[str | os.PathLike[str]], *
         except OSError as exc:
             summary.error(f"{path}: {exc.strerror or exc}")
             status, doc = "failed", None
+            kept.add(os.path.realpath(path))  # unreadable now is not gone: keep what memory has
         if status == "unchanged" and doc is not None:
             kept.add(doc.source)
         elif doc is not None and doc.source not in kept:  # a file reached twice counts once
