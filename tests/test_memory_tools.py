@@ -269,3 +269,18 @@ def test_docs_python_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
             if isinstance(value, SQLiteMemory):
                 value.close()
     assert (tmp_path / "memory.db").exists()
+
+
+def test_index_counts_failures_and_goes_on(mem: SQLiteMemory, tmp_path: Path):
+    from jarvis.memory.indexer import index_paths
+
+    folder = tmp_path / "loop"
+    folder.mkdir()
+    (folder / "ok.md").write_text("a readable note about kestrels\n")
+    os.symlink(folder / "b", folder / "a")  # a -> b -> a: reading either fails
+    os.symlink(folder / "a", folder / "b")
+    summary = index_paths(mem, [folder])
+    assert (summary.indexed, summary.error_count) == (1, 2)
+    assert all("a" in e or "b" in e for e in summary.errors)
+    assert "2 failed" in summary.describe()
+    assert mem.retrieve("kestrels")[0].source == str(folder.resolve() / "ok.md")
