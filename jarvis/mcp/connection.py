@@ -148,8 +148,6 @@ class ServerConnection:
                 reason = "closed the connection before it was ready (did the server exit?)"
             await self._fail(session, reason)
             raise McpServerError(self.name, self._with_stderr(reason)) from None
-        self.status = "ready"
-        self.error = None
         return session.client
 
     async def _fail(self, session: _Session, reason: str) -> None:
@@ -220,6 +218,9 @@ class ServerConnection:
                 self.server_info = info.model_dump(exclude_none=True) if info is not None else None
                 self._publish_tools(tools)
                 if not session.ready.done():
+                    # Set here, not by the waiter: a caller that gave up still gets a warm session.
+                    self.status = "ready"
+                    self.error = None
                     session.ready.set_result(client)
                 async with anyio.create_task_group() as group:
                     if self._can_listen(client):
