@@ -85,6 +85,13 @@ def test_retrieval_rejects_bad_arguments(mem: SQLiteMemory, arguments, fragment)
     assert fragment in direct.content or fragment in via_executor.content
 
 
+def test_integral_float_top_k_is_accepted(mem: SQLiteMemory):
+    mem.store("Machine learning notes.", source="ml.md")
+    result = run(RetrievalTool(backend=mem), query="machine", top_k=2.0)
+    assert result.success and "ml.md" in result.content
+    assert not RetrievalTool(backend=mem).execute(query="machine", top_k=2.5).success
+
+
 def test_hostile_queries_through_the_tool(mem: SQLiteMemory):
     mem.store("Machine learning notes.", source="ml.md")
     tool = RetrievalTool(backend=mem)
@@ -116,6 +123,8 @@ def test_memory_store_then_search_and_retrieve(mem: SQLiteMemory):
     ({"content": "x", "metadata": {"k": "v" * 5000}}, "limit"),
     ({"content": "x", "source": "s" * 501}, "source"),
     ({"content": "x", "metadata": "not an object"}, "metadata"),
+    ({"content": "x", "metadata": __import__("functools").reduce(lambda d, _: {"k": d},
+                                                                   range(5000), {})}, "nested"),
 ])
 def test_memory_store_bounds(mem: SQLiteMemory, arguments, fragment):
     result = MemoryStoreTool(backend=mem).execute(**arguments)

@@ -528,7 +528,7 @@ def _metadata_json(metadata: dict[str, Any] | None) -> str:
         raise UserError(f"metadata must be a JSON object (dict), got {type(metadata).__name__}")
     try:
         text = json.dumps(metadata, ensure_ascii=False, sort_keys=True)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:
         raise UserError(f"metadata must be JSON-serializable: {exc}") from None
     if len(text) > MAX_METADATA_CHARS:
         raise UserError(f"metadata is {len(text)} characters as JSON; the limit is "

@@ -71,8 +71,8 @@ class MemoryStoreTool(MemoryToolBase):
                 return self._fail("metadata must be a JSON object")
             try:
                 size = len(json.dumps(metadata, ensure_ascii=False))
-            except (TypeError, ValueError):
-                return self._fail("metadata must be JSON")
+            except (TypeError, ValueError, RecursionError):
+                return self._fail("metadata must be JSON, nested at most a few hundred levels")
             if size > MAX_METADATA_CHARS:
                 return self._fail(f"metadata is {size} characters as JSON; the limit is "
                                   f"{MAX_METADATA_CHARS}")

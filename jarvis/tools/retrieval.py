@@ -63,6 +63,8 @@ class MemoryToolBase(BaseTool):
         top_k = params.get("top_k", default)
         if top_k is None:
             return default
+        if isinstance(top_k, float) and top_k.is_integer():
+            top_k = int(top_k)  # JSON Schema counts 5.0 as an integer, and models send it
         if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= most:
             return self._fail(f"top_k must be an integer from 1 to {most}, got {top_k!r}")
         return top_k
