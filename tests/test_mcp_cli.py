@@ -35,6 +35,13 @@ def test_mcp_list_shows_status_tools_and_why_a_server_failed(tmp_path: Path, cli
     assert "tb__search" in [t["name"] for t in rows["tb"]["tools"]]
     assert rows["broken"]["status"] == "not started"
 
+    # A server that cannot start does not stop the others: a one-line warning, tools listed.
+    listing = cli(["tools", "list"], cli_env, tmp_path)
+    assert listing.returncode == 0, listing.stderr
+    assert "tb__echo" in listing.stdout and "calculator" in listing.stdout
+    assert "MCP server 'broken' is unavailable" in listing.stderr
+    assert "Traceback" not in listing.stderr
+
 
 def test_tools_commands_start_servers_only_when_needed(tmp_path: Path, cli_env) -> None:
     marker = tmp_path / "starts.txt"
