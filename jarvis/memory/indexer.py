@@ -87,10 +87,13 @@ def _allowed(path: Path, allowed: list[Path] | None) -> bool:
     return allowed is None or any(path.is_relative_to(root) for root in allowed)
 
 
-def _walk(root: Path) -> Iterator[Path]:
+def _walk(root: Path, summary: IndexSummary) -> Iterator[Path]:
     """Files under `root`, sorted, without hidden entries or tool folders; symlinked folders
     are not followed (a loop or a link out of the tree cannot widen the walk)."""
-    for folder, dirs, files in os.walk(root, followlinks=False):
+    def failed(exc: OSError) -> None:  # an unreadable folder is reported, not silently missed
+        summary.error(f"{exc.filename}: {exc.strerror or exc}")
+
+    for folder, dirs, files in os.walk(root, onerror=failed, followlinks=False):
         dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in SKIP_DIRS)
         for name in sorted(files):
             if not name.startswith("."):
@@ -143,9 +146,9 @@ def index_paths(memory: SQLiteMemory, paths: Iterable[str | os.PathLike[str]], *
     # Listing first gives the progress bar its total; it is cheap next to reading files.
     # With a file limit the walk stops there too: a model asking to index "/" costs a
     # bounded walk, not a scan of the whole disk.
-    listed = itertools.chain.from_iterable(_walk(r) if d else [r] for r, d in roots)
-    files = list(listed if max_files is None else itertools.islice(listed, max_files + 1))
     summary = IndexSummary()
+    listed = itertools.chain.from_iterable(_walk(r, summary) if d else [r] for r, d in roots)
+    files = list(listed if max_files is None else itertools.islice(listed, max_files + 1))
     if max_files is not None and len(files) > max_files:
         files = files[:max_files]
         summary.stopped_early = True
