@@ -28,7 +28,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory):
     path = write_config(folder, {
         "tb": stdio_server("tb", timeout=1.5, tool_timeouts={"sleep_ms": 0.5},
                            env={"TOOLBOX_DIR": "${HOME}/toolbox"}),
-        "other": stdio_server("other"),
+        "other": stdio_server("other", protocol="legacy"),  # the initialize handshake
         "web": {"url": web.url},
         "broken": {"command": "jarvis-no-such-mcp-server-binary"},
         "failing": stdio_server("failing", "--fail-start"),
@@ -159,6 +159,13 @@ def test_tool_list_refreshed_when_the_server_says_it_changed(registered: McpMana
     assert run("tb__grow", {"name": "fresh"}).content == "grown"
     wait_until(lambda: "tb__fresh" in ToolRegistry._entries)
     assert run("tb__fresh", {}).content == "I am fresh"
+
+
+def test_tool_list_refreshed_on_a_handshake_era_notification(registered: McpManager) -> None:
+    assert registered.servers["other"].connection.protocol_version < "2026"
+    assert run("other__grow", {"name": "late"}).content == "grown"
+    wait_until(lambda: "other__late" in ToolRegistry._entries)
+    assert run("other__late", {}).content == "I am late"
 
 
 def test_crash_mid_call_fails_naming_the_server_then_reconnects(registered: McpManager) -> None:

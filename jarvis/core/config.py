@@ -136,8 +136,12 @@ class McpServerConfig(_Section):
     tool_timeouts: dict[str, float] = Field(default_factory=dict, description="per-tool seconds")
     confirm: list[str] = Field(default_factory=list,
                                description="tool names or globs that require confirmation")
+    protocol: str = Field("auto", description="auto: try the 2026 protocol, fall back to the "
+                          "initialize handshake; legacy: always the initialize handshake")
 
     def model_post_init(self, __context: Any) -> None:
+        if self.protocol not in ("auto", "legacy"):
+            raise ValueError(f"protocol must be 'auto' or 'legacy', got {self.protocol!r}")
         if bool(self.command) == bool(self.url):
             raise ValueError("an MCP server needs exactly one of `command` (stdio) or `url` "
                              "(streamable HTTP)")

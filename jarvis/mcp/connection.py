@@ -209,7 +209,8 @@ class ServerConnection:
             async with contextlib.AsyncExitStack() as stack:
                 transport = await self._transport(stack, session)
                 client = await stack.enter_async_context(Client(
-                    transport, cache=None, message_handler=self._message_handler(session),
+                    transport, cache=None, mode=self.config.protocol,
+                    message_handler=self._message_handler(session),
                     client_info=Implementation(name="jarvis", version="0.1")))
                 tools = await self._fetch_tools(client)
                 session.client = client

@@ -19,6 +19,7 @@ import time
 
 from mcp.server.mcpserver import Context, Image, MCPServer
 from mcp.types import ToolAnnotations
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 # A 1x1 PNG.
 PNG = base64.b64decode(
@@ -127,7 +128,9 @@ async def grow(name: str, ctx: Context) -> str:
         return f"I am {name}"
 
     app.add_tool(extra, name=name, description=f"Added at run time: {name}")
-    await ctx.notify_tools_changed()
+    await ctx.notify_tools_changed()  # 2026 protocol: to `subscriptions/listen` streams
+    if ctx.request_context.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        await ctx.request_context.session.send_tool_list_changed()  # handshake era
     return "grown"
 
 
