@@ -129,3 +129,17 @@ def test_no_servers_means_no_mcp_tools_and_no_loader(tmp_path: Path) -> None:
     assert "mcp" not in ToolRegistry._on_demand
     result = build_tool("mcp_adapter").execute(server="x")
     assert not result.success and "no MCP servers are configured" in result.content
+
+
+def test_docs_config_example_is_valid(tmp_path: Path) -> None:
+    """The config example in docs/mcp.md loads as written (so the docs cannot drift)."""
+    import re
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "mcp.md").read_text(encoding="utf-8")
+    (example,) = re.findall(r"```toml\n(.*?)```", doc, re.S)
+    (tmp_path / "config.toml").write_text(example, encoding="utf-8")
+    servers = load_config(tmp_path / "config.toml").mcp.servers
+    assert sorted(servers) == ["files", "notes", "search"]
+    assert servers["search"].tool_timeouts == {"deep_search": 300}
+    assert servers["notes"].include == ["find_note", "add_note"]
+    assert servers["files"].exclude == ["write_*", "move_file"]
