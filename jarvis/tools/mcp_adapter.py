@@ -182,8 +182,12 @@ class McpAdapterTool(BaseTool):
         by_remote = {remote: local for local, remote in state.registered.items()}
         if not tool:
             remote_tools = {t.name: t for t in state.tools or []}
-            lines = [f"{name}: {_first_line(remote_tools[name].description)}"
-                     for name in sorted(by_remote)]
+            lines = []
+            for name in sorted(by_remote):
+                proxy = ToolRegistry._entries.get(by_remote[name])
+                note = (f" [requires confirmation: call it as {by_remote[name]}]"
+                        if isinstance(proxy, McpTool) and proxy.spec.requires_confirmation else "")
+                lines.append(f"{name}: {_first_line(remote_tools[name].description)}{note}")
             return ToolResult(tool_name="mcp_adapter", content="\n".join(lines) or "(no tools)")
         local = by_remote.get(tool)
         if local is None:
