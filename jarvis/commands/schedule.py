@@ -197,6 +197,19 @@ def list_runs(task_id: str | None, limit: int, as_json: bool) -> None:
                    f"try {run.attempt}  {took:>7}  {detail}")
 
 
+def _sync_agents(sched: Any) -> None:
+    """Workspace agents with a `schedule` get their task before the daemon starts."""
+    from jarvis.scheduler.agents import sync_agent_schedules
+
+    report = sync_agent_schedules(sched, load_cli_config())
+    for label, names in (("scheduled", report.created), ("rescheduled", report.replaced),
+                         ("unscheduled", report.cancelled)):
+        for name in names:
+            click.echo(f"agent {name}: {label}", err=True)
+    for error in report.errors:
+        click.echo(f"warning: {error}", err=True)
+
+
 # --- jarvis scheduler ----------------------------------------------------------------------
 @click.group()
 def scheduler() -> None:
@@ -229,6 +242,7 @@ def start(once: bool, runner: str | None, max_workers: int | None, poll: float |
     logger.setLevel(logging.INFO)
     logger.propagate = False
     sched = _scheduler(runner, max_workers=max_workers, poll_seconds=poll)
+    _sync_agents(sched)
     if not once:
         sched.run_forever()
         return

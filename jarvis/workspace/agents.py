@@ -51,6 +51,9 @@ class AgentSpec(BaseModel):
     max_turns: int = Field(10, ge=1, le=100)
     schedule: str | None = Field(None, description="cron expression; the scheduler runs the "
                                  "agent on it")
+    timezone: str = Field("UTC", description="IANA time zone the schedule is read in")
+    prompt: str = Field("Do your scheduled task now.",
+                        description="what a scheduled run asks the agent")
 
     _source: Path | None = PrivateAttr(None)
 
