@@ -115,20 +115,17 @@ class Jarvis:
         return self._resolved_model
 
     def _memory_path(self) -> Path:
-        from jarvis.core.paths import jarvis_home
+        from jarvis.memory import memory_path
 
-        configured = self.config.memory.db_path
-        return self.config.resolve_path(configured) if configured else jarvis_home() / "memory.db"
+        return memory_path(self.config)
 
     @property
     def memory(self) -> Any:
-        """The memory store (SQLite FTS5), opened on first use."""
+        """The memory store (SQLite FTS5) the config describes, opened on first use."""
         if self._memory is None:
-            from jarvis.memory.sqlite import SQLiteMemory
+            from jarvis.memory import open_memory
 
-            path = self._memory_path()
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._memory = SQLiteMemory(db_path=str(path), bus=self.bus)
+            self._memory = open_memory(self.config, bus=self.bus)
         return self._memory
 
     @property
@@ -172,13 +169,15 @@ class Jarvis:
         spec = None
         workspace_names: list[str] = []
         try:
-            from jarvis.workspace.agents import find_agent, list_agents
+            from jarvis.workspace.agents import find_agent, load_agents
         except ImportError:  # the workspace module is optional in stripped-down installs
-            find_agent = list_agents = None  # type: ignore[assignment]
+            find_agent = load_agents = None  # type: ignore[assignment]
         if find_agent is not None:
             spec = find_agent(self.config, name)
             if spec is None:
-                workspace_names = [s.name for s in list_agents(self.config)]
+                # load_agents, not list_agents: an unrelated broken agent file must not hide
+                # the real problem (this name is unknown).
+                workspace_names = [s.name for s in load_agents(self.config).agents]
         if spec is None:
             from jarvis.core.registry import AgentRegistry
 

@@ -105,6 +105,9 @@ def ask(ctx: click.Context, query: tuple[str, ...], agent: str | None, tools: st
     if as_json:
         echo_json(result)
         return
+    sources = result.get("context_sources") or []
+    if sources:
+        click.echo(f"[memory] context from: {', '.join(sources)}", err=True)
     if streaming and stdout.wrote:
         stdout.finish()
     else:

@@ -93,16 +93,19 @@ def run_tool(name: str, arguments: str, yes: bool, as_json: bool) -> None:
       jarvis tools run calculator '{"expression": "sqrt(144) + 3**2"}'
     """
     from jarvis.core.types import ToolCall
+    from jarvis.sdk import Jarvis
     from jarvis.tools.executor import ToolExecutor
 
-    config = load_cli_config()
-    (t,) = _catalog([name], config)
-    executor = ToolExecutor(
-        [t], approver=terminal_approver(yes),
-        default_timeout=config.tools.default_timeout,
-        max_output_chars=config.tools.max_output_chars,
-    )
-    result = executor.execute(ToolCall(id="cli", name=name, arguments=arguments))
+    # Built through the SDK so the tool gets what its constructor takes (the llm tool an
+    # engine, the scheduler tools the scheduler, memory tools the store), and nothing more.
+    with Jarvis(config=load_cli_config(), default_client="http") as j:
+        (t,) = j.build_tools([name])
+        executor = ToolExecutor(
+            [t], bus=j.bus, approver=terminal_approver(yes),
+            default_timeout=j.config.tools.default_timeout,
+            max_output_chars=j.config.tools.max_output_chars,
+        )
+        result = executor.execute(ToolCall(id="cli", name=name, arguments=arguments))
     if as_json:
         echo_json(result.to_dict())
     elif result.success:
