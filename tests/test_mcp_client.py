@@ -34,7 +34,11 @@ def servers(tmp_path_factory: pytest.TempPathFactory):
         "failing": stdio_server("failing", "--fail-start"),
         "off": stdio_server("off", enabled=False),
     })
-    manager = McpManager(load_config(path))
+    # Module-scoped, so the per-test JARVIS_HOME does not exist yet: give the servers' logs a
+    # home of their own (never the user's ~/.jarvis, never shared with a concurrent run).
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("JARVIS_HOME", str(folder / "home"))
+        manager = McpManager(load_config(path))
     manager.refresh()
     yield manager
     manager.close()

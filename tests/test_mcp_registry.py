@@ -11,7 +11,7 @@ from jarvis.core.config import load_config
 from jarvis.core.registry import ToolRegistry
 from jarvis.core.types import ErrorType
 from jarvis.errors import ConfigError
-from jarvis.mcp.cache import RemoteTool, config_key, read_tools, write_tools
+from jarvis.mcp.cache import RemoteTool, cache_dir, config_key, read_tools, write_tools
 from jarvis.mcp.manager import active_manager, register_mcp_tools
 from jarvis.mcp.naming import check_server_name, local_names
 from jarvis.tools.base import check_tool_name
@@ -51,7 +51,7 @@ def test_config_errors_name_the_problem(tmp_path: Path) -> None:
 
 def _seed_cache(config, name: str, tools: list[str]) -> None:
     server = config.mcp.servers[name]
-    write_tools(name, config_key(server, config.base_dir),
+    write_tools(cache_dir(), name, config_key(server, config.base_dir),
                 [RemoteTool(name=t, description=f"the {t} tool",
                             input_schema={"type": "object", "properties": {}}) for t in tools])
 
@@ -73,7 +73,7 @@ def test_cached_tools_register_without_starting_a_server(tmp_path: Path) -> None
     result = ToolExecutor([tool]).execute({"name": "tb__echo", "arguments": {"text": "hi"}})
     assert result.success and result.content == "hi"
     assert marker.exists()
-    cached = read_tools("tb", config_key(config.mcp.servers["tb"], config.base_dir))
+    cached = read_tools(cache_dir(), "tb", config_key(config.mcp.servers["tb"], config.base_dir))
     assert "echo2" not in [t.name for t in cached] and "spawn_child" in [t.name for t in cached]
     assert "tb__echo2" not in ToolRegistry.keys()
     active_manager().close()

@@ -57,16 +57,17 @@ def config_key(server: Any, base_dir: Path) -> str:
 
 
 def cache_dir() -> Path:
+    """Where MCP state lives now: $JARVIS_HOME/mcp (a manager fixes it when it is made)."""
     return jarvis_home() / "mcp"
 
 
-def cache_path(name: str, key: str) -> Path:
-    return cache_dir() / f"tools-{name}-{key}.json"
+def cache_path(folder: Path, name: str, key: str) -> Path:
+    return folder / f"tools-{name}-{key}.json"
 
 
-def read_tools(name: str, key: str) -> list[RemoteTool] | None:
+def read_tools(folder: Path, name: str, key: str) -> list[RemoteTool] | None:
     """The cached list, or None when there is none (or it is unreadable: then it is refetched)."""
-    path = cache_path(name, key)
+    path = cache_path(folder, name, key)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         if data.get("version") != CACHE_VERSION:
@@ -76,9 +77,8 @@ def read_tools(name: str, key: str) -> list[RemoteTool] | None:
         return None
 
 
-def write_tools(name: str, key: str, tools: list[RemoteTool]) -> None:
+def write_tools(folder: Path, name: str, key: str, tools: list[RemoteTool]) -> None:
     """Replace the cached list atomically (a reader never sees half a file)."""
-    folder = cache_dir()
     try:
         folder.mkdir(parents=True, exist_ok=True)
         _prune(folder, name, key)
@@ -86,14 +86,14 @@ def write_tools(name: str, key: str, tools: list[RemoteTool]) -> None:
         tmp.write_text(json.dumps({"version": CACHE_VERSION, "server": name, "fetched_at": time.time(),
                                    "tools": [t.to_dict() for t in tools]}, ensure_ascii=False),
                        encoding="utf-8")
-        os.replace(tmp, cache_path(name, key))
+        os.replace(tmp, cache_path(folder, name, key))
     except OSError:
         pass  # a cache that cannot be written only costs a reconnect next time
 
 
 def _prune(folder: Path, name: str, key: str) -> None:
     """Keep a few lists per server name (several projects may share JARVIS_HOME), not all."""
-    current = cache_path(name, key).name
+    current = cache_path(folder, name, key).name
     try:
         others = sorted((p for p in folder.glob(f"tools-{name}-*.json") if p.name != current),
                         key=lambda p: p.stat().st_mtime, reverse=True)

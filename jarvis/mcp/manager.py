@@ -21,10 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jarvis.core.paths import jarvis_home
 from jarvis.core.registry import ToolRegistry
 from jarvis.core.types import ErrorType, ToolResult
-from jarvis.mcp.cache import RemoteTool, config_key, read_tools, write_tools
+from jarvis.mcp.cache import RemoteTool, cache_dir, config_key, read_tools, write_tools
 from jarvis.mcp.connection import McpCallError, McpCallTimeout, McpServerError, ServerConnection
 from jarvis.mcp.loop import background_loop
 from jarvis.mcp.naming import SEPARATOR, local_names
@@ -76,7 +75,9 @@ class McpManager:
         # the manager `register_mcp_tools` made, so a list change shows up at once.
         self.auto_register = False
         self._lock = threading.Lock()
-        log_dir = jarvis_home() / "mcp" / "logs"
+        # Fixed now: the cache and logs stay put even if JARVIS_HOME changes later.
+        self.state_dir = cache_dir()
+        log_dir = self.state_dir / "logs"
         for name, server in config.mcp.servers.items():
             state = ServerState(name=name, config=server, key=config_key(server, self.base_dir))
             if server.enabled:
@@ -90,7 +91,7 @@ class McpManager:
         """Register the tools of every enabled server that has a cached list."""
         for state in self.servers.values():
             if state.enabled and state.tools is None:
-                cached = read_tools(state.name, state.key)
+                cached = read_tools(self.state_dir, state.name, state.key)
                 if cached is not None:
                     state.tools = cached
                     state.source = "cache"
@@ -102,7 +103,7 @@ class McpManager:
             return
         state.tools = tools
         state.source = "live"
-        write_tools(state.name, state.key, tools)
+        write_tools(self.state_dir, state.name, state.key, tools)
         if self.auto_register:
             self.register(state)
 
@@ -282,7 +283,7 @@ def requires_confirmation(config: Any, tool: RemoteTool) -> bool:
 
 
 def manager_fingerprint(config: Any) -> str:
-    data = {"base": str(config.base_dir),
+    data = {"base": str(config.base_dir), "home": str(cache_dir()),
             "servers": {n: s.model_dump() for n, s in config.mcp.servers.items()}}
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
 
