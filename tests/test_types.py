@@ -118,7 +118,17 @@ def test_to_dict_is_json_ready_summary():
     data = result.to_dict()
     assert data["error_type"] == "timeout" and data["call_id"] == "c9"
     assert set(data) >= {"tool_name", "content", "success", "latency_seconds", "cost_usd"}
+    assert "blocks" not in data and "reward" not in data
     json.dumps(data)
+
+
+def test_to_dict_keeps_images_reward_and_finished():
+    result = ToolResult(tool_name="shot", content="the screen", reward=1.0, finished=True,
+                        blocks=[TextBlock("the screen"), ImageBlock(data=PNG)])
+    data = json.loads(json.dumps(result.to_dict()))
+    assert data["blocks"][1] == {"data": PNG, "mimeType": "image/png", "detail": None,
+                                 "type": "image"}
+    assert data["reward"] == 1.0 and data["finished"] is True
 
 
 def test_message_to_openai_includes_tool_calls_and_tool_ids():

@@ -127,8 +127,12 @@ class ToolResult:
         }
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready summary (used by the SDK, the run log and `--json` output)."""
-        return {
+        """A JSON-ready summary (used by the SDK, the run log and `--json` output).
+
+        `blocks` is present only when the tool gave blocks of its own (e.g. images), so that
+        nothing the tool returned is lost; `reward` and `finished` only when set.
+        """
+        out: dict[str, Any] = {
             "tool_name": self.tool_name,
             "content": self.content,
             "success": self.success,
@@ -139,6 +143,13 @@ class ToolResult:
             "error_type": self.error_type.value if self.error_type else None,
             "call_id": self.call_id,
         }
+        if self.blocks:
+            out["blocks"] = [b.to_dict() for b in self.blocks]
+        if self.reward is not None:
+            out["reward"] = self.reward
+        if self.finished:
+            out["finished"] = True
+        return out
 
 
 @dataclass(slots=True)
