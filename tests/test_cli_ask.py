@@ -127,6 +127,16 @@ def test_unknown_tool_or_agent_is_an_error_listing_valid_names(env):
     assert "orchestrator" in out.stderr
 
 
+@pytest.mark.parametrize("host", ["not a url", "http://localhost:99999", "ftp://example"])
+def test_unusable_engine_address_is_a_one_line_error(env, host):
+    out = jarvis(env, "ask", "--host", host, "x")
+    assert out.returncode == 2 and "is not a usable server address" in out.stderr
+    assert "Traceback" not in out.stderr and out.stdout == ""
+    env["VLLM_HOST"] = host  # the same through the environment
+    out = jarvis(env, "ask", "x")
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+
+
 def test_engine_rejecting_tools_is_reported(env):
     with FakeOpenAIServer([HTTPFailure(400, "model gemma:2b does not support tools"),
                            "answer without tools"]) as server:

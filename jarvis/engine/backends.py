@@ -67,3 +67,19 @@ def base_url(backend: Backend, host: str) -> str:
     if backend.append_v1 and urlsplit(host).path in ("", "/"):
         host += "/v1"
     return host
+
+
+def check_base_url(engine: str, url: str) -> None:
+    """Raise ConfigError unless `url` is an http(s) URL http.client can connect to."""
+    from jarvis.errors import ConfigError
+
+    parts = urlsplit(url)
+    try:
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:  # a port that is not a number in range
+        port_ok = False
+    if (parts.scheme not in ("http", "https") or not parts.hostname or not port_ok
+            or any(ch.isspace() or ord(ch) < 32 for ch in url)):
+        raise ConfigError(f"{engine}: {url!r} is not a usable server address; give it as "
+                          "http://HOST:PORT (e.g. http://localhost:8000) with --host, the "
+                          "engine's *_HOST variable or config.toml")

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from jarvis.core.types import ToolCall
-from jarvis.engine.backends import BACKENDS, Backend, base_url
+from jarvis.engine.backends import BACKENDS, Backend, base_url, check_base_url
 from jarvis.engine.base import GenerateResult, MessageLike, StreamChunk, empty_usage, to_wire
 from jarvis.engine.transport import HTTPTransport, OpenAITransport, WireError
 from jarvis.errors import ConfigError, EngineError, UnknownNameError
@@ -70,6 +70,7 @@ class OpenAICompatEngine:
         self.client_kind = client
         self.host = host or spec.default_host
         self.base_url = base_url(spec, self.host)
+        check_base_url(backend, self.base_url)
         key = api_key or (os.environ.get(spec.api_key_env) if spec.api_key_env else None)
         if not key and backend == "openai" and self.base_url.startswith("https://api.openai.com"):
             raise EngineError("the openai engine needs an API key: set OPENAI_API_KEY, or point "
