@@ -82,3 +82,22 @@ def test_pool_limits_concurrent_interpreters() -> None:
     assert not busy.success and "in use" in busy.content
     assert results["slow"].success and results["slow"].content.strip() == "'done'"
     assert pool.stats()["created"] == 1
+
+
+def test_code_cannot_signal_other_processes(tool: CodeInterpreterTool) -> None:
+    # Sandboxed code running as our user could otherwise kill jarvis (its parent) or any other
+    # process of ours; signals to itself keep working.
+    import subprocess
+
+    victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        for target in (victim.pid, "os.getppid()", f"-{victim.pid}"):
+            result = run(tool, f"import os\nos.kill({target}, 9)")
+            assert not result.success and "PermissionError" in result.content, result.content
+        assert victim.poll() is None
+        own = run(tool, "import os, signal\nsignal.signal(signal.SIGUSR1, lambda *a: print('got'))"
+                        "\nos.kill(os.getpid(), signal.SIGUSR1)\nos.kill(0, 0)")
+        assert own.success and own.content == "got\n", own.content
+    finally:
+        victim.kill()
+        victim.wait()
