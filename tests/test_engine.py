@@ -210,3 +210,60 @@ def test_http_client_reuses_connections_and_survives_a_closed_keepalive():
         assert engine.generate(USER).content == "one"
         assert engine.generate(USER).content == "three"  # dropped once, retried
         engine.close()
+
+
+class _NotOpenAI:
+    """A real loopback server that answers every request with the same non-OpenAI body."""
+
+    def __init__(self, body: bytes, content_type: str) -> None:
+        import http.server
+        import threading
+
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802 - stdlib name
+                self.rfile.read(int(self.headers.get("content-length", 0)))
+                self.send_response(200)
+                self.send_header("content-type", content_type)
+                self.send_header("content-length", str(len(outer.body)))
+                self.end_headers()
+                self.wfile.write(outer.body)
+
+        self.body = body
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.parametrize("body,ctype", [
+    (b"<html>not an API</html>", "text/html"),
+    (b'data: 5\n\ndata: [DONE]\n\n', "text/event-stream"),
+    (b'data: {"choices": [{"delta": "text"}]}\n\n', "text/event-stream"),
+])
+def test_a_reply_that_is_not_a_stream_is_an_error_not_an_empty_answer(body, ctype, client):
+    server = _NotOpenAI(body, ctype)
+    try:
+        engine = OpenAICompatEngine("vllm", server.url, model="m", api_key="k", client=client,
+                                    max_retries=0)
+        with pytest.raises(EngineError, match="stream"):
+            list(engine.stream(USER))
+        engine.close()
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize("host", ["not a url", "http://h:abc", "ftp://example", "http://:80"])
+def test_unusable_host_is_a_config_error(host):
+    from jarvis.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="not a usable server address"):
+        OpenAICompatEngine("vllm", host, model="m", client="http")

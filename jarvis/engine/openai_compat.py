@@ -199,12 +199,18 @@ class OpenAICompatEngine:
         usage: dict[str, int] | None = None
         finish: str | None = None
         model_name = params["model"]
+        answered = False  # a reply that is not a stream at all must not read as an empty answer
         try:
             for chunk in chunks:
+                if not isinstance(chunk, dict) or not isinstance(chunk.get("choices", []), list):
+                    raise WireError("protocol", f"bad stream chunk: {str(chunk)[:200]!r}")
+                answered = True
                 if chunk.get("usage"):
                     usage = _usage(chunk["usage"])
                 model_name = chunk.get("model") or model_name
                 for choice in chunk.get("choices") or ():
+                    if not isinstance(choice, dict):
+                        raise WireError("protocol", f"bad stream choice: {str(choice)[:200]!r}")
                     finish = choice.get("finish_reason") or finish
                     delta = choice.get("delta") or {}
                     text = delta.get("content")
@@ -223,10 +229,17 @@ class OpenAICompatEngine:
         except WireError as exc:
             raise EngineError(f"the stream from {self.engine_id} at {self.base_url} broke off: "
                               f"{exc.message}") from exc
+        except (AttributeError, TypeError) as exc:  # a chunk whose parts have the wrong shapes
+            raise EngineError(f"the stream from {self.engine_id} at {self.base_url} is not an "
+                              f"OpenAI chat-completion stream: {exc}") from exc
         finally:
             close = getattr(chunks, "close", None)
             if close is not None:
                 close()
+        if not answered:
+            raise EngineError(f"{self.engine_id} at {self.base_url} answered a streaming request "
+                              "without any stream events (is it an OpenAI-compatible server? "
+                              "--no-stream may work)")
         tool_calls = [ToolCall(id=c["id"] or f"call_{uuid.uuid4().hex[:12]}", name=c["name"],
                                arguments=c["arguments"] or "{}")
                       for _, c in sorted(calls.items())]

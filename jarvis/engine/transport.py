@@ -246,7 +246,7 @@ class OpenAITransport:
 
     def chat(self, params: dict[str, Any]) -> dict[str, Any]:
         try:
-            return self.client.chat.completions.create(**params).model_dump()
+            return self.client.chat.completions.create(**params).model_dump(warnings=False)
         except Exception as exc:
             raise openai_wire_error(exc, self.timeout) from exc
 
@@ -260,7 +260,8 @@ class OpenAITransport:
     def _events(self, stream: Any) -> Iterator[dict[str, Any]]:
         try:
             for chunk in stream:
-                yield chunk.model_dump()
+                # warnings=False: a malformed chunk is the engine's to report, not a pydantic warning
+                yield chunk.model_dump(warnings=False)
         except Exception as exc:
             raise openai_wire_error(exc, self.timeout) from exc
         finally:
