@@ -279,3 +279,21 @@ def test_settings_table_for_unknown_tool_is_a_config_error(tmp_path: Path,
                             cwd=ws, capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert "file_raed" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_setting_of_the_wrong_type_names_key_and_file(tmp_path: Path,
+                                                      cli_env: dict[str, str]) -> None:
+    import subprocess
+
+    ws = make_workspace(tmp_path / "ws", {})
+    (ws / "config.toml").write_text("[tools.file_read]\nallowed_dirs = 5\n")
+    result = subprocess.run([sys.executable, "-m", "jarvis.cli", "tools", "run", "file_read",
+                             '{"path": "config.toml"}'], env=cli_env, cwd=ws,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "config.toml: tools.file_read.allowed_dirs: Input should be a valid list" in result.stderr
+    # right types still load (an int where a float is declared is fine)
+    (ws / "config.toml").write_text('[tools.file_read]\nallowed_dirs = ["."]\n'
+                                    "[tools.repl]\ntimeout = 5\nmemory_mb = 256\n")
+    load_extensions(load_config(ws / "config.toml"))

@@ -235,3 +235,34 @@ def check_tool_settings(config: Any) -> None:
         except UnknownNameError as exc:
             raise ConfigError(f"[tools.{name}] in {where} names no tool; valid tool names: "
                               f"{', '.join(exc.valid)}") from None
+        _check_setting_types(name, config.tools.settings[name], where)
+
+
+def _check_setting_types(name: str, settings: dict[str, Any], where: str) -> None:
+    """Each setting must fit the type its tool's constructor declares: a wrong type such as
+    `allowed_dirs = 5` would otherwise fail deep inside the tool with a traceback."""
+    import inspect
+    import typing
+
+    from pydantic import TypeAdapter, ValidationError
+
+    from jarvis.errors import ConfigError
+
+    cls = ToolRegistry.get(name)
+    if not isinstance(cls, type):
+        return  # build_tool reports settings given to a tool that takes none
+    try:
+        hints = typing.get_type_hints(cls.__init__)
+        params = inspect.signature(cls).parameters
+    except (NameError, TypeError, ValueError):
+        return  # unresolvable annotations: the tool checks its own settings
+    for key, value in settings.items():
+        hint = hints.get(key)
+        if key not in params or hint is None or hint is Any:
+            continue  # unknown keys are named by build_tool
+        try:
+            TypeAdapter(hint).validate_python(value, strict=True)
+        except ValidationError as exc:
+            problem = exc.errors()[0]["msg"] if exc.errors() else str(exc)
+            raise ConfigError(f"invalid config in {where}: tools.{name}.{key}: {problem} "
+                              f"(got {value!r})") from None
