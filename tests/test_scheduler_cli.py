@@ -63,6 +63,8 @@ def test_schedule_commands_end_to_end(env):
     (["add", "x"], "give exactly one schedule"),
     (["add", "x", "--every", "60", "--at", "2030-01-01T00:00:00Z"], "give exactly one schedule"),
     (["add", "x", "--every", "0.1"], "interval must be between"),
+    (["add", "x", "--every", "60", "--grace", "nan"], "grace seconds must be 0 or more"),
+    (["add", "x", "--every", "60", "--grace", "-1"], "grace seconds must be 0 or more"),
 ])
 def test_mistakes_are_one_line_errors_with_exit_code_2(env, args, message, monkeypatch):
     from jarvis.cli import cli
@@ -79,6 +81,20 @@ def test_unknown_id_in_a_real_process(env):
     assert result.returncode == 2
     assert result.stderr.strip() == ("Error: no scheduled task with id 'nope'; see the ids with "
                                      "`jarvis schedule list`")
+
+
+def test_add_warns_about_unknown_agent_and_tools(env):
+    # Every run of such a task would fail: say so when it is created, not hours later.
+    bad = jarvis(env, "schedule", "add", "x", "--every", "60", "--agent", "nosuchagent",
+                 "--tools", "calculator,nosuchtool", "--json")
+    task_id = json.loads(ok(bad))["task_id"]
+    warnings = [line for line in bad.stderr.splitlines() if line.startswith("Warning:")]
+    assert len(warnings) == 2, bad.stderr
+    assert "unknown agent 'nosuchagent'" in warnings[0] and task_id in warnings[0]
+    assert "unknown tool 'nosuchtool'" in warnings[1] and "calculator" not in warnings[1]
+    good = jarvis(env, "schedule", "add", "x", "--every", "60", "--agent", "orchestrator",
+                  "--tools", "calculator,think")
+    assert good.returncode == 0 and "Warning" not in good.stderr, good.stderr
 
 
 def test_a_failed_manual_run_exits_1_with_the_error(env):

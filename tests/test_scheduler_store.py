@@ -90,6 +90,11 @@ def test_lifecycle_pause_resume_cancel(store):
         sched.add("x", cron="* * * * *", every=5)
     with pytest.raises(UserError, match="not among the task's tools"):
         sched.add("x", every=5, tools="calculator", approved_tools="shell")
+    # NaN would make every missed run "too late" (skipped forever); True is not a count.
+    with pytest.raises(UserError, match="grace seconds must be 0 or more"):
+        sched.add("x", every=5, grace_seconds=float("nan"))
+    with pytest.raises(UserError, match="retries must be an integer"):
+        sched.add("x", every=5, max_retries=True)
 
 
 def test_due_runs_are_recorded_with_answer_and_run_log_id(store):

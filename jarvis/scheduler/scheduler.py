@@ -116,14 +116,16 @@ class TaskScheduler:
         if not 0 < timeout <= MAX_TIMEOUT_SECONDS:
             raise UserError(f"timeout must be between 0 and {MAX_TIMEOUT_SECONDS:g} seconds, "
                             f"got {timeout_seconds}")
-        if not isinstance(max_retries, int) or not 0 <= max_retries <= MAX_RETRIES:
+        if (not isinstance(max_retries, int) or isinstance(max_retries, bool)
+                or not 0 <= max_retries <= MAX_RETRIES):
             raise UserError(f"retries must be an integer from 0 to {MAX_RETRIES}, got {max_retries!r}")
         if not 0 <= float(retry_backoff_seconds) <= MAX_TIMEOUT_SECONDS:
             raise UserError(f"retry backoff must be 0-{MAX_TIMEOUT_SECONDS:g} seconds")
         if on_crash not in CRASH_POLICIES:
             raise UserError(f"on_crash must be one of {', '.join(CRASH_POLICIES)}, got {on_crash!r}")
-        if grace_seconds is not None and float(grace_seconds) < 0:
-            raise UserError("grace seconds must be 0 or more")
+        # `not x >= 0` also rejects NaN, which would otherwise skip every missed run.
+        if grace_seconds is not None and not float(grace_seconds) >= 0:
+            raise UserError(f"grace seconds must be 0 or more, got {grace_seconds}")
         task = Task(
             id="", prompt=prompt, schedule_type=schedule.type, schedule_value=schedule.value,
             timezone=schedule.timezone, agent=agent or None, tools=tool_names,
