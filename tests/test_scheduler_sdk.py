@@ -109,3 +109,23 @@ def test_confirmation_gated_tools_need_explicit_approval(cli_env, tmp_path, work
     assert not denied_file.exists()
     assert any("requires confirmation" in a or "denied" in a for a in answers), answers
     assert any(a == f"tool said: wrote {approved_file}" for a in answers), answers
+
+
+def test_a_run_that_fails_mid_ask_links_to_its_run_log(tmp_path):
+    # The engine fails after the ask started: the run log holds the failed ask, and the
+    # scheduler's run record must point at it (as for succeeded runs), not lose the link.
+    from jarvis import Jarvis
+    from jarvis.errors import EngineError
+    from jarvis.scheduler.scheduler import TaskScheduler
+    from jarvis.scheduler.store import SchedulerStore
+    from jarvis.testing import ScriptedEngine
+
+    with Jarvis(engine=ScriptedEngine([EngineError("the engine went away")])) as system:
+        sched = TaskScheduler(store=SchedulerStore(tmp_path / "s.db"), system=system)
+        task = sched.add("hello", every=3600)
+        run = sched.run_now(task.id)
+        assert (run.status, run.error_type) == ("failed", "engine")
+        assert "the engine went away" in run.error
+        assert run.run_log_id, "the failed run lost its run log id"
+        logged = system.runlog.get(run.run_log_id)
+        assert logged["status"] == "error" and logged["source"] == "scheduler"

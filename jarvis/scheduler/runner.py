@@ -12,6 +12,7 @@ Tools that require confirmation are denied unless the task named them in `approv
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import queue
 import threading
@@ -88,12 +89,33 @@ class SdkRunner:
 
     def run(self, task: Task, occurrence: Run) -> RunOutcome:
         system = self._acquire()
+        # A run that fails mid-way is still in the run log; remember its id (from RUN_START,
+        # published on this thread) so the failed run record links to it.
+        started: list[str] = []
+        me = threading.get_ident()
+
+        def on_start(event: Any) -> None:
+            if threading.get_ident() == me and event.data.get("id"):
+                started.append(str(event.data["id"]))
+
+        bus = getattr(system, "bus", None)
+        if bus is not None:
+            from jarvis.core.events import EventType
+
+            bus.subscribe(EventType.RUN_START, on_start)
         try:
             result = system.ask_full(task.prompt, agent=task.agent or None,
                                      tools=list(task.tools) or None,
                                      approved_tools=list(task.approved_tools),
                                      source="scheduler")
+        except Exception as exc:
+            if started:
+                with contextlib.suppress(AttributeError, TypeError):
+                    exc.run_log_id = started[-1]  # read by the scheduler when recording it
+            raise
         finally:
+            if bus is not None:
+                bus.unsubscribe(EventType.RUN_START, on_start)
             self._release(system)
         return outcome_from_result(result)
 

@@ -455,7 +455,10 @@ def _failure(exc: BaseException) -> RunOutcome:
         kind = "error"
     else:
         kind = "execution"
-    return RunOutcome.failed(f"{type(exc).__name__}: {exc}", kind)
+    outcome = RunOutcome.failed(f"{type(exc).__name__}: {exc}", kind)
+    run_log_id = getattr(exc, "run_log_id", None)  # set by SdkRunner when the ask was logged
+    outcome.run_log_id = run_log_id if isinstance(run_log_id, str) else None
+    return outcome
 
 
 def _names(value: list[str] | str | None, what: str) -> list[str]:
