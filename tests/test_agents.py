@@ -136,3 +136,14 @@ def test_engine_errors_propagate():
     engine = ScriptedEngine([EngineError("engine down")])
     with pytest.raises(EngineError, match="engine down"):
         OrchestratorAgent(engine).run("x")
+
+
+def test_streamed_text_before_a_tool_call_does_not_run_into_the_answer():
+    tokens: list[str] = []
+    engine = ScriptedEngine([reply("Let me check.",
+                                   tool_calls=[tool_call("calculator", {"expression": "3*3"})]),
+                             "It is nine."])
+    executor = ToolExecutor([CalculatorTool()])
+    result = OrchestratorAgent(engine, executor=executor, on_token=tokens.append).run("3*3?")
+    assert "".join(tokens) == "Let me check.\n\nIt is nine."
+    assert result.content == "It is nine."

@@ -19,14 +19,21 @@ class OrchestratorAgent(BaseAgent):
     def _loop(self, messages: list[Message], state: _RunState) -> str:
         tools = self.executor.get_openai_tools() or None
         last_text = ""
+        streamed_before = False  # text already streamed by an earlier turn that called tools
         for _ in range(self.max_turns):
-            result = self._generate(messages, state, tools=tools, emit=self.on_token)
+            emit = self.on_token
+            if emit is not None and streamed_before:
+                emit = _Separated(emit)
+            result = self._generate(messages, state, tools=tools, emit=emit)
             messages.append(result.to_message())
             if result.content:
                 last_text = result.content
             if not result.tool_calls:
                 self._end_turn(state)
                 return result.content
+            # Text streamed before a tool call is already shown; keep the next turn's text from
+            # running into it.
+            streamed_before = streamed_before or (emit is not None and bool(result.content))
             ran = self._run_calls(result.tool_calls, messages, state)
             self._end_turn(state)
             if state.guard.end_turn(ran):
@@ -58,3 +65,23 @@ class OrchestratorAgent(BaseAgent):
             # Every tool call id must be answered, or the next request is invalid.
             messages.append(Message(role="tool", content=text, tool_call_id=call.id, name=call.name))
         return bool(allowed)
+
+
+class _Separated:
+    """Streams a later turn's text after a blank line, so it never runs into text an earlier
+    turn streamed before calling its tools."""
+
+    __slots__ = ("sink", "started")
+
+    def __init__(self, sink) -> None:  # noqa: ANN001 - a TokenHandler
+        self.sink = sink
+        self.started = False
+
+    def __call__(self, delta: str) -> None:
+        if not self.started:
+            if not delta.strip():
+                return
+            self.started = True
+            self.sink("\n\n")
+            delta = delta.lstrip()
+        self.sink(delta)
