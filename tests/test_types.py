@@ -142,3 +142,12 @@ def test_message_to_openai_includes_tool_calls_and_tool_ids():
 def test_agent_result_defaults():
     result = AgentResult(content="done")
     assert result.tool_results == [] and result.turns == 0
+
+
+def test_error_type_given_as_a_string_becomes_the_enum():
+    result = ToolResult(tool_name="t", content="no", success=False, error_type="timeout")
+    assert result.error_type is ErrorType.TIMEOUT
+    assert result.to_dict()["error_type"] == "timeout"
+    assert result.to_tool_output()["metadata"] == {"error_type": "timeout"}
+    with pytest.raises(ValueError):
+        ToolResult(tool_name="t", content="no", success=False, error_type="bogus")

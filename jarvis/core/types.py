@@ -103,6 +103,11 @@ class ToolResult:
     error_type: ErrorType | None = None
     call_id: str | None = None
 
+    def __post_init__(self) -> None:
+        # Tools may spell the error type as a string ("timeout"); every reader expects the enum.
+        if self.error_type is not None and not isinstance(self.error_type, ErrorType):
+            self.error_type = ErrorType(self.error_type)
+
     @classmethod
     def failure(cls, tool_name: str, message: str, error_type: ErrorType | str,
                 **metadata: Any) -> ToolResult:
