@@ -154,3 +154,41 @@ def test_ask_uses_an_mcp_tool_end_to_end(tmp_path: Path, cli_env) -> None:
         (sent,) = first["tools"]
         assert sent["function"]["name"] == "tb__search"
         assert sent["function"]["parameters"]["required"] == ["query"]
+
+
+def test_mcp_serve_over_http_needs_an_api_key_off_loopback(tmp_path: Path, cli_env) -> None:
+    import subprocess
+
+    import httpx
+
+    refused = cli(["mcp", "serve", "--http", "0.0.0.0:8799"], cli_env, tmp_path)
+    assert refused.returncode == 2 and "without an API key" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server_dir = tmp_path / "server"
+    server_dir.mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "jarvis.cli", "mcp", "serve", "--tools",
+                             "calculator", "--http", f"127.0.0.1:{port}", "--api-key",
+                             "key-12345"], env=cli_env, cwd=server_dir,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        def listening() -> bool:
+            with socket.socket() as probe:
+                return probe.connect_ex(("127.0.0.1", port)) == 0
+
+        wait_until(listening, timeout=20)
+        url = f"http://127.0.0.1:{port}/mcp"
+        anonymous = httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+        assert anonymous.status_code == 401
+        # jarvis as the client, sending the key from its config
+        write_config(tmp_path, {"keyed": {"url": url, "headers": {"X-API-Key": "key-12345"}}})
+        listed = cli(["mcp", "list", "--json"], cli_env, tmp_path)
+        assert listed.returncode == 0, listed.stdout + listed.stderr
+        (row,) = json.loads(listed.stdout)
+        assert row["status"] == "connected" and [t["name"] for t in row["tools"]] == [
+            "keyed__calculator"], row
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=10)

@@ -76,7 +76,10 @@ def list_servers(as_json: bool, cached: bool) -> None:
                    "exposes it and approves its calls.")
 @click.option("--http", "http", default=None, metavar="HOST:PORT",
               help="Serve streamable HTTP on HOST:PORT (endpoint /mcp) instead of stdio.")
-def serve(tool_names: str | None, http: str | None) -> None:
+@click.option("--api-key", envvar="JARVIS_API_KEY", default=None,
+              help="With --http: require this key (X-API-Key or 'Authorization: Bearer KEY') "
+                   "on every request; needed to listen anywhere but loopback.")
+def serve(tool_names: str | None, http: str | None, api_key: str | None) -> None:
     """Run an MCP server exposing jarvis tools (stdio by default).
 
     Every call goes through the ToolExecutor: arguments are validated, timeouts and output
@@ -87,15 +90,17 @@ def serve(tool_names: str | None, http: str | None) -> None:
       {"command": "jarvis", "args": ["mcp", "serve", "--tools", "calculator,think"]}
     """
     from jarvis.errors import UserError
-    from jarvis.mcp.server import parse_host_port, run_http, run_stdio, select_tools
+    from jarvis.mcp.server import check_http_access, parse_host_port, run_http, run_stdio, select_tools
 
     config = load_cli_config()
     names = [n.strip() for n in tool_names.split(",") if n.strip()] if tool_names else None
     if tool_names is not None and not names:
         raise UserError("--tools was given but names no tool; pass e.g. --tools calculator,think")
     address = parse_host_port(http) if http else None
+    if address is not None:
+        check_http_access(address[0], api_key or None)
     tools, approved = select_tools(config, names)
     if address is None:
         run_stdio(tools, config, approved)
     else:
-        run_http(tools, config, approved, *address)
+        run_http(tools, config, approved, *address, api_key=api_key or None)

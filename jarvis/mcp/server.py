@@ -132,12 +132,32 @@ def run_stdio(tools: list[BaseTool], config: Any, approved: set[str]) -> None:
     anyio.run(main)
 
 
-def run_http(tools: list[BaseTool], config: Any, approved: set[str], host: str, port: int) -> None:
-    """Serve streamable HTTP on host:port (endpoint /mcp) until interrupted."""
+def check_http_access(host: str, api_key: str | None) -> None:
+    """Like `jarvis serve`: anywhere but loopback needs an API key, since anyone who can reach
+    the port could run the served tools (file_read, memory, the scheduler...)."""
+    from jarvis.server.app import is_loopback
+
+    if not is_loopback(host) and not api_key:
+        raise UserError(f"refusing to serve MCP on {host} without an API key: anyone who can "
+                        f"reach it could run your tools; pass --api-key (or set JARVIS_API_KEY), "
+                        f"or listen on 127.0.0.1")
+    if api_key is not None and len(api_key) < 8:
+        raise UserError("the API key is too short; use at least 8 characters")
+
+
+def run_http(tools: list[BaseTool], config: Any, approved: set[str], host: str, port: int,
+             api_key: str | None = None) -> None:
+    """Serve streamable HTTP on host:port (endpoint /mcp) until interrupted; with `api_key`,
+    every request must carry it (X-API-Key or Authorization: Bearer)."""
     import uvicorn
 
+    check_http_access(host, api_key)
     server = build_server(tools, make_executor(tools, config, approved))
     app = server.streamable_http_app(host=host)
+    if api_key:
+        from jarvis.server.http import ApiKeyMiddleware
+
+        app = ApiKeyMiddleware(app, api_key)
     _announce(tools, f"http://{host}:{port}/mcp")
     try:
         uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).run()
