@@ -97,6 +97,24 @@ def test_add_warns_about_unknown_agent_and_tools(env):
     assert good.returncode == 0 and "Warning" not in good.stderr, good.stderr
 
 
+def test_documented_add_examples_run_as_written(env):
+    # docs/scheduler.md and `schedule add --help` are copied by users: every example must work
+    # (a fixed --at date in the past did not).
+    import re
+    import shlex
+    from pathlib import Path
+
+    docs = (Path(__file__).parent.parent / "docs" / "scheduler.md").read_text()
+    help_text = ok(jarvis(env, "schedule", "add", "--help"))
+    lines = [line.split("#")[0] for line in docs.splitlines() + help_text.splitlines()
+             if re.match(r"\s*jarvis schedule add ", line)]
+    assert len(lines) >= 6 and any("--at" in line for line in lines), lines
+    for line in lines:
+        args = shlex.split(line)[1:]
+        result = jarvis(env, *args)
+        assert result.returncode == 0, (line, result.stderr)
+
+
 def test_a_failed_manual_run_exits_1_with_the_error(env):
     task_id = json.loads(ok(jarvis(env, "schedule", "add", "fail", "--every", "60", "--json")))["task_id"]
     result = jarvis(env, "schedule", "run", task_id, "--runner", "scheduler_support:ScriptRunner")

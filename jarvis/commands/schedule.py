@@ -85,7 +85,7 @@ def schedule() -> None:
               help="IANA time zone for --cron (and --at without an offset).")
 @click.option("--every", "every", type=float, metavar="SECONDS", help="Run every SECONDS seconds.")
 @click.option("--at", "at", metavar="ISO", help="Run once at this ISO 8601 time, e.g. "
-              "2026-03-01T09:00:00Z.")
+              "2030-03-01T09:00:00Z.")
 @click.option("--agent", default=None, help="Agent to run the prompt with (default: as `jarvis ask`).")
 @click.option("--tools", default=None, metavar="A,B", help="Comma-separated tools the agent may use.")
 @click.option("--approve-tools", "approve_tools", default=None, metavar="A,B",
@@ -112,7 +112,7 @@ def add_task(prompt: str, cron: str | None, tz: str, every: float | None, at: st
     Examples:
       jarvis schedule add "Summarize my inbox" --cron "0 8 * * 1-5" --tz Europe/Paris
       jarvis schedule add "Check the build" --every 3600 --tools http_request
-      jarvis schedule add "Remind me to call Bob" --at 2026-03-01T09:00:00Z
+      jarvis schedule add "Remind me to call Bob" --at 2030-03-01T09:00:00Z
     """
     from jarvis.errors import UserError
 

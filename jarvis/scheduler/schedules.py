@@ -128,7 +128,7 @@ def parse_iso(value: str, timezone: str = "UTC") -> float:
         moment = datetime.fromisoformat(text)
     except ValueError:
         raise ScheduleError(f"{value!r} is not an ISO 8601 date-time; write e.g. "
-                            f"2026-03-01T09:00:00Z or 2026-03-01T09:00:00+01:00") from None
+                            f"2030-03-01T09:00:00Z or 2030-03-01T09:00:00+01:00") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=_zone(timezone))
     return moment.timestamp()
