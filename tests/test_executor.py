@@ -578,3 +578,19 @@ def test_dict_subclasses_are_accepted_as_arguments():
 
     recorder = Recorder()
     assert ToolExecutor([recorder]).execute(call("record", OrderedDict(text="a"))).success
+
+
+def test_a_tool_calling_sys_exit_is_a_failed_result_not_the_end_of_the_run():
+    import sys
+
+    @tool(register=False)
+    def quitter(code: int) -> str:
+        """Exits."""
+        sys.exit(code)
+
+    executor = ToolExecutor([quitter])
+    result = executor.execute(ToolCall("1", "quitter", {"code": 3}))
+    assert not result.success and result.error_type is ErrorType.EXECUTION
+    assert "SystemExit" in result.content
+    result = asyncio.run(executor.aexecute(ToolCall("2", "quitter", {"code": 4})))
+    assert not result.success and "SystemExit" in result.content

@@ -359,7 +359,7 @@ class ToolExecutor:
             start = time.perf_counter()
             try:
                 outcome = tool.invoke(prep.arguments, context)
-            except Exception as exc:
+            except (Exception, SystemExit) as exc:  # a tool's sys.exit() must not end the run
                 return self._finish(prep, None, exc, time.perf_counter() - start)
             finally:
                 _close(context)
@@ -387,7 +387,7 @@ class ToolExecutor:
             outcome = future.result(timeout=self._timeout_for(prep))
         except FutureTimeout:
             return self._finish(prep, None, None, time.perf_counter() - start, timed_out=True)
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # a tool's sys.exit() must not end the run
             return self._finish(prep, None, exc, time.perf_counter() - start)
         return self._finish(prep, outcome, None, time.perf_counter() - start)
 
@@ -455,7 +455,7 @@ class ToolExecutor:
         if entry.inline:
             try:
                 outcome = tool.invoke(prep.arguments, context)
-            except Exception as exc:
+            except (Exception, SystemExit) as exc:  # a tool's sys.exit() must not end the run
                 return self._finish(prep, None, exc, time.perf_counter() - start)
             finally:
                 _close(context)
