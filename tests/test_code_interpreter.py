@@ -101,3 +101,9 @@ def test_code_cannot_signal_other_processes(tool: CodeInterpreterTool) -> None:
     finally:
         victim.kill()
         victim.wait()
+
+
+def test_code_interrupting_itself_is_not_reported_as_a_timeout(tool: CodeInterpreterTool) -> None:
+    result = run(tool, "raise KeyboardInterrupt('mine')")
+    assert not result.success and result.metadata["error_kind"] == "exception", result.content
+    assert "KeyboardInterrupt: mine" in result.content

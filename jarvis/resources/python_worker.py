@@ -32,6 +32,7 @@ import resource
 import signal
 import struct
 import sys
+import time
 import traceback
 
 IN_FD, OUT_FD = 0, 1
@@ -257,6 +258,7 @@ def run(code: str, namespace: dict, limits: dict) -> dict:
     soft = min(hard, math.ceil(used + int(limits["cpu_seconds"])))
     _set(resource.RLIMIT_CPU, soft, hard)
     error = kind = None
+    started = time.monotonic()
     old_out, old_err = sys.stdout, sys.stderr
     sys.stdout = sys.stderr = writer
     try:
@@ -276,8 +278,13 @@ def run(code: str, namespace: dict, limits: dict) -> dict:
     except OutputLimitExceeded:
         kind, error = "output", (f"output limit exceeded ({limits['max_output_chars']} characters); "
                                  f"the code was stopped and the output cut")
-    except KeyboardInterrupt:
-        kind, error = "timeout", f"wall-clock timeout ({limits['timeout']} s); the code was interrupted"
+    except KeyboardInterrupt as exc:
+        if time.monotonic() - started < float(limits["timeout"]) * 0.9:
+            # The code interrupted itself (raise KeyboardInterrupt, SIGINT to itself): not ours.
+            kind, error = "exception", "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        else:
+            kind, error = "timeout", (f"wall-clock timeout ({limits['timeout']} s); the code was "
+                                      f"interrupted")
     except MemoryError:
         kind, error = "memory", f"MemoryError: memory limit exceeded ({limits['memory_mb']} MB)"
     except SyntaxError as exc:
