@@ -168,6 +168,34 @@ def test_memory_index_respects_allowed_dirs(mem: SQLiteMemory, tmp_path: Path):
     assert [r.source for r in mem.retrieve("walrus", top_k=5)] == [str(allowed / "ok.md")]
 
 
+def test_memory_index_falls_back_to_file_read_allowed_dirs(cli_env: dict[str, str],
+                                                           jarvis_home: Path, tmp_path: Path):
+    # file_read restricted to one folder: indexing another folder and searching it would read
+    # its files all the same, so memory_index is held to file_read's folders unless it has
+    # its own list. Through `jarvis tools run`, which builds tools like `jarvis ask`.
+    allowed, secret = tmp_path / "allowed", tmp_path / "secret"
+    allowed.mkdir()
+    secret.mkdir()
+    (allowed / "ok.md").write_text("public walrus facts\n")
+    (secret / "key.txt").write_text("private walrus password\n")
+    config = jarvis_home / "config.toml"
+
+    def index(path: Path) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "jarvis.cli", "tools", "run", "--yes",
+                               "memory_index", json.dumps({"path": str(path)})],
+                              env=cli_env, capture_output=True, text=True, timeout=60)
+
+    config.write_text(f'[tools.file_read]\nallowed_dirs = ["{allowed}"]\n')
+    denied = index(secret)
+    assert denied.returncode == 1 and "denied" in denied.stderr, denied.stderr
+    assert index(allowed).returncode == 0
+    # Its own list wins over file_read's.
+    config.write_text(f'[tools.file_read]\nallowed_dirs = ["{allowed}"]\n'
+                      f'[tools.memory_index]\nallowed_dirs = ["{secret}"]\n')
+    assert index(secret).returncode == 0
+    assert index(allowed).returncode == 1
+
+
 def test_tools_built_from_config_open_the_default_store(jarvis_home: Path):
     from jarvis.core.config import load_config
 

@@ -2,7 +2,8 @@
 
 Like `retrieval`, each takes the store by constructor injection (`backend=`). memory_index
 reads files from disk, so it requires confirmation and honours the same allowed-directories
-rule as file_read (`[tools.memory_index] allowed_dirs = ["~/notes"]`).
+rule as file_read (`[tools.memory_index] allowed_dirs = ["~/notes"]`; without it, the
+folders of `[tools.file_read] allowed_dirs` apply).
 """
 
 from __future__ import annotations
@@ -164,6 +165,10 @@ class MemoryIndexTool(MemoryToolBase):
                  allowed_dirs: list[str] | None = None,
                  max_files: int = DEFAULT_INDEX_FILES) -> None:
         super().__init__(backend=backend, config=config)
+        if allowed_dirs is None:
+            # Without a list of its own, memory_index may read only where file_read may:
+            # indexing a folder and then searching it is reading its files.
+            allowed_dirs = _file_read_dirs(config)
         self.allowed_dirs = resolve_allowed(allowed_dirs)
         self.max_files = max_files
 
@@ -219,3 +224,14 @@ class MemoryIndexTool(MemoryToolBase):
             return self._fail(f"indexing failed: {exc}", ErrorType.EXECUTION)
         return ToolResult(tool_name="memory_index", content=summary.describe(),
                           metadata=summary.to_dict())
+
+
+def _file_read_dirs(config: Any) -> Any:
+    """[tools.file_read] allowed_dirs from a JarvisConfig (None: not set, or no config)."""
+    tools = getattr(config, "tools", None)
+    try:
+        settings = tools.settings if tools is not None else {}
+    except (AttributeError, ValueError):
+        return None
+    table = settings.get("file_read") if isinstance(settings, dict) else None
+    return table.get("allowed_dirs") if isinstance(table, dict) else None
