@@ -36,6 +36,9 @@ def _split_names(value: str | Sequence[str] | None) -> list[str] | None:
         return None
     if isinstance(value, str):
         return [n.strip() for n in value.split(",") if n.strip()]
+    if not isinstance(value, (list, tuple, set, frozenset)):
+        raise UserError(f"tools must be a list of tool names or a comma-separated string, "
+                        f"not {type(value).__name__}")
     return [str(n).strip() for n in value if str(n).strip()]
 
 
@@ -254,6 +257,9 @@ class Jarvis:
         """
         if not isinstance(query, str) or not query.strip():
             raise UserError("the query is empty; pass a question to ask")
+        if max_turns is not None and (isinstance(max_turns, bool) or not isinstance(max_turns, int)
+                                      or max_turns < 1):
+            raise UserError(f"max_turns must be a whole number of at least 1, not {max_turns!r}")
         started = time.time()
         tool_names = _split_names(tools)
         agent_cls, spec = self.resolve_agent(agent, tool_names)

@@ -248,3 +248,12 @@ def test_retrieval_tool_gets_the_memory_store():
         result = j.ask_full("what do zebras do?", tools=["retrieval"], context=False)
     tr = result["tool_results"][0]
     assert tr["success"] and "Serengeti" in tr["content"]
+
+
+@pytest.mark.parametrize("kwargs", [{"max_turns": 0}, {"max_turns": -1}, {"max_turns": "3"},
+                                    {"max_turns": True}, {"tools": 5}])
+def test_bad_max_turns_or_tools_are_user_errors_not_silently_fixed(kwargs):
+    engine = ScriptedEngine(["never used"])
+    with Jarvis(engine=engine) as j, pytest.raises(UserError, match="max_turns|tools must be"):
+        j.ask_full("q", **kwargs)
+    assert engine.calls == []
