@@ -192,3 +192,14 @@ def test_mcp_serve_over_http_needs_an_api_key_off_loopback(tmp_path: Path, cli_e
     finally:
         proc.terminate()
         proc.communicate(timeout=10)
+
+
+def test_mcp_serve_on_a_busy_port_is_one_clear_line(tmp_path: Path, cli_env) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        busy = cli(["mcp", "serve", "--http", f"127.0.0.1:{port}"], cli_env, tmp_path)
+    assert busy.returncode == 2, busy.stderr
+    assert f"cannot listen on 127.0.0.1:{port}" in busy.stderr and "--http" in busy.stderr
+    assert "Traceback" not in busy.stderr and "ERROR:" not in busy.stderr

@@ -149,18 +149,23 @@ def run_http(tools: list[BaseTool], config: Any, approved: set[str], host: str, 
              api_key: str | None = None) -> None:
     """Serve streamable HTTP on host:port (endpoint /mcp) until interrupted; with `api_key`,
     every request must carry it (X-API-Key or Authorization: Bearer)."""
-    import uvicorn
+    from jarvis.server.runner import bind, serve_forever, url_of
 
     check_http_access(host, api_key)
+    try:  # a busy port is a one-line error before anything starts
+        sock = bind(host, port)
+    except UserError as exc:
+        reason = str(exc).split(";")[0]
+        raise UserError(f"{reason}; pick another --http HOST:PORT") from None
     server = build_server(tools, make_executor(tools, config, approved))
     app = server.streamable_http_app(host=host)
     if api_key:
         from jarvis.server.http import ApiKeyMiddleware
 
         app = ApiKeyMiddleware(app, api_key)
-    _announce(tools, f"http://{host}:{port}/mcp")
+    _announce(tools, f"{url_of(sock)}/mcp")
     try:
-        uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).run()
-    except OSError as exc:
-        raise UserError(f"cannot serve on {host}:{port}: {exc}") from None
+        serve_forever(app, sock)
+    finally:
+        sock.close()
     sys.stderr.flush()
