@@ -301,3 +301,35 @@ def test_paused_and_cancelled_tasks_do_not_run_and_drop_queued_retries(store):
     assert [r.status for r in store.list_runs(flaky.id)] == ["skipped", "failed"]
     assert "task cancelled" in store.list_runs(flaky.id)[0].error
     assert runner.calls == [(flaky.id, T0 + 3600, 1)]
+
+
+def test_a_once_task_paused_mid_run_does_not_run_again_when_resumed(store):
+    # Its one occurrence already ran: resuming must not turn it into a second run "now".
+    clock = Clock()
+    calls: list[float] = []
+
+    def pause_while_running(task: Task, occurrence: Run) -> str:
+        calls.append(occurrence.scheduled_for)
+        if task.prompt == "remind me":
+            sched.pause_task(task.id)
+        return "done"
+
+    sched = make(store, runner=pause_while_running, clock=clock)
+    task = sched.add("remind me", at=iso(T0 + 10))
+    clock.now = T0 + 10
+    assert [r.status for r in sched.run_due()] == ["succeeded"]
+    assert store.get_task(task.id).status == "paused"
+    clock.now = T0 + 100
+    sched.resume_task(task.id)
+    assert sched.run_due() == []
+    assert calls == [T0 + 10]
+    assert store.get_task(task.id).status == "completed"
+
+    # A one-off paused before its time, resumed after it, still runs once, right away.
+    later = sched.add("call Bob", at=iso(T0 + 200))
+    sched.pause_task(later.id)
+    clock.now = T0 + 300
+    assert sched.resume_task(later.id).next_run == T0 + 300
+    assert [r.status for r in sched.run_due()] == ["succeeded"]
+    assert calls == [T0 + 10, T0 + 300]
+    assert store.get_task(later.id).status == "completed"

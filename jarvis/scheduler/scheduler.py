@@ -182,8 +182,14 @@ class TaskScheduler:
                 task.anchor = now
                 return task.next_after(now)
             if task.schedule_type == "once":
+                at = task.schedule.next_after(now - 10**10) or now
+                if self.store.has_scheduled_run(task.id):
+                    # Its occurrence was already claimed (e.g. paused mid-run): keep that
+                    # occurrence, which the unique run key will not run again; the next
+                    # claim marks the task completed.
+                    return at
                 # A one-off whose time passed while paused runs as soon as it is resumed.
-                return max(task.schedule.next_after(now - 10**10) or now, now)
+                return max(at, now)
             return task.next_after(now)
 
         task = self.store.set_status(task_id, "active", allowed_from=("paused",), now=now,

@@ -244,6 +244,11 @@ class SchedulerStore:
             conn.execute("DELETE FROM tasks WHERE id = ?", (task_id,))
 
     # --- runs --------------------------------------------------------------------------
+    def has_scheduled_run(self, task_id: str) -> bool:
+        """Whether any occurrence of the task was claimed or skipped (manual runs aside)."""
+        return bool(self._query("SELECT 1 FROM runs WHERE task_id = ? AND trigger != 'manual' "
+                                "LIMIT 1", (task_id,)))
+
     def get_run(self, run_id: int) -> Run:
         rows = self._query("SELECT * FROM runs WHERE id = ?", (run_id,))
         if not rows:
