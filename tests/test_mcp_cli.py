@@ -203,3 +203,11 @@ def test_mcp_serve_on_a_busy_port_is_one_clear_line(tmp_path: Path, cli_env) -> 
     assert busy.returncode == 2, busy.stderr
     assert f"cannot listen on 127.0.0.1:{port}" in busy.stderr and "--http" in busy.stderr
     assert "Traceback" not in busy.stderr and "ERROR:" not in busy.stderr
+
+
+def test_mcp_list_names_a_missing_cwd(tmp_path: Path, cli_env) -> None:
+    write_config(tmp_path, {"nowhere": {"command": sys.executable, "cwd": "no-such-folder"}})
+    proc = cli(["mcp", "list"], cli_env, tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert f"cwd {tmp_path / 'no-such-folder'} is not a folder" in proc.stdout, proc.stdout
+    assert "command not found" not in proc.stdout

@@ -50,10 +50,16 @@ class McpCallError(Exception):
         super().__init__(message)
 
 
+class BadCwdError(Exception):
+    """A stdio server's `cwd` is not a folder (else it would read as 'command not found')."""
+
+
 def describe(exc: BaseException) -> str:
     """A one-line reason from an exception, looking inside exception groups."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
+    if isinstance(exc, BadCwdError):
+        return str(exc)
     if isinstance(exc, FileNotFoundError):
         return f"command not found: {exc.filename or exc}"
     if isinstance(exc, (TimeoutError, asyncio.TimeoutError)):
@@ -188,6 +194,8 @@ class ServerConnection:
 
         session.token = new_token()
         cwd = str((self.base_dir / cfg.cwd).resolve()) if cfg.cwd else None
+        if cwd is not None and not os.path.isdir(cwd):
+            raise BadCwdError(f"cwd {cwd} is not a folder; fix `cwd` of [mcp.servers.{self.name}]")
         params = StdioServerParameters(command=cfg.command, args=list(cfg.args),
                                        env={**_expand(cfg.env), MARKER_VAR: session.token}, cwd=cwd)
         errlog: Any = None
