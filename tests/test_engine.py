@@ -267,3 +267,40 @@ def test_unusable_host_is_a_config_error(host):
 
     with pytest.raises(ConfigError, match="not a usable server address"):
         OpenAICompatEngine("vllm", host, model="m", client="http")
+
+
+def _completion_with(message: object, usage: object = None) -> bytes:
+    body = {"id": "x", "model": "m", "usage": usage,
+            "choices": [{"index": 0, "finish_reason": "stop", "message": message}]}
+    return json.dumps(body).encode()
+
+
+@pytest.mark.parametrize("message", [
+    "hello",
+    {"role": "assistant", "content": None, "tool_calls": "oops"},
+    {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function"}]},
+])
+def test_malformed_messages_are_engine_errors_not_tracebacks_or_empty_answers(message, client):
+    server = _NotOpenAI(_completion_with(message), "application/json")
+    try:
+        engine = OpenAICompatEngine("vllm", server.url, model="m", api_key="k", client=client,
+                                    max_retries=0)
+        with pytest.raises(EngineError, match="malformed message|names no function"):
+            engine.generate(USER)
+        engine.close()
+    finally:
+        server.close()
+
+
+def test_content_parts_and_garbled_usage_are_read_sensibly(client):
+    message = {"role": "assistant", "content": [{"type": "text", "text": "hi "}, "there"]}
+    server = _NotOpenAI(_completion_with(message, {"prompt_tokens": "a", "completion_tokens": -5,
+                                                   "total_tokens": True}), "application/json")
+    try:
+        engine = OpenAICompatEngine("vllm", server.url, model="m", api_key="k", client=client)
+        result = engine.generate(USER)
+        assert result.content == "hi there"
+        assert result.usage == {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+        engine.close()
+    finally:
+        server.close()

@@ -32,13 +32,36 @@ _TOOLS_REJECTED = re.compile(r"tool|function.?call|jinja", re.IGNORECASE)
 CLIENTS = ("openai", "http")
 
 
+def _count(value: Any) -> int:
+    """A token count from a server: a garbled one (text, negative, bool) counts as 0."""
+    if isinstance(value, bool):
+        return 0
+    try:
+        number = int(value or 0)
+    except (TypeError, ValueError, OverflowError):
+        return 0
+    return max(0, number)
+
+
 def _usage(raw: Any) -> dict[str, int]:
     if not isinstance(raw, dict):
         return empty_usage()
-    prompt = int(raw.get("prompt_tokens") or 0)
-    completion = int(raw.get("completion_tokens") or 0)
+    prompt = _count(raw.get("prompt_tokens"))
+    completion = _count(raw.get("completion_tokens"))
     return {"prompt_tokens": prompt, "completion_tokens": completion,
-            "total_tokens": int(raw.get("total_tokens") or prompt + completion)}
+            "total_tokens": _count(raw.get("total_tokens")) or prompt + completion}
+
+
+def _text(content: Any) -> str:
+    """Message content as text: a string, or the text parts of a list of content parts."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p if isinstance(p, str) else str(p.get("text") or "")
+                       for p in content if isinstance(p, (str, dict)))
+    return str(content)
 
 
 class OpenAICompatEngine:
@@ -254,16 +277,23 @@ class OpenAICompatEngine:
                               f"(model {params['model']})")
         choice = choices[0]
         message = choice.get("message") or {}
+        raw_calls = message.get("tool_calls") if isinstance(message, dict) else None
+        if not isinstance(message, dict) or not isinstance(raw_calls or [], list):
+            raise EngineError(f"{self.engine_id} at {self.base_url} answered with a malformed "
+                              f"message (model {params['model']}): {str(message)[:200]}")
         tool_calls = []
-        for tc in message.get("tool_calls") or ():
+        for tc in raw_calls or ():
             fn = tc.get("function") if isinstance(tc, dict) else None
             if not isinstance(fn, dict) or not fn.get("name"):
-                continue
+                # Dropping it would turn the turn into an empty answer.
+                raise EngineError(f"{self.engine_id} at {self.base_url} answered with a tool call "
+                                  f"that names no function (model {params['model']}): "
+                                  f"{str(tc)[:200]}")
             arguments = fn.get("arguments")
             tool_calls.append(ToolCall(id=tc.get("id") or f"call_{uuid.uuid4().hex[:12]}",
                                        name=str(fn["name"]),
                                        arguments=arguments if arguments is not None else "{}"))
-        return GenerateResult(content=message.get("content") or "", tool_calls=tool_calls,
+        return GenerateResult(content=_text(message.get("content")), tool_calls=tool_calls,
                               usage=_usage(data.get("usage")),
                               model=data.get("model") or params["model"],
                               finish_reason=choice.get("finish_reason"))
