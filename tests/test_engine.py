@@ -304,3 +304,18 @@ def test_content_parts_and_garbled_usage_are_read_sensibly(client):
         engine.close()
     finally:
         server.close()
+
+
+def test_a_streamed_tool_call_without_a_name_is_an_engine_error(client):
+    chunk = {"id": "x", "model": "m", "choices": [{"index": 0, "delta": {"tool_calls": [
+        {"index": 0, "id": "c1", "function": {"arguments": "{}"}}]}}]}
+    body = f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode()
+    server = _NotOpenAI(body, "text/event-stream")
+    try:
+        engine = OpenAICompatEngine("vllm", server.url, model="m", api_key="k", client=client,
+                                    max_retries=0)
+        with pytest.raises(EngineError, match="names no function"):
+            list(engine.stream(USER))
+        engine.close()
+    finally:
+        server.close()

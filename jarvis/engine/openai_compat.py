@@ -263,6 +263,9 @@ class OpenAICompatEngine:
             raise EngineError(f"{self.engine_id} at {self.base_url} answered a streaming request "
                               "without any stream events (is it an OpenAI-compatible server? "
                               "--no-stream may work)")
+        if any(not c["name"] for c in calls.values()):
+            raise EngineError(f"{self.engine_id} at {self.base_url} streamed a tool call that "
+                              f"names no function (model {model_name})")
         tool_calls = [ToolCall(id=c["id"] or f"call_{uuid.uuid4().hex[:12]}", name=c["name"],
                                arguments=c["arguments"] or "{}")
                       for _, c in sorted(calls.items())]
