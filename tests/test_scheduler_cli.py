@@ -215,3 +215,14 @@ def test_tools_module_stays_cheap_to_import():
             "print([m for m in ('croniter', 'sqlite_utils') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "croniter" not in out.stdout
+
+
+def test_a_file_that_is_not_a_database_is_a_clear_error(env, tmp_path):
+    bad = tmp_path / "not-a-db.db"
+    bad.write_text("this is not an SQLite database, just some text " * 20)
+    env = dict(env, JARVIS_SCHEDULER_DB=str(bad))
+    for args in (("schedule", "list"), ("scheduler", "start", "--once")):
+        result = jarvis(env, *args)
+        assert result.returncode == 2, result.stderr
+        assert "Traceback" not in result.stderr
+        assert result.stderr.strip().startswith(f"Error: cannot use the scheduler database {bad}")

@@ -137,11 +137,17 @@ class SchedulerStore:
         self.path = path
         self._lock = threading.RLock()
         self.db = sqlite_utils.Database(conn, execute_plugins=False)
-        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
-        if self.db.journal_mode != "wal":
-            self.db.enable_wal()
-        conn.execute("PRAGMA synchronous = NORMAL")
-        self._migrate()
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+            if self.db.journal_mode != "wal":
+                self.db.enable_wal()
+            conn.execute("PRAGMA synchronous = NORMAL")
+            self._migrate()
+        except sqlite3.DatabaseError as exc:  # not a database, unreadable, or stays locked
+            conn.close()
+            raise UserError(f"cannot use the scheduler database {path}: {exc}; if it is not a "
+                            f"jarvis scheduler database, move it away or set [scheduler] "
+                            f"db_path or JARVIS_SCHEDULER_DB to another file") from None
 
     # --- plumbing ----------------------------------------------------------------------
     @contextlib.contextmanager
