@@ -594,3 +594,25 @@ def test_a_tool_calling_sys_exit_is_a_failed_result_not_the_end_of_the_run():
     assert "SystemExit" in result.content
     result = asyncio.run(executor.aexecute(ToolCall("2", "quitter", {"code": 4})))
     assert not result.success and "SystemExit" in result.content
+
+
+def test_approvals_of_one_turn_are_asked_one_at_a_time():
+    active: list[int] = []
+    overlap: list[bool] = []
+
+    def approver(spec: ToolSpec, arguments: dict[str, Any]) -> bool:
+        active.append(1)
+        overlap.append(len(active) > 1)
+        time.sleep(0.02)
+        active.pop()
+        return True
+
+    @tool(register=False, requires_confirmation=True)
+    def guarded(n: int) -> str:
+        """Needs a yes."""
+        return str(n)
+
+    executor = ToolExecutor([guarded], approver=approver)
+    results = executor.execute_many([ToolCall(str(i), "guarded", {"n": i}) for i in range(4)])
+    assert [r.content for r in results] == ["0", "1", "2", "3"]
+    assert overlap == [False] * 4

@@ -157,6 +157,8 @@ class ToolExecutor:
         self.max_concurrency = max(1, max_concurrency)
         self.run_id = run_id
         self._entries: dict[str, _Entry] = {}
+        # One approval at a time: concurrent calls of one turn must not prompt a user at once.
+        self._approve_lock = threading.Lock()
         for t in tools:
             self.add(t)
 
@@ -256,7 +258,8 @@ class ToolExecutor:
                     f"so the call was denied (approve it interactively, pass --yes, or give the "
                     f"executor an approver)")
         try:
-            approved = self.approver(spec, arguments)
+            with self._approve_lock:
+                approved = self.approver(spec, arguments)
         except Exception as exc:  # an approver that breaks must not approve
             return f"tool {spec.name} requires confirmation and the approver failed: {exc}"
         return None if approved else f"the call to {spec.name} was denied by the user"
