@@ -213,3 +213,14 @@ def test_confirmation_tools_ask_on_a_terminal(env, answer, approved):
     assert "Allow tool danger" in out.stderr and '"target": "flag.txt"' in out.stderr
     assert Path("flag.txt").exists() is approved
     assert out.stdout == "finished\n"
+
+
+def test_runs_show_says_when_a_run_stopped_at_max_turns(env):
+    script = [reply(tool_calls=[tool_call("calculator", {"expression": "1+1"})])]
+    with FakeOpenAIServer(script) as server:
+        out = jarvis(_point(env, server), "ask", "--json", "--max-turns", "1", "--tools",
+                     "calculator", "x")
+    assert out.returncode == 0, out.stderr
+    run_id = json.loads(out.stdout)["run_id"]
+    shown = jarvis(env, "runs", "show", run_id)
+    assert shown.returncode == 0 and "stopped: at max_turns" in shown.stdout

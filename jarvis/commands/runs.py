@@ -73,6 +73,11 @@ def show_run(run_id: str, as_json: bool) -> None:
     click.echo(f"query:   {run['query']}")
     if run.get("error"):
         click.echo(f"error:   {run['error']}")
+    meta = run.get("metadata") or {}
+    if meta.get("max_turns_exceeded"):
+        click.echo("stopped: at max_turns, before a final answer")
+    elif meta.get("loop_detected"):
+        click.echo("stopped: the model kept repeating the same tool call")
     for call in run["tool_calls"]:
         state = "ok" if call["success"] else f"FAILED ({call['error_type']})"
         click.echo(f"tool:    {call['tool_name']} {json.dumps(call['arguments'], ensure_ascii=False)}"
