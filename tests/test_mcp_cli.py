@@ -211,3 +211,56 @@ def test_mcp_list_names_a_missing_cwd(tmp_path: Path, cli_env) -> None:
     assert proc.returncode == 1, proc.stderr
     assert f"cwd {tmp_path / 'no-such-folder'} is not a folder" in proc.stdout, proc.stdout
     assert "command not found" not in proc.stdout
+
+
+PRINTING_TOOL = '''from jarvis import tool
+
+print("loading the shout tool")
+
+
+@tool
+def shout(text: str) -> str:
+    """Upper-case the text."""
+    print("shouting", text)
+    return text.upper()
+'''
+
+
+def test_mcp_serve_stdio_keeps_tool_prints_off_the_wire(tmp_path: Path, cli_env) -> None:
+    """What a workspace tool print()s, at import or during a call, goes to stderr: over stdio
+    every line on stdout must be a JSON-RPC message."""
+    import subprocess
+
+    from mcp.types import LATEST_PROTOCOL_VERSION
+
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "shout.py").write_text(PRINTING_TOOL)
+    (tmp_path / "config.toml").write_text("")  # makes tmp_path the workspace
+    requests = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+         "params": {"protocolVersion": LATEST_PROTOCOL_VERSION, "capabilities": {},
+                    "clientInfo": {"name": "test", "version": "0"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+         "params": {"name": "shout", "arguments": {"text": "hey"}}},
+    ]
+    with subprocess.Popen([sys.executable, "-m", "jarvis.cli", "mcp", "serve", "--tools",
+                           "shout"], env=cli_env, cwd=tmp_path, stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        try:
+            for request in requests:
+                proc.stdin.write(json.dumps(request) + "\n")
+                proc.stdin.flush()
+            answers: list[dict] = []
+            while len([a for a in answers if "id" in a]) < 2:
+                line = proc.stdout.readline()
+                assert line, proc.stderr.read()
+                answers.append(json.loads(line))  # fails on any printed text
+            proc.stdin.close()
+            rest, err = proc.stdout.read(), proc.stderr.read()
+            proc.wait(timeout=10)
+        finally:
+            proc.kill()
+    assert answers[-1]["result"]["content"][0]["text"] == "HEY"
+    assert rest == "", rest  # nothing flushed onto the wire at exit either
+    assert "loading the shout tool" in err and "shouting hey" in err

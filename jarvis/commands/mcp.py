@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 import click
@@ -99,7 +100,10 @@ def serve(tool_names: str | None, http: str | None, api_key: str | None) -> None
     address = parse_host_port(http) if http else None
     if address is not None:
         check_http_access(address[0], api_key or None)
-    tools, approved = select_tools(config, names)
+    # Over stdio, stdout is the protocol: a tool file or plugin that prints while it is loaded
+    # must not put that text on the wire (the SDK diverts stdout only once serving starts).
+    with contextlib.redirect_stdout(sys.stderr):
+        tools, approved = select_tools(config, names)
     if address is None:
         run_stdio(tools, config, approved)
     else:

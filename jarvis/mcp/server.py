@@ -8,6 +8,7 @@ output limits apply and failures come back as `isError` results with a readable 
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import uuid
 from typing import Any
@@ -127,7 +128,10 @@ def run_stdio(tools: list[BaseTool], config: Any, approved: set[str]) -> None:
 
     async def main() -> None:
         async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+            # The SDK points fd 1 at stderr while serving, but what tools print() sits in
+            # sys.stdout's buffer and would reach the wire when fd 1 is restored at exit.
+            with contextlib.redirect_stdout(sys.stderr):
+                await server.run(read_stream, write_stream, server.create_initialization_options())
 
     anyio.run(main)
 
