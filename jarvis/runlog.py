@@ -91,6 +91,16 @@ class RunLog:
             return self._db
         if not create and not self.db_path.exists():
             return None
+        try:
+            return self._connect()
+        except (sqlite3.DatabaseError, OSError) as exc:
+            from jarvis.errors import ConfigError
+
+            raise ConfigError(f"cannot use the run log {self.db_path}: {exc}. Move the file "
+                              "aside (a new one is made), or turn logging off with "
+                              "[runs] enabled = false in config.toml") from exc
+
+    def _connect(self) -> Any:
         import sqlite_utils
 
         self.db_path.parent.mkdir(parents=True, exist_ok=True)

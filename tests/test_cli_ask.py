@@ -224,3 +224,23 @@ def test_runs_show_says_when_a_run_stopped_at_max_turns(env):
     run_id = json.loads(out.stdout)["run_id"]
     shown = jarvis(env, "runs", "show", run_id)
     assert shown.returncode == 0 and "stopped: at max_turns" in shown.stdout
+
+
+def test_a_broken_run_log_or_state_folder_is_a_one_line_error(env, tmp_path):
+    home = tmp_path / "state"
+    home.mkdir()
+    (home / "runs.db").write_text("not a database")
+    env["JARVIS_HOME"] = str(home)
+    with FakeOpenAIServer(["hello"]) as server:
+        out = jarvis(_point(env, server), "ask", "hi")
+    assert out.returncode == 2 and "cannot use the run log" in out.stderr
+    assert out.stdout == "hello\n"  # the streamed answer still ends its line
+    listed = jarvis(env, "runs", "list")
+    assert listed.returncode == 2 and "Traceback" not in listed.stderr
+    in_the_way = tmp_path / "a-file"
+    in_the_way.write_text("")
+    env["JARVIS_HOME"] = str(in_the_way)
+    with FakeOpenAIServer(["hello"]) as server:
+        out = jarvis(_point(env, server), "ask", "hi")
+    assert out.returncode == 2 and "point JARVIS_HOME at a writable folder" in out.stderr
+    assert "Traceback" not in out.stderr

@@ -56,6 +56,7 @@ class _Stdout:
         if self.wrote and self.last != "\n":
             sys.stdout.write("\n")
             sys.stdout.flush()
+            self.last = "\n"
 
 
 @click.command()
@@ -95,13 +96,16 @@ def ask(ctx: click.Context, query: tuple[str, ...], agent: str | None, tools: st
     stdout = _Stdout()
     streaming = not (as_json or no_stream)
     # The built-in HTTP client: importing the openai package would triple start-up time.
-    with Jarvis(config_path=config_path, engine=engine, model=model, host=host,
-                default_client="http") as j:
-        _show_tool_events(j.bus)
-        result = j.ask_full(" ".join(query), agent=agent, tools=tools, system=system,
-                            max_turns=max_turns, approver=terminal_approver(yes),
-                            context=False if no_context else None, source="cli",
-                            on_token=stdout if streaming else None)
+    try:
+        with Jarvis(config_path=config_path, engine=engine, model=model, host=host,
+                    default_client="http") as j:
+            _show_tool_events(j.bus)
+            result = j.ask_full(" ".join(query), agent=agent, tools=tools, system=system,
+                                max_turns=max_turns, approver=terminal_approver(yes),
+                                context=False if no_context else None, source="cli",
+                                on_token=stdout if streaming else None)
+    finally:
+        stdout.finish()  # text streamed before a failure still ends its line
     if as_json:
         echo_json(result)
         return

@@ -10,7 +10,13 @@ def jarvis_home(create: bool = False) -> Path:
     """The state folder: $JARVIS_HOME, or ~/.jarvis."""
     home = Path(os.environ.get("JARVIS_HOME") or Path.home() / ".jarvis").expanduser()
     if create:
-        home.mkdir(parents=True, exist_ok=True)
+        try:
+            home.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # a file in the way, no permission, ...
+            from jarvis.errors import ConfigError
+
+            raise ConfigError(f"cannot use {home} as the jarvis state folder: {exc}; point "
+                              "JARVIS_HOME at a writable folder") from exc
     return home
 
 
