@@ -94,6 +94,15 @@ def test_code_cannot_signal_other_processes(tool: CodeInterpreterTool) -> None:
         for target in (victim.pid, "os.getppid()", f"-{victim.pid}"):
             result = run(tool, f"import os\nos.kill({target}, 9)")
             assert not result.success and "PermissionError" in result.content, result.content
+        # nor read (or write) another process's memory: EPERM (1), not EFAULT or success
+        peek = run(tool, "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+                         "buf = ctypes.create_string_buffer(8)\n"
+                         "class Iov(ctypes.Structure):\n"
+                         "    _fields_ = [('base', ctypes.c_void_p), ('len', ctypes.c_size_t)]\n"
+                         "mine, theirs = Iov(ctypes.addressof(buf), 8), Iov(0x400000, 8)\n"
+                         f"r = libc.process_vm_readv({victim.pid}, ctypes.byref(mine), 1, "
+                         "ctypes.byref(theirs), 1, 0)\nprint(r, ctypes.get_errno())")
+        assert peek.success and peek.content == "-1 1\n", peek.content
         assert victim.poll() is None
         own = run(tool, "import os, signal\nsignal.signal(signal.SIGUSR1, lambda *a: print('got'))"
                         "\nos.kill(os.getpid(), signal.SIGUSR1)\nos.kill(0, 0)")

@@ -11,7 +11,7 @@ Before any user code runs it:
     limit is moved per call so a runaway loop gets SIGXCPU -> an exception and the state
     survives), RLIMIT_FSIZE, RLIMIT_NOFILE, RLIMIT_CORE;
   - blocks new processes and signals to others: a seccomp filter (Linux x86_64 / aarch64)
-    makes kill/tgkill of another process, tkill, ptrace, process_vm_writev and
+    makes kill/tgkill of another process, tkill, ptrace, process_vm_readv/writev and
     pidfd_send_signal fail, and fork, vfork, clone
     of a non-thread, clone3 and exec* fail, and makes raising any limit but the CPU one fail;
     RLIMIT_NPROC=0 is the fallback where seccomp is unavailable (it binds non-root users only).
@@ -52,10 +52,11 @@ _ARCHES = {
     "x86_64": (0xC000003E, {"clone": 56, "fork": 57, "vfork": 58, "execve": 59,
                             "execveat": 322, "clone3": 435, "setrlimit": 160, "prlimit64": 302,
                             "kill": 62, "tkill": 200, "tgkill": 234, "ptrace": 101,
-                            "process_vm_writev": 311, "pidfd_send_signal": 424}),
+                            "process_vm_readv": 310, "process_vm_writev": 311, "pidfd_send_signal": 424}),
     "aarch64": (0xC00000B7, {"clone": 220, "execve": 221, "execveat": 281, "clone3": 435,
                              "setrlimit": 164, "prlimit64": 261, "kill": 129, "tkill": 130,
-                             "tgkill": 131, "ptrace": 117, "process_vm_writev": 271,
+                             "tgkill": 131, "ptrace": 117, "process_vm_readv": 270,
+                             "process_vm_writev": 271,
                              "pidfd_send_signal": 424}),
 }
 _LD_W_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
@@ -86,7 +87,7 @@ def _seccomp_program() -> list[tuple[int, int, int, int]] | None:
     emit(_LD_W_ABS, 0, 0, 0)                        # A = syscall number
     emit(_JGE, 0, 1, 0x40000000)                    # x32 ABI numbers: deny
     emit(_RET, 0, 0, eperm)
-    for name in ("fork", "vfork", "execve", "execveat", "tkill", "ptrace",
+    for name in ("fork", "vfork", "execve", "execveat", "tkill", "ptrace", "process_vm_readv",
                  "process_vm_writev", "pidfd_send_signal"):
         if name in nr:
             code = eagain if name in ("fork", "vfork") else eperm
