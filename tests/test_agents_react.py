@@ -134,3 +134,20 @@ def test_react_streams_nothing_from_a_tool_step_with_an_invented_answer():
     ])
     result = ReActAgent(engine, tools=[CalculatorTool()], on_token=tokens.append).run("6*7?")
     assert "".join(tokens) == "42" == result.content
+
+
+def test_hostile_replies_parse_quickly_and_never_raise():
+    import time as _time
+
+    from jarvis.agents.react_parser import parse_react, strip_thinking
+
+    replies = ["<think>" * 50_000 + "x",
+               '{"name": "calculator", "arguments": ' + '{"a":' * 50_000 + "1" + "}" * 50_001,
+               "Action: calculator\nAction Input: " + "[" * 100_000]
+    for text in replies:
+        start = _time.perf_counter()
+        step = parse_react(text)
+        assert _time.perf_counter() - start < 2.0  # was 27 s: a hang guard, not a figure
+        assert step.kind in ("error", "final", "action")
+    assert parse_react(replies[2]).kind == "error"
+    assert strip_thinking("a<THINK>x</Think>b<think>y</think>c<think>open") == "abc<think>open"

@@ -21,7 +21,8 @@ from typing import Any, Literal
 
 MAX_PARSE_CHARS = 200_000  # model output beyond this is not searched (bounds regex work)
 
-_THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+_THINK_OPEN = re.compile(r"<think>", re.IGNORECASE)
+_THINK_CLOSE = re.compile(r"</think>", re.IGNORECASE)
 _ACTION = re.compile(r"^[ \t*]*Action[ \t*]*:[ \t*]*(.*)$", re.MULTILINE | re.IGNORECASE)
 _ACTION_INPUT = re.compile(r"^[ \t*]*Action[ \t]*Input[ \t*]*:[ \t*]*", re.MULTILINE | re.IGNORECASE)
 _OBSERVATION = re.compile(r"^[ \t*]*Observation[ \t*]*:", re.MULTILINE | re.IGNORECASE)
@@ -47,8 +48,24 @@ class ReactStep:
 
 
 def strip_thinking(text: str) -> str:
-    """Remove <think>...</think> blocks that reasoning models emit."""
-    return _THINK.sub("", text).strip()
+    """Remove <think>...</think> blocks that reasoning models emit.
+
+    A left-to-right scan, not one regex: `<think>.*?</think>` retried from every unclosed
+    `<think>` is quadratic (tens of seconds on a hostile 200 000-character reply).
+    """
+    kept: list[str] = []
+    pos = 0
+    while True:
+        opened = _THINK_OPEN.search(text, pos)
+        if opened is None:
+            break
+        closed = _THINK_CLOSE.search(text, opened.end())
+        if closed is None:
+            break
+        kept.append(text[pos:opened.start()])
+        pos = closed.end()
+    kept.append(text[pos:])
+    return "".join(kept).strip()
 
 
 def _strip_fences(text: str) -> str:
@@ -64,7 +81,10 @@ def _first_json_object(text: str) -> Any:
     start = text.find("{")
     if start < 0:
         raise ValueError("no JSON object found")
-    value, _ = json.JSONDecoder().raw_decode(text[start:])
+    try:
+        value, _ = json.JSONDecoder().raw_decode(text[start:])
+    except RecursionError:
+        raise ValueError("the JSON is nested too deeply") from None
     return value
 
 
@@ -80,7 +100,10 @@ def _arguments(value: Any) -> dict[str, Any]:
         stripped = value.strip()
         if not stripped:
             return {}
-        value = json.loads(stripped)  # arguments given as a JSON string inside the JSON
+        try:
+            value = json.loads(stripped)  # arguments given as a JSON string inside the JSON
+        except RecursionError:
+            raise ValueError("the JSON is nested too deeply") from None
     if not isinstance(value, dict):
         raise ValueError(f"arguments must be a JSON object, got {type(value).__name__}")
     return value
@@ -156,6 +179,10 @@ def _parse_action(text: str, action: re.Match[str]) -> ReactStep:
         return ReactStep("action", tool=name, arguments={}, text=kept)
     try:
         args = _arguments(_first_json_object(cleaned) if "{" in cleaned else json.loads(cleaned))
+    except RecursionError:
+        return ReactStep("error", tool=name, text=kept, error=(
+            f"the Action Input for {name} is nested too deeply; write it as "
+            f'Action Input: {{"parameter": "value"}}'))
     except ValueError as exc:
         return ReactStep("error", tool=name, text=kept, error=(
             f"the Action Input for {name} is not a JSON object ({exc}); write it as "
