@@ -319,3 +319,17 @@ def test_a_streamed_tool_call_without_a_name_is_an_engine_error(client):
         engine.close()
     finally:
         server.close()
+
+
+def test_deeply_nested_json_from_the_server_is_an_engine_error(client):
+    for body, ctype, call in [(b"[" * 100_000, "application/json", "generate"),
+                              (b"data: " + b"[" * 100_000 + b"\n\n", "text/event-stream", "stream")]:
+        server = _NotOpenAI(body, ctype)
+        try:
+            engine = OpenAICompatEngine("vllm", server.url, model="m", api_key="k", client=client,
+                                        max_retries=0)
+            with pytest.raises(EngineError):
+                list(engine.stream(USER)) if call == "stream" else engine.generate(USER)
+            engine.close()
+        finally:
+            server.close()

@@ -159,7 +159,7 @@ class HTTPTransport:
         conn.close()
         try:
             body: Any = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             body = raw.decode("utf-8", "replace")
         return WireError("status", error_message(body, response.reason or "error"), response.status,
                          _retry_after(response.getheader("Retry-After")))
@@ -185,7 +185,7 @@ class HTTPTransport:
             self._checkin(conn)
         try:
             return json.loads(raw)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise WireError("protocol", f"the reply is not JSON: {raw[:200]!r}") from exc
 
     def chat(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -216,7 +216,7 @@ class HTTPTransport:
                     break
                 try:
                     chunk = json.loads(payload)
-                except ValueError as exc:
+                except (ValueError, RecursionError) as exc:
                     raise WireError("protocol", f"bad stream chunk: {payload[:200]!r}") from exc
                 if isinstance(chunk, dict) and "error" in chunk and not chunk.get("choices"):
                     raise WireError("status", error_message(chunk, "stream error"), 500)
@@ -298,4 +298,6 @@ def openai_wire_error(exc: BaseException, timeout: float) -> BaseException:
         return WireError("reset", f"connection lost: {exc.__cause__ or exc}")
     if isinstance(exc, openai.APIError):
         return WireError("protocol", str(exc))
+    if isinstance(exc, (json.JSONDecodeError, RecursionError)):  # a body openai could not decode
+        return WireError("protocol", f"the reply could not be decoded: {type(exc).__name__}")
     return exc
