@@ -294,17 +294,32 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:  # noqa: N802 - stdlib name
         owner = self.server.owner
-        length = int(self.headers.get("Content-Length") or 0)
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = -1
+        if not 0 <= length <= MAX_REQUEST_BYTES:
+            self.close_connection = True
+            self._send_json(400, _error_body("bad Content-Length", "invalid_request_error"))
+            return
         raw = self.rfile.read(length) if length else b""
         try:
             body = json.loads(raw or b"{}")
-        except ValueError:
+        except (ValueError, RecursionError):
+            body = None
+        if not isinstance(body, dict):
             owner._log(self, None)
-            self._send_json(400, _error_body("request body is not JSON", "invalid_request_error"))
+            self._send_json(400, _error_body("request body is not a JSON object",
+                                             "invalid_request_error"))
             return
         owner._log(self, body)
         if self._path() != "/chat/completions":
             self._send_json(404, _error_body(f"no route POST {self.path}", "not_found"))
+            return
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+            self._send_json(400, _error_body("messages must be a list of message objects",
+                                             "invalid_request_error"))
             return
         item = owner._script.take(body)
         if isinstance(item, _Exhausted):
@@ -366,6 +381,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(b"data: " + json.dumps(usage_chunk).encode() + b"\n\n")
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
+
+
+MAX_REQUEST_BYTES = 64 * 1024 * 1024  # a fake server for tests: refuse absurd bodies
 
 
 def _error_type(status: int) -> str:

@@ -128,3 +128,20 @@ def test_server_from_the_command_line(tmp_path):
         proc.terminate()
         proc.wait(timeout=5)
         proc.stdout.close()
+
+
+@pytest.mark.parametrize("body,headers", [
+    (b"[1]", {}),
+    (b'{"messages": 5}', {}),
+    (b'{"messages": [5]}', {}),
+    (b"{}", {"Content-Length": "99999999999"}),
+])
+def test_server_answers_malformed_requests_with_400(body, headers):
+    with FakeOpenAIServer(["unused"]) as server:
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
+        conn.request("POST", "/v1/chat/completions", body=body, headers=headers)
+        response = conn.getresponse()
+        assert response.status == 400
+        assert "error" in json.loads(response.read())
+        conn.close()
+        assert server.remaining == 1  # no scripted reply was used up
