@@ -202,6 +202,8 @@ class RunLog:
 
     def get(self, run_id: str) -> dict[str, Any]:
         """One run with its transcript and tool calls; an unambiguous id prefix is enough."""
+        if not run_id.strip():
+            raise UserError("give a run id (or a prefix of one); `jarvis runs list` shows them")
         with self._lock:
             db = self._open(create=False)
             if db is None:

@@ -383,10 +383,15 @@ class Jarvis:
 
     # --- lifecycle ---------------------------------------------------------------------------
     def close(self) -> None:
-        """Release the engine (if this Jarvis built it), the memory store and the run log."""
+        """Release the engine (if this Jarvis built it), the memory store, the scheduler (its
+        background loop, if started, and its store) and the run log."""
         if self._closed:
             return
         self._closed = True
+        scheduler = getattr(self, "_scheduler", None)
+        if scheduler is not None:
+            scheduler.stop(timeout=scheduler.shutdown_timeout)
+            scheduler.store.close()
         if self._engine is not None and self._owns_engine:
             self._engine.close()
         if self._memory is not None and hasattr(self._memory, "close"):

@@ -51,6 +51,8 @@ def test_id_prefixes(tmp_path):
         log.get("nothing")
     with pytest.raises(UserError, match="no run"):
         log.get("%")  # LIKE wildcards are not patterns here
+    with pytest.raises(UserError, match="give a run id"):
+        log.get("")  # an empty prefix must not quietly mean "the newest run"
 
 
 def test_big_fields_are_cut(tmp_path):

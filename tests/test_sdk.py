@@ -257,3 +257,16 @@ def test_bad_max_turns_or_tools_are_user_errors_not_silently_fixed(kwargs):
     with Jarvis(engine=engine) as j, pytest.raises(UserError, match="max_turns|tools must be"):
         j.ask_full("q", **kwargs)
     assert engine.calls == []
+
+
+def test_close_stops_a_started_scheduler_and_closes_its_store(tmp_path):
+    from jarvis.sdk import Jarvis
+
+    (tmp_path / "config.toml").write_text("")
+    j = Jarvis(config_path=tmp_path / "config.toml")
+    scheduler = j.scheduler.start()
+    assert scheduler.running
+    j.close()
+    assert not scheduler.running
+    with pytest.raises(Exception, match="closed"):
+        scheduler.store.list_tasks()

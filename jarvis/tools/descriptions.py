@@ -72,7 +72,8 @@ def _latency(tool: Any, spec: ToolSpec) -> str:
     stats = getattr(tool, "__dict__", {}).get("_jarvis_stats")
     measured = stats.median_latency if stats is not None else None
     if measured is not None:
-        return f"Latency: ~{measured:.3g} s (median of {stats.samples} runs)"
+        runs = "1 run" if stats.samples == 1 else f"median of {stats.samples} runs"
+        return f"Latency: ~{measured:.3g} s ({runs})"
     if spec.latency_estimate:
         return f"Latency: ~{spec.latency_estimate:.3g} s (estimate)"
     return "Latency: unknown"
