@@ -7,6 +7,8 @@ openai) loads only when `jarvis.Jarvis` is touched.
 
 from __future__ import annotations
 
+from jarvis._lazy import lazy_getattr
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # explicit imports for type checkers and IDEs
     from jarvis.core.events import Event, EventBus, EventType
@@ -62,15 +64,7 @@ _EXPORTS: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'jarvis' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later lookups skip __getattr__
-    return value
+__getattr__ = lazy_getattr("jarvis", _EXPORTS, globals())
 
 
 def __dir__() -> list[str]:

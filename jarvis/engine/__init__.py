@@ -5,8 +5,7 @@ Cheap to import: the `openai` package loads only when an engine is built.
 
 from __future__ import annotations
 
-from typing import Any
-
+from jarvis._lazy import lazy_getattr
 from jarvis.engine.base import GenerateResult, InferenceEngine, StreamChunk
 
 _LAZY = {
@@ -17,13 +16,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'jarvis.engine' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_getattr("jarvis.engine", _LAZY, globals())
 
 
 __all__ = ["BACKENDS", "GenerateResult", "InferenceEngine", "OpenAICompatEngine", "StreamChunk",

@@ -10,6 +10,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from jarvis._lazy import lazy_getattr
+
 if TYPE_CHECKING:
     from jarvis.memory.sqlite import SQLiteMemory
     from jarvis.memory.types import MemoryBackend, RetrievalResult
@@ -23,13 +25,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'jarvis.memory' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_getattr("jarvis.memory", _LAZY, globals())
 
 
 def memory_path(config: Any = None) -> Path:
