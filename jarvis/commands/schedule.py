@@ -10,13 +10,13 @@ import click
 from jarvis.commands._common import echo_json, load_cli_config
 
 
-def _scheduler(runner: str | None = None, **options: Any) -> Any:
+def _scheduler(runner: str | None = None, config: Any = None, **options: Any) -> Any:
     """A TaskScheduler on the configured database, with the configured runner."""
     from jarvis.scheduler.runner import SdkRunner, load_runner
     from jarvis.scheduler.scheduler import TaskScheduler
     from jarvis.scheduler.store import SchedulerStore
 
-    config = load_cli_config()
+    config = config if config is not None else load_cli_config()
     settings = config.scheduler
     db_path = str(config.resolve_path(settings.db_path)) if settings.db_path else None
     target = runner or settings.runner
@@ -241,11 +241,11 @@ def list_runs(task_id: str | None, limit: int, as_json: bool) -> None:
                    f"try {run.attempt}  {took:>7}  {detail}")
 
 
-def _sync_agents(sched: Any) -> None:
+def _sync_agents(sched: Any, config: Any) -> None:
     """Workspace agents with a `schedule` get their task before the daemon starts."""
     from jarvis.scheduler.agents import sync_agent_schedules
 
-    report = sync_agent_schedules(sched, load_cli_config())
+    report = sync_agent_schedules(sched, config)
     for label, names in (("scheduled", report.created), ("rescheduled", report.replaced),
                          ("unscheduled", report.cancelled)):
         for name in names:
@@ -285,8 +285,9 @@ def start(once: bool, runner: str | None, max_workers: int | None, poll: float |
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
     logger.propagate = False
-    sched = _scheduler(runner, max_workers=max_workers, poll_seconds=poll)
-    _sync_agents(sched)
+    config = load_cli_config()
+    sched = _scheduler(runner, config, max_workers=max_workers, poll_seconds=poll)
+    _sync_agents(sched, config)
     if not once:
         sched.run_forever()
         return
