@@ -7,10 +7,10 @@ import json
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from waiting import wait_for
 
 SERVERS = Path(__file__).resolve().parent / "mcp_servers"
 TOOLBOX = SERVERS / "toolbox.py"
@@ -42,18 +42,6 @@ def write_config(folder: Path, servers: dict[str, dict[str, Any]], extra: str = 
     return path
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02) -> Any:
-    """Poll until predicate() is truthy; fail the test after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout} s: {predicate}")
-        time.sleep(interval)
-
-
 def pid_alive(pid: int) -> bool:
     """True while `pid` runs (a zombie counts as ended)."""
     try:
@@ -71,7 +59,7 @@ class HttpToolbox:
         self.proc = subprocess.Popen([sys.executable, str(TOOLBOX), "--label", label,
                                       "--http", str(port_file)],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        port = wait_until(lambda: port_file.exists() and port_file.read_text().strip(), timeout=20)
+        port = wait_for(lambda: port_file.exists() and port_file.read_text().strip(), timeout=20)
         self.url = f"http://127.0.0.1:{int(port)}/mcp"
 
     def close(self) -> None:
@@ -93,4 +81,4 @@ def cli(args: list[str], env: dict[str, str], cwd: Path, timeout: float = 60,
 
 
 __all__ = ["HttpToolbox", "SERVERS", "TOOLBOX", "cli", "os", "pid_alive", "stdio_server",
-           "wait_until", "write_config"]
+           "write_config"]

@@ -15,9 +15,10 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from waiting import wait_for
 
 from jarvis.scheduler.runner import RunOutcome
 
@@ -61,19 +62,6 @@ def read_log(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition",
-             interval: float = 0.02) -> Any:
-    """Poll `predicate` until it returns something truthy; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(interval)
 
 
 def query(db: Path, sql: str, params: tuple = ()) -> list[tuple]:

@@ -9,7 +9,8 @@ import socket
 import sys
 from pathlib import Path
 
-from tests.mcp_support import cli, pid_alive, stdio_server, wait_until, write_config
+from mcp_support import cli, pid_alive, stdio_server, write_config
+from waiting import wait_for
 
 
 def test_mcp_list_shows_status_tools_and_why_a_server_failed(tmp_path: Path, cli_env) -> None:
@@ -68,7 +69,7 @@ def test_tools_commands_start_servers_only_when_needed(tmp_path: Path, cli_env) 
     assert starts() == 2
     # The server and the child it started both ended when jarvis exited.
     child, server = int(spawned.stdout.strip()), int(marker.read_text().split()[-1])
-    wait_until(lambda: not pid_alive(child) and not pid_alive(server), timeout=5)
+    wait_for(lambda: not pid_alive(child) and not pid_alive(server), timeout=5)
 
 
 async def _drive(server) -> dict:
@@ -114,7 +115,7 @@ def test_mcp_serve_over_http_with_chosen_tools(tmp_path: Path, cli_env) -> None:
             with socket.socket() as probe:
                 return probe.connect_ex(("127.0.0.1", port)) == 0
 
-        wait_until(listening, timeout=20)
+        wait_for(listening, timeout=20)
         seen = asyncio.run(_drive(f"http://127.0.0.1:{port}/mcp"))
         assert seen["names"] == ["calculator"]
         assert seen["ok"].content[0].text == "21.0"
@@ -178,7 +179,7 @@ def test_mcp_serve_over_http_needs_an_api_key_off_loopback(tmp_path: Path, cli_e
             with socket.socket() as probe:
                 return probe.connect_ex(("127.0.0.1", port)) == 0
 
-        wait_until(listening, timeout=20)
+        wait_for(listening, timeout=20)
         url = f"http://127.0.0.1:{port}/mcp"
         anonymous = httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
         assert anonymous.status_code == 401

@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
+from mcp_support import HttpToolbox, pid_alive, stdio_server, write_config
+from waiting import wait_for
 
 from jarvis.core.config import load_config
 from jarvis.core.registry import ToolRegistry
@@ -18,7 +20,6 @@ from jarvis.core.types import ErrorType, ImageBlock
 from jarvis.mcp.loop import background_loop
 from jarvis.mcp.manager import McpManager
 from jarvis.tools.executor import ToolExecutor
-from tests.mcp_support import HttpToolbox, pid_alive, stdio_server, wait_until, write_config
 
 
 @pytest.fixture(scope="module")
@@ -161,14 +162,14 @@ def test_per_tool_timeout_override(registered: McpManager) -> None:
 
 def test_tool_list_refreshed_when_the_server_says_it_changed(registered: McpManager) -> None:
     assert run("tb__grow", {"name": "fresh"}).content == "grown"
-    wait_until(lambda: "tb__fresh" in ToolRegistry._entries)
+    wait_for(lambda: "tb__fresh" in ToolRegistry._entries)
     assert run("tb__fresh", {}).content == "I am fresh"
 
 
 def test_tool_list_refreshed_on_a_handshake_era_notification(registered: McpManager) -> None:
     assert registered.servers["other"].connection.protocol_version < "2026"
     assert run("other__grow", {"name": "late"}).content == "grown"
-    wait_until(lambda: "other__late" in ToolRegistry._entries)
+    wait_for(lambda: "other__late" in ToolRegistry._entries)
     assert run("other__late", {}).content == "I am late"
 
 

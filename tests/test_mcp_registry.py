@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from mcp_support import stdio_server, write_config
 
 from jarvis.core.config import load_config
 from jarvis.core.registry import ToolRegistry
@@ -17,7 +18,6 @@ from jarvis.mcp.naming import check_server_name, local_names
 from jarvis.tools.base import check_tool_name
 from jarvis.tools.catalog import build_tool
 from jarvis.tools.executor import ToolExecutor
-from tests.mcp_support import stdio_server, write_config
 
 
 def test_local_names_are_valid_distinct_and_stable() -> None:

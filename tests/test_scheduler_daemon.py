@@ -7,7 +7,8 @@ import time
 from collections import Counter
 
 import pytest
-from scheduler_support import Daemon, daemon_env, jarvis, query, read_log, wait_for
+from scheduler_support import Daemon, daemon_env, jarvis, query, read_log
+from waiting import wait_for
 
 from jarvis.scheduler.scheduler import TaskScheduler
 from jarvis.scheduler.store import SchedulerStore

@@ -9,7 +9,8 @@ import time
 from pathlib import Path
 
 import pytest
-from scheduler_support import Daemon, daemon_env, jarvis, query, wait_for
+from scheduler_support import Daemon, daemon_env, jarvis, query
+from waiting import wait_for
 
 from jarvis.scheduler.schedules import iso
 from jarvis.testing import FakeOpenAIServer, reply, tool_call
