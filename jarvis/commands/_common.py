@@ -9,6 +9,12 @@ from typing import Any
 import click
 
 
+def one_line(text: str, width: int) -> str:
+    """`text` with its whitespace folded, cut to `width` characters with an ellipsis."""
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
 def echo_json(data: Any) -> None:
     """Print data as JSON on stdout."""
     click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))

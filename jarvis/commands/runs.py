@@ -7,7 +7,7 @@ import time
 
 import click
 
-from jarvis.commands._common import echo_json, load_cli_config
+from jarvis.commands._common import echo_json, load_cli_config, one_line
 
 
 def _log():
@@ -44,8 +44,7 @@ def list_runs(limit: int, source: str | None, as_json: bool) -> None:
         click.echo("no runs recorded yet", err=True)
         return
     for r in rows:
-        query = " ".join((r["query"] or "").split())
-        query = query if len(query) <= 60 else query[:57] + "..."
+        query = one_line(r["query"] or "", 60)
         click.echo(f"{r['id']}  {_when(r['created_at'])}  {r['status']:<11} {r['source'] or '-':<9} "
                    f"{r['agent'] or '-':<12} {r['model'] or '-':<16} tools={r['tool_calls']:<3} "
                    f"tokens={r['total_tokens'] or 0:<6} {query}")

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from jarvis.commands._common import echo_json, load_cli_config
+from jarvis.commands._common import echo_json, load_cli_config, one_line
 
 
 def _scheduler(runner: str | None = None, config: Any = None, **options: Any) -> Any:
@@ -61,11 +61,6 @@ def _unknown_names(agent: str | None, tools: str | None) -> list[str]:
         if system is not None:
             system.close()
     return problems
-
-
-def _short(text: str, width: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 # --- jarvis schedule -----------------------------------------------------------------------
@@ -156,7 +151,7 @@ def list_tasks(status: str | None, as_json: bool) -> None:
         data = task.to_dict()
         click.echo(f"{task.id}  {task.status:<9}  next {data['next_run'] or '-':<25}  "
                    f"last {task.last_outcome or '-':<10}  {data['schedule']}  "
-                   f"{_short(task.prompt, 50)!r}")
+                   f"{one_line(task.prompt, 50)!r}")
 
 
 @schedule.command("show")
@@ -233,9 +228,9 @@ def list_runs(task_id: str | None, limit: int, as_json: bool) -> None:
         if run.status == "skipped":
             detail = run.error or ""
         elif run.status == "succeeded":
-            detail = _short(run.answer or "", 60)
+            detail = one_line(run.answer or "", 60)
         else:
-            detail = f"{run.error_type}: {_short(run.error or '', 60)}"
+            detail = f"{run.error_type}: {one_line(run.error or '', 60)}"
         took = f"{data['duration_seconds']:.2f}s" if data["duration_seconds"] is not None else "-"
         click.echo(f"#{run.id}  {run.task_id}  {run.status:<9}  for {data['scheduled_for']}  "
                    f"try {run.attempt}  {took:>7}  {detail}")
@@ -306,6 +301,6 @@ def start(once: bool, runner: str | None, max_workers: int | None, poll: float |
     for run in runs:
         failed += run.status != "succeeded"
         click.echo(f"task {run.task_id}: run #{run.id} {run.status}"
-                   + (f" ({run.error_type}: {_short(run.error or '', 100)})"
+                   + (f" ({run.error_type}: {one_line(run.error or '', 100)})"
                       if run.status != "succeeded" else ""))
     click.echo(f"ran {len(runs)} task run(s), {failed} failed", err=True)
