@@ -116,12 +116,14 @@ def test_file_read_settings_come_from_config(cli_env):
     data = work / "data"
     data.mkdir()
     (data / "notes.txt").write_text("hello\n", encoding="utf-8")
-    (work / "secret.txt").write_text("secret\n", encoding="utf-8")
+    elsewhere = work.parent / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "secret.txt").write_text("secret\n", encoding="utf-8")
     (work / "config.toml").write_text('[tools.file_read]\nallowed_dirs = ["data"]\n',
                                       encoding="utf-8")
     ok = jarvis(cli_env, "tools", "run", "file_read", json.dumps({"path": str(data / "notes.txt")}))
     assert ok.returncode == 0 and ok.stdout == "hello\n\n"
-    denied = jarvis(cli_env, "tools", "run", "file_read", json.dumps({"path": str(work / "secret.txt")}))
+    denied = jarvis(cli_env, "tools", "run", "file_read", json.dumps({"path": str(elsewhere / "secret.txt")}))
     assert denied.returncode == 1 and "Error (denied): access denied or file not found" in denied.stderr
     assert "secret\n" not in denied.stdout
 

@@ -42,12 +42,12 @@ def test_reference_example_shape(tree):
 
 
 def test_max_lines_cuts_and_says_so(tree):
-    result = run(FileReadTool(), path=str(tree["data"] / "README.md"), max_lines=2)
+    result = run(FileReadTool(allowed_dirs=[str(tree["root"])]), path=str(tree["data"] / "README.md"), max_lines=2)
     assert result.content == "line 1\nline 2\n"
     assert result.metadata["truncated"] is True and result.metadata["lines_total"] == 3
-    assert run(FileReadTool(), path=str(tree["data"] / "README.md"),
+    assert run(FileReadTool(allowed_dirs=[str(tree["root"])]), path=str(tree["data"] / "README.md"),
                max_lines=0).error_type is ErrorType.INVALID_ARGS
-    assert FileReadTool().execute(path=str(tree["data"] / "README.md"),
+    assert FileReadTool(allowed_dirs=[str(tree["root"])]).execute(path=str(tree["data"] / "README.md"),
                                   max_lines=True).error_type is ErrorType.INVALID_ARGS
 
 
@@ -116,7 +116,7 @@ def test_missing_and_denied_files_outside_look_identical(tree):
 def test_missing_file_inside_is_reported_as_not_found(tree):
     result = run(FileReadTool(allowed_dirs=[str(tree["data"])]), path=str(tree["data"] / "nope"))
     assert not result.success and "file not found" in result.content
-    assert run(FileReadTool(), path=str(tree["root"] / "nope")).content.startswith("file not found")
+    assert run(FileReadTool(allowed_dirs=[str(tree["root"])]), path=str(tree["root"] / "nope")).content.startswith("file not found")
 
 
 def test_fifo_is_refused_without_hanging(tree):
@@ -143,23 +143,23 @@ def test_devices_and_pseudo_files_are_refused(path):
 
 def test_symlink_to_a_device_is_refused(tree):
     (tree["data"] / "zero").symlink_to("/dev/zero")
-    result = run(FileReadTool(), path=str(tree["data"] / "zero"))
+    result = run(FileReadTool(allowed_dirs=[str(tree["root"])]), path=str(tree["data"] / "zero"))
     assert not result.success and result.error_type is ErrorType.DENIED
 
 
 def test_directory_is_refused(tree):
-    result = run(FileReadTool(), path=str(tree["data"]))
+    result = run(FileReadTool(allowed_dirs=[str(tree["root"])]), path=str(tree["data"]))
     assert not result.success and "is a directory" in result.content
 
 
 def test_file_over_one_megabyte_is_refused(tree):
     big = tree["data"] / "big.txt"
     big.write_bytes(b"a" * (MAX_FILE_BYTES + 1))
-    result = run(FileReadTool(), path=str(big))
+    result = run(FileReadTool(allowed_dirs=[str(tree["root"])]), path=str(big))
     assert not result.success and f"the limit is {MAX_FILE_BYTES}" in result.content
     exact = tree["data"] / "exact.txt"
     exact.write_bytes(b"a" * MAX_FILE_BYTES)
-    ok = run(FileReadTool(), path=str(exact))
+    ok = run(FileReadTool(allowed_dirs=[str(tree["root"])]), path=str(exact))
     assert ok.success and ok.metadata["size_bytes"] == MAX_FILE_BYTES
 
 
@@ -171,14 +171,14 @@ def test_file_over_one_megabyte_is_refused(tree):
 def test_binary_and_invalid_utf8_are_refused(tree, payload, words):
     target = tree["data"] / "blob"
     target.write_bytes(payload)
-    result = run(FileReadTool(), path=str(target))
+    result = run(FileReadTool(allowed_dirs=[str(tree["root"])]), path=str(target))
     assert not result.success and words in result.content
 
 
 def test_utf8_text_with_multibyte_characters_is_read(tree):
     target = tree["data"] / "u.txt"
     target.write_text("héllo 🌍\n", encoding="utf-8")
-    result = run(FileReadTool(), path=str(target))
+    result = run(FileReadTool(allowed_dirs=[str(tree["root"])]), path=str(target))
     assert result.content == "héllo 🌍\n" and result.metadata["size_bytes"] == len("héllo 🌍\n".encode())
 
 

@@ -137,10 +137,11 @@ def test_memory_index_requires_confirmation(mem: SQLiteMemory, tmp_path: Path):
     folder = tmp_path / "notes"
     folder.mkdir()
     (folder / "a.md").write_text("Quarterly planning happens in March.\n")
-    denied = run(MemoryIndexTool(backend=mem), path=str(folder))
+    denied = run(MemoryIndexTool(backend=mem, allowed_dirs=[str(tmp_path)]), path=str(folder))
     assert not denied.success and denied.error_type is ErrorType.DENIED
     assert mem.count() == 0
-    approved = run(MemoryIndexTool(backend=mem), approver=lambda spec, args: True,
+    approved = run(MemoryIndexTool(backend=mem, allowed_dirs=[str(tmp_path)]),
+                   approver=lambda spec, args: True,
                    path=str(folder))
     assert approved.success, approved.content
     assert approved.content.startswith("Indexed 1 file (1 chunk)")
@@ -286,7 +287,7 @@ def test_memory_index_stops_at_the_file_limit(mem: SQLiteMemory, tmp_path: Path)
     folder.mkdir()
     for i in range(12):
         (folder / f"n{i:02d}.md").write_text(f"note {i}\n")
-    result = MemoryIndexTool(backend=mem, max_files=5).execute(path=str(folder))
+    result = MemoryIndexTool(backend=mem, max_files=5, allowed_dirs=[str(tmp_path)]).execute(path=str(folder))
     assert result.success and result.metadata["indexed"] == 5
     assert "Stopped at the file limit" in result.content
     assert mem.count() == 5

@@ -6,6 +6,11 @@ changed since it was last indexed is skipped; a file that changed replaces its o
 file that vanished from an indexed folder is removed from memory. Binary and oversized files
 are skipped and counted. Hidden entries and tool folders (.git, node_modules, .venv, ...)
 inside a folder are not walked.
+
+Every file is read through a path policy (`jarvis.security.paths`): checked on its resolved
+path, opened beneath its allowed folder without following symlinks, re-checked with fstat.
+A person's `jarvis memory index PATH` may read anywhere; the memory_index tool passes the
+policy of the tool (workspace plus allowed folders, secrets refused).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from typing import Any
 from jarvis.errors import UserError
 from jarvis.memory.chunking import chunk_text
 from jarvis.memory.sqlite import FileDocument, SQLiteMemory
+from jarvis.security.paths import FileTooLarge, NotAFile, PathChanged, PathDenied, PathPolicy
 
 MAX_FILE_BYTES = 10_000_000
 SKIP_DIRS = frozenset({"node_modules", "__pycache__", "venv", "site-packages", "dist-packages"})
@@ -79,14 +85,6 @@ class IndexSummary:
         return line
 
 
-def _allowed(path: Path, allowed: list[Path] | None) -> bool:
-    from jarvis.tools.file_read import PSEUDO_ROOTS
-
-    if any(path.is_relative_to(root) for root in PSEUDO_ROOTS):
-        return False
-    return allowed is None or any(path.is_relative_to(root) for root in allowed)
-
-
 def _walk(root: Path, summary: IndexSummary) -> Iterator[Path]:
     """Files under `root`, sorted, without hidden entries or tool folders; symlinked folders
     are not followed (a loop or a link out of the tree cannot widen the walk)."""
@@ -122,14 +120,16 @@ def collect(paths: Iterable[str | os.PathLike[str]]) -> list[tuple[Path, bool]]:
 def index_paths(memory: SQLiteMemory, paths: Iterable[str | os.PathLike[str]], *,
                 chunk_size: int | None = None, chunk_overlap: int | None = None,
                 max_file_bytes: int = MAX_FILE_BYTES, allowed_dirs: list[Path] | None = None,
-                max_files: int | None = None, progress: Progress | None = None) -> IndexSummary:
+                max_files: int | None = None, progress: Progress | None = None,
+                policy: PathPolicy | None = None) -> IndexSummary:
     """Index files and folders into `memory`; return what was done.
 
     Args:
         chunk_size, chunk_overlap: chunking (default: the store's settings).
         max_file_bytes: larger files are skipped and counted.
-        allowed_dirs: resolved folders files must lie in (None: anywhere), as for file_read;
-            a symlink that points outside them is skipped and counted.
+        allowed_dirs: folders files must lie in (None: anywhere), secrets refused below
+            them; a symlink that points outside them is skipped and counted.
+        policy: the path policy to read through (wins over `allowed_dirs`).
         max_files: stop after this many files (the summary says so).
         progress: called as progress(done, total, path) after each file.
     """
@@ -139,10 +139,11 @@ def index_paths(memory: SQLiteMemory, paths: Iterable[str | os.PathLike[str]], *
     from jarvis.memory.chunking import check_chunking
 
     check_chunking(size, overlap)
+    if policy is None:
+        policy = PathPolicy(allowed_dirs)
     roots = collect(paths)
     for root, _ in roots:
-        if not _allowed(root, allowed_dirs):
-            raise PermissionError(f"access denied or file not found: {root}")
+        policy.check(str(root))  # PathDenied (a PermissionError) before anything is read
     # Listing first gives the progress bar its total; it is cheap next to reading files.
     # With a file limit the walk stops there too: a model asking to index "/" costs a
     # bounded walk, not a scan of the whole disk.
@@ -164,7 +165,7 @@ def index_paths(memory: SQLiteMemory, paths: Iterable[str | os.PathLike[str]], *
     for done, path in enumerate(files, 1):
         summary.files_seen += 1
         try:
-            status, doc = _prepare(memory, path, size, overlap, max_file_bytes, allowed_dirs,
+            status, doc = _prepare(memory, path, size, overlap, max_file_bytes, policy,
                                    summary)
         except OSError as exc:
             summary.error(f"{path}: {exc.strerror or exc}")
@@ -193,27 +194,24 @@ def index_paths(memory: SQLiteMemory, paths: Iterable[str | os.PathLike[str]], *
 
 
 def _prepare(memory: SQLiteMemory, path: Path, size: int, overlap: int, max_bytes: int,
-             allowed: list[Path] | None, summary: IndexSummary
+             policy: PathPolicy, summary: IndexSummary
              ) -> tuple[str, FileDocument | None]:
     """Read and chunk one file: ("new", doc), ("unchanged", doc without chunks), or
     ("skipped", None) with the reason counted in `summary`."""
-    real = Path(os.path.realpath(path))
-    if not _allowed(real, allowed):
+    try:
+        opened = policy.read(str(path), max_bytes)
+    except PathDenied:
         summary.skipped_denied += 1
         return "skipped", None
-    info = os.stat(real)
-    if not stat.S_ISREG(info.st_mode):
+    except NotAFile:
         return "skipped", None
-    if info.st_size > max_bytes:
+    except FileTooLarge:
         summary.skipped_large += 1
         return "skipped", None
-    # O_NONBLOCK: a file swapped for a FIFO after the stat cannot hang the job.
-    fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK)
-    with os.fdopen(fd, "rb") as handle:
-        data = handle.read(max_bytes + 1)
-    if len(data) > max_bytes:
-        summary.skipped_large += 1
+    except PathChanged as exc:
+        summary.error(str(exc))
         return "skipped", None
+    data, real, info = opened.data, opened.path, opened.info
     if b"\x00" in data:
         summary.skipped_binary += 1
         return "skipped", None

@@ -1,9 +1,10 @@
 """The memory tools: memory_store, memory_retrieve, memory_search and memory_index.
 
 Like `retrieval`, each takes the store by constructor injection (`backend=`). memory_index
-reads files from disk, so it requires confirmation and honours the same allowed-directories
-rule as file_read (`[tools.memory_index] allowed_dirs = ["~/notes"]`; without it, the
-folders of `[tools.file_read] allowed_dirs` apply).
+reads files from disk, so it requires confirmation and goes through the same path policy as
+file_read (`jarvis.security.paths`): the workspace plus `[tools.memory_index] allowed_dirs =
+["~/notes"]` (without it, the folders of `[tools.file_read] allowed_dirs` apply), secrets
+refused unless listed in `allowed_secret_paths`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 from jarvis.core.registry import ToolRegistry
 from jarvis.core.types import ErrorType, ToolResult
 from jarvis.errors import JarvisError, UserError
-from jarvis.tools.file_read import check_path, resolve_allowed
+from jarvis.security.paths import PathDenied, PathPolicy, resolve_dirs
 from jarvis.tools.retrieval import MAX_QUERY_CHARS, MemoryToolBase, RetrievalTool
 from jarvis.tools.spec import ToolSpec
 
@@ -163,24 +164,28 @@ class MemoryIndexTool(MemoryToolBase):
 
     def __init__(self, backend: Any = None, config: Any = None,
                  allowed_dirs: list[str] | None = None,
-                 max_files: int = DEFAULT_INDEX_FILES) -> None:
+                 max_files: int = DEFAULT_INDEX_FILES,
+                 allowed_secret_paths: list[str] | None = None) -> None:
         super().__init__(backend=backend, config=config)
-        if allowed_dirs is None:
-            # Without a list of its own, memory_index may read only where file_read may:
+        setting = "[tools.memory_index]"
+        if allowed_dirs is None and allowed_secret_paths is None:
+            # Without settings of its own, memory_index may read only where file_read may:
             # indexing a folder and then searching it is reading its files.
-            allowed_dirs = _file_read_dirs(config)
-        self.allowed_dirs = resolve_allowed(allowed_dirs)
+            allowed_dirs, allowed_secret_paths = _file_read_settings(config)
+            setting = "[tools.file_read]"
+        self.allowed_dirs = resolve_dirs(allowed_dirs)
+        self.policy = PathPolicy.for_tool(allowed_dirs, allowed_secret_paths, config,
+                                          setting=setting)
         self.max_files = max_files
 
     @property
     def spec(self) -> ToolSpec:
-        where = ("" if self.allowed_dirs is None else
-                 " Allowed directories: " + ", ".join(str(d) for d in self.allowed_dirs) + ".")
         return ToolSpec(
             name="memory_index",
             description="Index a file or directory into the memory backend (text, Markdown and "
                         "source files; binary files are skipped). Files unchanged since the last "
-                        f"index are skipped. At most {self.max_files} files per call." + where,
+                        f"index are skipped. At most {self.max_files} files per call."
+                        + self.policy.describe(),
             parameters={
                 "type": "object",
                 "properties": {
@@ -197,8 +202,8 @@ class MemoryIndexTool(MemoryToolBase):
     def execute(self, **params: Any) -> ToolResult:
         raw = params.get("path")
         try:
-            path = check_path(raw, self.allowed_dirs)
-        except PermissionError as exc:
+            path = self.policy.check(raw)
+        except PathDenied as exc:
             return self._fail(str(exc), ErrorType.DENIED)
         except ValueError as exc:
             return self._fail(str(exc))
@@ -214,8 +219,7 @@ class MemoryIndexTool(MemoryToolBase):
         from jarvis.memory.indexer import index_paths
 
         try:
-            summary = index_paths(store, [path], allowed_dirs=self.allowed_dirs,
-                                  max_files=self.max_files)
+            summary = index_paths(store, [path], policy=self.policy, max_files=self.max_files)
         except PermissionError as exc:
             return self._fail(str(exc), ErrorType.DENIED)
         except JarvisError as exc:
@@ -226,12 +230,15 @@ class MemoryIndexTool(MemoryToolBase):
                           metadata=summary.to_dict())
 
 
-def _file_read_dirs(config: Any) -> Any:
-    """[tools.file_read] allowed_dirs from a JarvisConfig (None: not set, or no config)."""
+def _file_read_settings(config: Any) -> tuple[Any, Any]:
+    """[tools.file_read] allowed_dirs and allowed_secret_paths from a JarvisConfig (None: not
+    set, or no config)."""
     tools = getattr(config, "tools", None)
     try:
         settings = tools.settings if tools is not None else {}
     except (AttributeError, ValueError):
-        return None
+        return None, None
     table = settings.get("file_read") if isinstance(settings, dict) else None
-    return table.get("allowed_dirs") if isinstance(table, dict) else None
+    if not isinstance(table, dict):
+        return None, None
+    return table.get("allowed_dirs"), table.get("allowed_secret_paths")

@@ -218,15 +218,25 @@ def _read(path: Path) -> AgentSpec | AgentFileError:
     return cached
 
 
+def _read_text(path: Path) -> str:
+    """The file's text, read through the path policy beneath its folder: a symlink leading
+    out of the agents folder, a FIFO or an oversized file is refused, never read."""
+    from jarvis.security.paths import PathPolicy
+
+    policy = PathPolicy([path.parent], secrets=False, setting="[workspace] agents_dir",
+                        outside_hint="keep agent files in the agents folder itself")
+    return policy.read(str(path), MAX_AGENT_FILE_BYTES).data.decode("utf-8")
+
+
 def _parse(path: Path, size: int) -> AgentSpec | AgentFileError:
     try:
         if size > MAX_AGENT_FILE_BYTES:
             return AgentFileError(path, f"agent file {path} is {size} bytes; the limit is "
                                   f"{MAX_AGENT_FILE_BYTES}")
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(_read_text(path))
     except tomllib.TOMLDecodeError as exc:
         return AgentFileError(path, f"agent file {path} is not valid TOML: {exc}")
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # also UnicodeDecodeError and the policy's refusals
         return AgentFileError(path, f"cannot read agent file {path}: {exc}")
     declared = data.get("name") if isinstance(data.get("name"), str) else None
     data.setdefault("name", path.stem)

@@ -31,6 +31,7 @@ from jarvis.workspace import workspace_path
 log = logging.getLogger("jarvis.workspace")
 
 MODULE_PREFIX = "_jarvis_workspace_tool_"
+MAX_TOOL_FILE_BYTES = 4 * 1_048_576
 
 
 @dataclass(slots=True)
@@ -118,18 +119,30 @@ def load_workspace_tools(config: Any = None, folder: str | Path | None = None) -
         for path in sorted(folder.glob("*.py")):
             if path.name.startswith("_") or not path.is_file():
                 continue
-            report.files.append(load_tool_file(path))
+            report.files.append(load_tool_file(path, folder=folder))
     _last_report = report
     return report
 
 
-def load_tool_file(path: str | Path) -> ToolFileReport:
-    """Execute one tool file by path and register the tools it defines (all or nothing)."""
+def load_tool_file(path: str | Path, folder: str | Path | None = None) -> ToolFileReport:
+    """Execute one tool file by path and register the tools it defines (all or nothing).
+
+    The source is read through the path policy, beneath `folder` (default: the file's own
+    folder): a symlink leading out of it, a FIFO or a huge file is reported, never run.
+    """
     with _LOCK:
-        return _load_tool_file(Path(path).resolve())
+        return _load_tool_file(Path(path).resolve(), Path(folder or Path(path).parent))
 
 
-def _load_tool_file(path: Path) -> ToolFileReport:
+def _read_source(path: Path, folder: Path) -> bytes:
+    from jarvis.security.paths import PathPolicy
+
+    policy = PathPolicy([folder], secrets=False, setting="[workspace] tools_dir",
+                        outside_hint="keep tool files in the tools folder itself")
+    return policy.read(str(path), MAX_TOOL_FILE_BYTES).data
+
+
+def _load_tool_file(path: Path, folder: Path) -> ToolFileReport:
     try:
         info = path.stat()
         stamp = (info.st_mtime_ns, info.st_size)
@@ -149,13 +162,15 @@ def _load_tool_file(path: Path) -> ToolFileReport:
     before_origins = dict(ToolRegistry._origins)
     error: ToolFileError | None = None
     try:
+        source = _read_source(path, folder)
         spec = importlib.util.spec_from_file_location(module_name, path)
         if spec is None or spec.loader is None:
             raise ImportError(f"cannot load {path} as Python source")
         module = importlib.util.module_from_spec(spec)
         # In sys.modules while it runs: dataclasses, pydantic and typing look the module up.
         sys.modules[module_name] = module
-        spec.loader.exec_module(module)
+        # The bytes that were checked are the bytes that run (no second open by path).
+        exec(compile(source, str(path), "exec", dont_inherit=True), module.__dict__)  # noqa: S102
     except SyntaxError as exc:
         error = ToolFileError(path, exc.lineno, f"SyntaxError: {exc.msg}")
     except BaseException as exc:  # noqa: BLE001  (a user file may raise anything, even SystemExit)

@@ -1,0 +1,3 @@
+"""Shared rules below every tool: where files may be opened (`paths`), what output must hide
+(`redact`). Each module is imported where it is used; nothing is imported here, so
+`import jarvis` stays fast."""

@@ -1,0 +1,378 @@
+"""Where a tool may open a file: one path policy below every tool that opens a given path.
+
+A `PathPolicy` holds the allowed folders (by default the workspace: the folder of config.toml,
+or $JARVIS_HOME without one, plus what the user lists) and the secret paths the user allowed
+by name. Checking a path resolves it fully (symlinks and `..`), compares whole components
+with the allowed folders, refuses devices and pseudo-files (/proc, /sys, /dev) and refuses
+secrets below an allowed folder (dotfiles and dot-folders, private keys, credential files:
+`SECRET_RULES`) unless the user listed that path in `allowed_secret_paths`.
+
+Opening does not trust the check: between the check and the open a folder on the way can be
+swapped for a symlink. The file is opened *beneath* the allowed folder's descriptor with
+openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS) where the kernel has it
+(probed once at run time), else by walking the components one by one from the folder's
+descriptor with O_NOFOLLOW | O_DIRECTORY. A swap in between makes the open fail (and the read
+is refused), it can never reach a file outside. The opened file is checked again with fstat
+(a regular file, within the size limit) before a byte is read.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import fnmatch
+import os
+import platform
+import stat
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+MAX_FILE_BYTES = 1_048_576  # 1 MiB, inclusive: a file of exactly this size is read
+MAX_PATH_CHARS = 4_096
+PSEUDO_ROOTS = (Path("/proc"), Path("/sys"), Path("/dev"))
+
+# (pattern, what it protects). Patterns match one path component, case-insensitively;
+# the dot rule applies to every component below the allowed folder, the others to the file.
+DOT_RULE = (".*", "hidden files and folders (.env, .ssh, .git, .aws, .netrc, .npmrc, ...)")
+SECRET_RULES: tuple[tuple[str, str], ...] = (
+    ("*.pem", "certificates and private keys"),
+    ("*.key", "private keys"),
+    ("*.p12", "key stores"),
+    ("*.pfx", "key stores"),
+    ("*.jks", "key stores"),
+    ("*.keystore", "key stores"),
+    ("*.ppk", "PuTTY private keys"),
+    ("*.kdbx", "password databases"),
+    ("id_rsa*", "SSH keys"),
+    ("id_dsa*", "SSH keys"),
+    ("id_ecdsa*", "SSH keys"),
+    ("id_ed25519*", "SSH keys"),
+    ("credentials*.json", "credential files"),
+    ("client_secret*.json", "OAuth client secrets"),
+    ("service-account*.json", "cloud service-account keys"),
+    ("_netrc", "login files"),
+)
+
+# openat2(2): the syscall number is the same on the architectures listed (it was added after
+# the syscall tables were unified); elsewhere the component walk is used.
+_OPENAT2_NR = {"x86_64": 437, "amd64": 437, "aarch64": 437, "arm64": 437, "riscv64": 437,
+               "ppc64le": 437, "s390x": 437}
+_RESOLVE_NO_MAGICLINKS = 0x02
+_RESOLVE_NO_SYMLINKS = 0x04
+_RESOLVE_BENEATH = 0x08
+_AT_FDCWD = -100
+
+
+class PathDenied(PermissionError):
+    """The policy refuses this path; the message is safe to show a model."""
+
+
+class NotAFile(ValueError):
+    """The path is a folder, a FIFO, a socket or a device."""
+
+
+class FileTooLarge(ValueError):
+    """The file is over the size limit."""
+
+    def __init__(self, message: str, size: int) -> None:
+        super().__init__(message)
+        self.size = size
+
+
+class PathChanged(ValueError):
+    """A component of the path changed between the check and the open."""
+
+
+@dataclass(frozen=True, slots=True)
+class OpenedFile:
+    """A file read through the policy: its resolved path, bytes and fstat."""
+
+    path: Path
+    data: bytes
+    info: os.stat_result
+
+
+def workspace_folder(config: Any = None) -> Path:
+    """The workspace: the folder of the config file (the given config's, else the one the
+    lookup finds), or $JARVIS_HOME when there is none."""
+    from jarvis.core.paths import jarvis_home
+
+    if config is not None:
+        source = getattr(config, "source", None)
+        return Path(source).parent if source is not None else jarvis_home()
+    from jarvis.core.config import find_config
+    from jarvis.errors import ConfigError
+
+    try:
+        found = find_config()
+    except ConfigError:
+        found = None
+    return found.resolve().parent if found is not None else jarvis_home()
+
+
+def resolve_dirs(dirs: Iterable[str | os.PathLike[str]] | str | os.PathLike[str] | None,
+                 ) -> list[Path] | None:
+    """Resolve configured folders once (None stays None)."""
+    if dirs is None:
+        return None
+    if isinstance(dirs, (str, os.PathLike)):
+        dirs = [dirs]  # `allowed_dirs = "notes"` means one folder, not one per character
+    return [Path(os.path.realpath(os.path.expanduser(os.fspath(d)))) for d in dirs]
+
+
+def secret_rule(parts: Iterable[str]) -> tuple[str, str] | None:
+    """The rule (pattern, what it protects) a relative path matches, or None."""
+    parts = list(parts)
+    for part in parts:
+        if part.startswith(".") and part not in (".", ".."):
+            return DOT_RULE
+    if parts:
+        name = parts[-1].lower()
+        for pattern, why in SECRET_RULES:
+            if fnmatch.fnmatchcase(name, pattern):
+                return pattern, why
+    return None
+
+
+class PathPolicy:
+    """Which files may be opened, and the safe way to open them.
+
+    Args:
+        roots: resolved-or-not folders files must lie in; None: anywhere (for a person's own
+            commands, e.g. `jarvis memory index PATH`: no folder or secret rules then, the
+            safe open and pseudo-file refusal still apply).
+        secret_paths: files or folders where the secret rules do not apply (and that may be
+            read even outside `roots`: the user named them).
+        setting: the config table named in refusals, e.g. "[tools.file_read]".
+        secrets: whether the secret rules apply (False for the workspace loaders, which read
+            the user's own tools/ and agents/ folders).
+        outside_hint: what a refusal outside `roots` tells the reader to do.
+    """
+
+    def __init__(self, roots: Iterable[str | os.PathLike[str]] | None,
+                 secret_paths: Iterable[str | os.PathLike[str]] = (), *,
+                 setting: str = "[tools.file_read]", secrets: bool = True,
+                 outside_hint: str | None = None) -> None:
+        self.unrestricted = roots is None
+        self.roots: list[Path] = list(dict.fromkeys(resolve_dirs(list(roots or [])) or []))
+        self.secret_paths: list[Path] = resolve_dirs(list(secret_paths)) or []
+        self.setting = setting
+        self.secrets = secrets
+        self.outside_hint = outside_hint or (f"add a folder to allowed_dirs in {setting} to "
+                                             f"allow more")
+
+    @classmethod
+    def for_tool(cls, allowed_dirs: Any = None, allowed_secret_paths: Any = None,
+                 config: Any = None, *, setting: str = "[tools.file_read]") -> PathPolicy:
+        """The default policy of a tool: the workspace plus `allowed_dirs`, secrets refused
+        except `allowed_secret_paths`."""
+        listed = resolve_dirs(allowed_dirs) or []
+        return cls([workspace_folder(config), *listed], resolve_dirs(allowed_secret_paths) or [],
+                   setting=setting)
+
+    def describe(self) -> str:
+        """'Allowed directories: A, B.' for a tool's description ('' when unrestricted)."""
+        if self.unrestricted:
+            return ""
+        return " Allowed directories: " + ", ".join(str(r) for r in self.roots) + "."
+
+    # --- checking ----------------------------------------------------------------------------
+    def check(self, raw: Any) -> Path:
+        """Resolve a given path and check it; return the resolved path.
+
+        Raises ValueError for a malformed path and PathDenied (a PermissionError) with a
+        message that names the rule and the setting that would allow it.
+        """
+        if isinstance(raw, os.PathLike):
+            raw = os.fspath(raw)
+        if not isinstance(raw, str) or not raw.strip():
+            raise ValueError("path must be a non-empty string")
+        if len(raw) > MAX_PATH_CHARS or "\x00" in raw:
+            raise ValueError("path is not a valid file path")
+        try:
+            resolved = Path(os.path.realpath(os.path.expanduser(raw)))
+        except OSError:  # a link on the way vanished while it was being read
+            raise PathChanged(f"{raw} changed while it was being resolved; try again") from None
+        self._locate(resolved, raw)
+        return resolved
+
+    def _locate(self, resolved: Path, raw: str) -> tuple[Path, tuple[str, ...]]:
+        """(the folder to open beneath, the components below it) or PathDenied."""
+        if any(resolved.is_relative_to(p) for p in PSEUDO_ROOTS):
+            raise PathDenied(f"{raw} is a device or pseudo-file, not a regular file")
+        for secret in self.secret_paths:
+            if resolved == secret or resolved.is_relative_to(secret):
+                base = secret if resolved != secret else secret.parent
+                return base, resolved.relative_to(base).parts
+        if self.unrestricted:
+            return Path(resolved.anchor), resolved.relative_to(resolved.anchor).parts
+        inside = [r for r in self.roots if resolved.is_relative_to(r)]
+        if not inside:
+            raise PathDenied(f"access denied or file not found: {raw} (only files below "
+                             f"{', '.join(str(r) for r in self.roots)} may be read; "
+                             f"{self.outside_hint})")
+        root = max(inside, key=lambda r: len(r.parts))  # the deepest: fewest components to check
+        parts = resolved.relative_to(root).parts
+        rule = secret_rule(parts) if self.secrets else None
+        if rule is not None:
+            pattern, why = rule
+            raise PathDenied(f"{raw} is refused: it matches the secret rule {pattern!r} "
+                             f"({why}); to allow it, add its path to allowed_secret_paths "
+                             f"in {self.setting}")
+        return root, parts
+
+    # --- opening -----------------------------------------------------------------------------
+    def read(self, raw: Any, max_bytes: int = MAX_FILE_BYTES) -> OpenedFile:
+        """Check `raw`, open it beneath its allowed folder and read at most `max_bytes`.
+
+        Raises ValueError (bad path), PathDenied, NotAFile, FileTooLarge, PathChanged or
+        OSError (FileNotFoundError, ...).
+        """
+        text = os.fspath(raw) if isinstance(raw, os.PathLike) else raw
+        resolved = self.check(text)
+        root, parts = self._locate(resolved, text)
+        # A stat first gives the clear answer in the common case ("is a directory") and keeps
+        # devices from being opened at all; the fstat below is what is trusted.
+        info = os.stat(resolved)
+        _check_kind(info, text, max_bytes)
+        fd = open_beneath(root, parts)
+        try:
+            opened = os.fstat(fd)
+            _check_kind(opened, text, max_bytes)
+            if (opened.st_dev, opened.st_ino) != (info.st_dev, info.st_ino):
+                raise PathChanged(f"{text} changed while it was being opened; try again")
+            chunks, left = [], max_bytes + 1
+            while left > 0:
+                chunk = os.read(fd, min(left, 1 << 20))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                left -= len(chunk)
+        finally:
+            os.close(fd)
+        data = b"".join(chunks)
+        if len(data) > max_bytes:
+            raise FileTooLarge(f"{text} is larger than {max_bytes} bytes; the limit is "
+                               f"{max_bytes}", len(data))
+        return OpenedFile(resolved, data, opened)
+
+
+def _check_kind(info: os.stat_result, raw: str, max_bytes: int) -> None:
+    if not stat.S_ISREG(info.st_mode):
+        kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+        raise NotAFile(f"{raw} is {kind}")
+    if info.st_size > max_bytes:
+        raise FileTooLarge(f"{raw} is {info.st_size} bytes; the limit is {max_bytes}",
+                           info.st_size)
+
+
+# --- opening beneath a folder ------------------------------------------------------------------
+_FILE_FLAGS = (os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0)
+               | getattr(os, "O_NOFOLLOW", 0))
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+_probe_lock = threading.Lock()
+_openat2_ok: bool | None = None
+
+
+class _OpenHow(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64),
+                ("resolve", ctypes.c_uint64)]
+
+
+def _syscall() -> Any:
+    return ctypes.CDLL(None, use_errno=True).syscall
+
+
+def _openat2(dirfd: int, path: str, flags: int) -> int:
+    number = _OPENAT2_NR[platform.machine().lower()]
+    how = _OpenHow(flags, 0, _RESOLVE_BENEATH | _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS)
+    call = _syscall()
+    call.restype = ctypes.c_long
+    fd = call(ctypes.c_long(number), ctypes.c_int(dirfd), os.fsencode(path), ctypes.byref(how),
+              ctypes.c_size_t(ctypes.sizeof(how)))
+    if fd < 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code), path)
+    return int(fd)
+
+
+def openat2_supported() -> bool:
+    """Whether this kernel (and seccomp filter) lets us call openat2; probed once."""
+    global _openat2_ok
+    if _openat2_ok is None:
+        with _probe_lock:
+            if _openat2_ok is None:
+                _openat2_ok = _probe()
+    return _openat2_ok
+
+
+def _probe() -> bool:
+    if not os.uname().sysname == "Linux" or platform.machine().lower() not in _OPENAT2_NR:
+        return False
+    try:
+        fd = _openat2(_AT_FDCWD, ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        # ENOSYS: kernel before 5.6; EPERM/EACCES: a seccomp filter that does not know it.
+        if exc.errno in (errno.ENOSYS, errno.EPERM, errno.EACCES, errno.EINVAL, errno.E2BIG):
+            return False
+        return True  # it exists; the probe itself failed for another reason
+    except (AttributeError, OSError, TypeError):
+        return False
+    os.close(fd)
+    return True
+
+
+def open_beneath(root: Path, parts: tuple[str, ...], *, use_openat2: bool | None = None) -> int:
+    """Open root/parts for reading without following any symlink on the way and without
+    leaving `root`; return the descriptor. A symlink (or a `..`) on the way raises
+    PathChanged; a missing component raises FileNotFoundError."""
+    if not parts:
+        raise NotAFile(f"{root} is a directory")
+    if any(p in ("", ".", "..") or "/" in p for p in parts):
+        raise PathChanged(f"{'/'.join(parts)} is not a plain path below {root}")
+    root_fd = os.open(root, _DIR_FLAGS)
+    try:
+        if use_openat2 is None:
+            use_openat2 = openat2_supported()
+        if use_openat2:
+            try:
+                return _openat2(root_fd, "/".join(parts), _FILE_FLAGS)
+            except OSError as exc:
+                raise _translate(exc, root, parts) from None
+        return _walk_open(root_fd, root, parts)
+    finally:
+        os.close(root_fd)
+
+
+def _walk_open(root_fd: int, root: Path, parts: tuple[str, ...]) -> int:
+    fd = root_fd
+    try:
+        for part in parts[:-1]:
+            try:
+                nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                raise _translate(exc, root, parts) from None
+            if fd != root_fd:
+                os.close(fd)
+            fd = nxt
+        try:
+            return os.open(parts[-1], _FILE_FLAGS, dir_fd=fd)
+        except OSError as exc:
+            raise _translate(exc, root, parts) from None
+    finally:
+        if fd != root_fd:
+            os.close(fd)
+
+
+def _translate(exc: OSError, root: Path, parts: tuple[str, ...]) -> OSError | ValueError:
+    path = str(root.joinpath(*parts))
+    if exc.errno in (errno.ELOOP, errno.EXDEV, errno.EAGAIN, errno.ENOTDIR):
+        # A symlink met where the check saw a plain folder or file: the tree changed between
+        # the check and the open (or someone is racing us). Refused, never followed.
+        return PathChanged(f"{path} changed while it was being opened (a symlink appeared on "
+                           f"the way); not read")
+    exc.filename = path
+    return exc

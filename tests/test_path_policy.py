@@ -1,0 +1,328 @@
+"""The path policy below file_read, memory_index and the workspace loaders: deny by default,
+secrets refused unless named, and opening beneath the allowed folder so that a directory
+swapped for a symlink mid-read never leaks an outside file."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from jarvis.core.types import ErrorType, ToolCall
+from jarvis.security import paths
+from jarvis.security.paths import MAX_FILE_BYTES, PathChanged, PathPolicy, open_beneath
+from jarvis.tools.executor import ToolExecutor
+from jarvis.tools.file_read import FileReadTool
+
+
+def run(tool, **arguments):
+    return ToolExecutor([tool], default_timeout=5).execute(
+        ToolCall("c", tool.spec.name, json.dumps(arguments)))
+
+
+def jarvis(env: dict[str, str], *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "jarvis.cli", *args], capture_output=True,
+                          text=True, env=env, timeout=60, input="", cwd=cwd)
+
+
+@pytest.fixture
+def fake_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A HOME with the usual secrets in it, so `~/.ssh/id_rsa` means a real file."""
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_rsa").write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
+    (home / ".aws").mkdir()
+    (home / ".aws" / "credentials").write_text("[default]\naws_secret_access_key = X\n")
+    monkeypatch.setenv("HOME", str(home))
+    return home
+
+
+def test_the_limit_is_one_mebibyte_inclusive():
+    assert MAX_FILE_BYTES == 1_048_576
+
+
+def test_without_allowed_dirs_only_the_workspace_is_readable(fake_home: Path, jarvis_home: Path):
+    reader = FileReadTool()
+    for target in ("~/.ssh/id_rsa", "/etc/shadow", "~/.aws/credentials", "/etc/passwd"):
+        result = run(reader, path=target)
+        assert not result.success and result.error_type is ErrorType.DENIED, target
+        assert "access denied or file not found" in result.content
+        assert "allowed_dirs in [tools.file_read]" in result.content
+        assert "PRIVATE KEY" not in result.content and "root:" not in result.content
+    # The workspace (here $JARVIS_HOME: there is no config.toml) is readable.
+    (jarvis_home / "notes.md").write_text("my notes\n")
+    ok = run(reader, path=str(jarvis_home / "notes.md"))
+    assert ok.success and ok.content == "my notes\n"
+
+
+def test_the_workspace_is_the_config_files_folder(tmp_path: Path, jarvis_home: Path):
+    from jarvis.core.config import load_config
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "config.toml").write_text("")
+    (ws / "todo.md").write_text("buy milk\n")
+    (jarvis_home / "home-note.md").write_text("x\n")
+    reader = FileReadTool(config=load_config(ws / "config.toml"))
+    assert run(reader, path=str(ws / "todo.md")).content == "buy milk\n"
+    assert run(reader, path=str(jarvis_home / "home-note.md")).error_type is ErrorType.DENIED
+    assert str(ws) in reader.spec.description
+
+
+SECRETS = [".env", ".git/config", ".ssh/id_ed25519", ".netrc", ".npmrc", "id_rsa",
+           "id_rsa.pub", "deploy/server.pem", "tls/site.key", "gcp/credentials-prod.json",
+           "certs/client.p12", "certs/client.pfx"]
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "work"  # the test's current folder (conftest)
+    for rel in SECRETS:
+        target = ws / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(f"TOKEN-{rel}\n")
+    (ws / "README.md").write_text("hello\n")
+    (ws / "notes").mkdir()
+    (ws / "notes" / "plan.md").write_text("plan\n")
+    return ws
+
+
+@pytest.mark.parametrize("rel", SECRETS)
+def test_secrets_are_refused_with_the_starter_allowed_dirs(workspace: Path, rel: str):
+    reader = FileReadTool(allowed_dirs=["."])
+    result = run(reader, path=rel)
+    assert not result.success and result.error_type is ErrorType.DENIED
+    assert "TOKEN" not in result.content
+    assert "secret rule" in result.content and "allowed_secret_paths" in result.content
+    # Through a symlink with an innocent name too: the rules apply to the resolved path.
+    alias = workspace / "notes" / "innocent.txt"
+    alias.unlink(missing_ok=True)
+    alias.symlink_to(workspace / rel)
+    assert run(reader, path=str(alias)).error_type is ErrorType.DENIED
+
+
+def test_the_refusal_names_the_rule(workspace: Path):
+    reader = FileReadTool(allowed_dirs=["."])
+    assert "'.*'" in run(reader, path=".env").content
+    assert "'*.pem'" in run(reader, path="deploy/server.pem").content
+    assert "'id_rsa*'" in run(reader, path="id_rsa").content
+    assert "'credentials*.json'" in run(reader, path="gcp/credentials-prod.json").content
+    assert run(reader, path="README.md").success and run(reader, path="notes/plan.md").success
+
+
+def test_a_secret_named_by_path_is_allowed(workspace: Path):
+    reader = FileReadTool(allowed_dirs=["."], allowed_secret_paths=[".env", "deploy"])
+    assert run(reader, path=".env").content == "TOKEN-.env\n"
+    assert run(reader, path="deploy/server.pem").content == "TOKEN-deploy/server.pem\n"
+    assert run(reader, path=".git/config").error_type is ErrorType.DENIED  # only what is named
+
+
+def test_secret_paths_in_config_through_the_cli(workspace: Path, cli_env: dict[str, str]):
+    (workspace / "config.toml").write_text('[tools.file_read]\nallowed_dirs = ["."]\n')
+    denied = jarvis(cli_env, "tools", "run", "file_read", '{"path": ".env"}')
+    assert denied.returncode == 1 and "TOKEN" not in denied.stdout + denied.stderr
+    assert "secret rule" in denied.stderr and "[tools.file_read]" in denied.stderr
+    (workspace / "config.toml").write_text(
+        '[tools.file_read]\nallowed_dirs = ["."]\nallowed_secret_paths = [".env"]\n')
+    ok = jarvis(cli_env, "tools", "run", "file_read", '{"path": ".env"}')
+    assert ok.returncode == 0 and ok.stdout.startswith("TOKEN-.env"), ok.stderr
+
+
+def test_memory_index_follows_the_same_policy(workspace: Path, tmp_path: Path):
+    from jarvis.memory import SQLiteMemory
+    from jarvis.tools.memory_tools import MemoryIndexTool
+
+    store = SQLiteMemory(tmp_path / "m.db")
+    try:
+        (workspace / "notes" / "leak.md").symlink_to(workspace / ".env")
+        (workspace / "notes" / "key.pem").write_text("TOKEN-pem\n")
+        tool = MemoryIndexTool(backend=store, allowed_dirs=[str(workspace)])
+        denied = tool.execute(path=".env")
+        assert not denied.success and denied.error_type is ErrorType.DENIED
+        assert "secret rule" in denied.content
+        result = tool.execute(path="notes")
+        assert result.success, result.content
+        assert result.metadata["indexed"] == 1 and result.metadata["skipped_denied"] == 2
+        assert not any("TOKEN" in r.content for r in store.retrieve("TOKEN pem env", top_k=20))
+        outside = MemoryIndexTool(backend=store).execute(path="/etc")
+        assert outside.error_type is ErrorType.DENIED
+    finally:
+        store.close()
+
+
+def test_indexer_does_not_import_tools():
+    import jarvis.memory.indexer as indexer
+
+    source = Path(indexer.__file__).read_text()
+    assert "jarvis.tools" not in source
+
+
+# --- opening beneath the allowed folder ------------------------------------------------------
+IMPLEMENTATIONS = ["openat2", "walk"]
+
+
+@pytest.fixture(params=IMPLEMENTATIONS)
+def impl(request, monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param == "walk":
+        monkeypatch.setattr(paths, "_openat2_ok", False)
+    else:
+        # Probed afresh: openat2 where the kernel has it (Linux >= 5.6), else the walk.
+        monkeypatch.setattr(paths, "_openat2_ok", None)
+    return request.param
+
+
+def test_open_beneath_refuses_symlinks_on_the_way(tmp_path: Path, impl: str):
+    root = tmp_path / "root"
+    (root / "real").mkdir(parents=True)
+    (root / "real" / "f.txt").write_text("inside\n")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "f.txt").write_text("LEAK\n")
+    (root / "link").symlink_to(outside, target_is_directory=True)
+    (root / "flink.txt").symlink_to(outside / "f.txt")
+    fd = open_beneath(root.resolve(), ("real", "f.txt"))
+    try:
+        assert os.read(fd, 100) == b"inside\n"
+    finally:
+        os.close(fd)
+    for parts in (("link", "f.txt"), ("flink.txt",), ("..", "outside", "f.txt")):
+        with pytest.raises(PathChanged):
+            open_beneath(root.resolve(), parts)
+
+
+def test_fifo_and_device_refused_by_both_openers(tmp_path: Path, impl: str):
+    os.mkfifo(tmp_path / "pipe")
+    policy = PathPolicy([tmp_path])
+    started = time.perf_counter()
+    with pytest.raises(ValueError, match="not a regular file"):
+        policy.read(str(tmp_path / "pipe"))
+    assert time.perf_counter() - started < 1.0
+
+
+def _race(tmp_path: Path, read, seconds: float) -> dict[str, int]:
+    """Swap a directory component for a symlink to an outside folder, over and over, while
+    `read(path)` runs; count what the reads returned."""
+    root = tmp_path / "root"
+    data = root / "data"
+    (data / "sub").mkdir(parents=True)
+    (data / "sub" / "f.txt").write_text("inside\n")
+    outside = tmp_path / "outside" / "sub"
+    outside.mkdir(parents=True)
+    (outside / "f.txt").write_text("LEAK\n")
+    stop = threading.Event()
+    swaps = 0
+
+    def swapper() -> None:
+        nonlocal swaps
+        while not stop.is_set():
+            os.rename(data / "sub", data / "sub_real")
+            os.symlink(outside, data / "sub")
+            os.unlink(data / "sub")
+            os.rename(data / "sub_real", data / "sub")
+            swaps += 1
+
+    counts = {"inside": 0, "refused": 0, "leaked": 0}
+    thread = threading.Thread(target=swapper, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + seconds
+    target = str(data / "sub" / "f.txt")
+    try:
+        while time.monotonic() < deadline:
+            content = read(target)
+            if content is None:
+                counts["refused"] += 1
+            elif "LEAK" in content:
+                counts["leaked"] += 1
+            else:
+                counts["inside"] += 1
+    finally:
+        stop.set()
+        thread.join(5)
+    counts["swaps"] = swaps
+    return counts
+
+
+def test_racing_symlink_swap_never_leaks(tmp_path: Path, impl: str):
+    executor = ToolExecutor([FileReadTool(allowed_dirs=[str(tmp_path / "root")])],
+                            default_timeout=5)
+
+    def read(path: str) -> str | None:
+        result = executor.execute(ToolCall("c", "file_read", {"path": path}))
+        return result.content if result.success else None
+
+    counts = _race(tmp_path, read, seconds=1.5)
+    print(impl, counts)
+    assert counts["leaked"] == 0, counts
+    assert counts["inside"] > 0 and counts["refused"] > 0 and counts["swaps"] > 100, counts
+
+
+def test_the_race_leaks_through_a_check_then_open(tmp_path: Path):
+    """The same race against the old way (resolve and check, then open by path) does leak:
+    the racing test above can fail."""
+    root = (tmp_path / "root").resolve()
+
+    def read(path: str) -> str | None:
+        try:
+            resolved = os.path.realpath(path)
+            if not resolved.startswith(str(root) + os.sep):
+                return None
+            with open(resolved, encoding="utf-8") as fh:
+                return fh.read()
+        except OSError:
+            return None
+
+    for _ in range(5):
+        counts = _race(tmp_path, read, seconds=1.0)
+        print("check-then-open", counts)
+        if counts["leaked"]:
+            break
+        for child in ("root", "outside"):
+            import shutil
+
+            shutil.rmtree(tmp_path / child)
+    assert counts["leaked"] > 0, counts
+
+
+# --- the workspace loaders ---------------------------------------------------------------------
+def test_a_tool_file_linked_from_outside_is_reported_not_run(tmp_path: Path):
+    from jarvis.core.registry import ToolRegistry
+    from jarvis.workspace.tools import load_workspace_tools
+
+    folder = tmp_path / "tools"
+    folder.mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "evil.py").write_text(
+        "from jarvis import tool\n\n@tool\ndef evil_tool() -> str:\n    'x'\n    return 'x'\n")
+    (folder / "evil.py").symlink_to(elsewhere / "evil.py")
+    (folder / "good.py").write_text(
+        "from jarvis import tool\n\n@tool\ndef good_tool() -> str:\n    'x'\n    return 'x'\n")
+    os.mkfifo(folder / "fifo.py")
+    started = time.perf_counter()
+    report = load_workspace_tools(folder=folder)
+    assert time.perf_counter() - started < 5
+    assert report.tools.keys() == {"good_tool"}
+    errors = {e.path.name: e.message for e in report.errors}
+    assert "keep tool files in the tools folder" in errors["evil.py"]
+    assert "evil_tool" not in ToolRegistry.keys()
+
+
+def test_an_agent_fifo_does_not_hang_the_loader(tmp_path: Path):
+    from jarvis.core.config import load_config
+    from jarvis.workspace.agents import load_agents
+
+    (tmp_path / "work" / "config.toml").write_text("")
+    agents = tmp_path / "work" / "agents"
+    agents.mkdir()
+    (agents / "ok.toml").write_text('instructions = "be brief"\n')
+    os.mkfifo(agents / "stuck.toml")
+    started = time.perf_counter()
+    scan = load_agents(load_config(tmp_path / "work" / "config.toml"))
+    assert time.perf_counter() - started < 5
+    assert [a.name for a in scan.agents] == ["ok"]
