@@ -85,7 +85,8 @@ def test_bad_chat_requests_are_4xx_with_openai_errors() -> None:
         with pytest.raises(openai.BadRequestError, match="only text content parts"):
             client.chat.completions.create(model="simple", messages=[{"role": "user", "content": [
                 {"type": "image_url", "image_url": {"url": "data:,"}}]}])
-        raw = httpx.post(server.url + "/v1/chat/completions", content=b"{oops")
+        raw = httpx.post(server.url + "/v1/chat/completions", content=b"{oops",
+                         headers={"Content-Type": "application/json"})
         assert raw.status_code == 400 and "not valid JSON" in raw.json()["error"]["message"]
         raw = httpx.post(server.url + "/v1/chat/completions", json={"model": "simple"})
         assert raw.status_code == 400 and "messages" in raw.json()["error"]["message"]

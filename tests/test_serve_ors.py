@@ -107,8 +107,11 @@ def test_bad_requests_get_clear_4xx_answers() -> None:
     with running(settings) as server, httpx.Client(base_url=server.url) as http:
         sid = _sid(http)
         h = {"X-Session-ID": sid}
-        r = http.post("/create", content=b"{not json", headers=h)
+        r = http.post("/create", content=b"{not json",
+                      headers={**h, "Content-Type": "application/json"})
         assert r.status_code == 400 and "not valid JSON" in r.json()["detail"]
+        r = http.post("/create", content=b'{"task_spec": {}}', headers=h)  # no Content-Type
+        assert r.status_code == 415 and "application/json" in r.json()["detail"]
         r = http.post("/create", json={}, headers=h)
         assert r.status_code == 400 and "task_spec" in r.json()["detail"]
         assert http.post("/create", json={"task_spec": {}}, headers=h).status_code == 200
@@ -136,7 +139,8 @@ def test_bad_requests_get_clear_4xx_answers() -> None:
         assert r.status_code == 405
         # Chunked body with no Content-Length is bounded too.
         r = http.post("/jarvis/call", content=iter([b'{"name": "think", "input": {"thought": "',
-                                                   b"y" * 5000, b'"}}']), headers=h)
+                                                   b"y" * 5000, b'"}}']),
+                      headers={**h, "Content-Type": "application/json"})
         assert r.status_code == 413
         # And the session still works after all that.
         r = http.post("/jarvis/call", json={"name": "think", "input": {"thought": "ok"}}, headers=h)

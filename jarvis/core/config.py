@@ -184,6 +184,15 @@ class ServeConfig(_Section):
     max_body_bytes: int = Field(1_048_576, ge=1024)
     max_sessions: int = Field(256, ge=1)
     session_idle_seconds: float = Field(900.0, gt=0)
+    allowed_origins: list[str] = Field(default_factory=list, description="browser origins "
+                                       "allowed besides the server's own, e.g. "
+                                       "\"http://localhost:3000\"; others get 403")
+    header_timeout: float = Field(10.0, gt=0, description="seconds a client has to send its "
+                                  "request headers; then 408 and the connection is closed")
+    body_timeout: float = Field(30.0, gt=0, description="seconds a client has to send its "
+                                "request body; then 408")
+    max_connections: int = Field(512, ge=1, description="open connections at most; more are "
+                                 "answered 503 at once")
 
 
 class JarvisConfig(_Section):

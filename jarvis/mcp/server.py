@@ -149,6 +149,45 @@ def check_http_access(host: str, api_key: str | None) -> None:
         raise UserError("the API key is too short; use at least 8 characters")
 
 
+def transport_security(host: str) -> Any:
+    """The SDK's DNS-rebinding protection for a bind address. The SDK turns it on by itself
+    only for 127.0.0.1, localhost and ::1; on any other loopback address (127.0.0.2, ...)
+    it would be off. Loopback binds get it always: Host and Origin must name a loopback
+    address. Elsewhere an API key is required (check_http_access) and the Host a client uses
+    is not known, so the SDK's check is off and the key guards the server."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    from jarvis.server.app import is_loopback
+
+    if not is_loopback(host):
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    names = ["127.0.0.1", "localhost", "[::1]"]
+    bound = f"[{host.strip('[]')}]" if ":" in host else host
+    if bound not in names:
+        names.append(bound)
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[f"{n}:*" for n in names] + names,
+        allowed_origins=[f"http://{n}:*" for n in names] + [f"http://{n}" for n in names])
+
+
+def http_app(server: Any, host: str, api_key: str | None, config: Any) -> Any:
+    """The streamable-HTTP ASGI app behind the same guard as `jarvis serve`: loopback Host
+    and same-origin only without an API key, JSON POSTs, a deadline on the body."""
+    from jarvis.server.guard import guard_app
+
+    app = server.streamable_http_app(host=host, transport_security=transport_security(host))
+    if api_key:
+        from jarvis.server.http import ApiKeyMiddleware
+
+        app = ApiKeyMiddleware(app, api_key)
+    serve = getattr(config, "serve", None)
+    return guard_app(app, api_key=api_key,
+                     allowed_origins=getattr(serve, "allowed_origins", []) or [],
+                     max_body_bytes=4 * 1_048_576,
+                     body_timeout=getattr(serve, "body_timeout", 30.0))
+
+
 def run_http(tools: list[BaseTool], config: Any, approved: set[str], host: str, port: int,
              api_key: str | None = None) -> None:
     """Serve streamable HTTP on host:port (endpoint /mcp) until interrupted; with `api_key`,
@@ -162,14 +201,21 @@ def run_http(tools: list[BaseTool], config: Any, approved: set[str], host: str, 
         reason = str(exc).split(";")[0]
         raise UserError(f"{reason}; pick another --http HOST:PORT") from None
     server = build_server(tools, make_executor(tools, config, approved))
-    app = server.streamable_http_app(host=host)
-    if api_key:
-        from jarvis.server.http import ApiKeyMiddleware
-
-        app = ApiKeyMiddleware(app, api_key)
+    app = http_app(server, host, api_key, config)
     _announce(tools, f"{url_of(sock)}/mcp")
     try:
-        serve_forever(app, sock)
+        serve_forever(app, sock, limits=_limits(config))
     finally:
         sock.close()
     sys.stderr.flush()
+
+
+def _limits(config: Any) -> Any:
+    """Header deadline and connection cap from [serve], as for `jarvis serve`."""
+    from jarvis.server.limits import ConnectionLimits
+
+    serve = getattr(config, "serve", None)
+    if serve is None:
+        return ConnectionLimits()
+    return ConnectionLimits(header_timeout=serve.header_timeout,
+                            max_connections=serve.max_connections)

@@ -7,7 +7,7 @@ import contextlib
 import ipaddress
 import logging
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.applications import Starlette
@@ -17,6 +17,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from jarvis.errors import UserError
+from jarvis.server.guard import RequestGuard
 from jarvis.server.http import ApiError, ApiKeyMiddleware, error_response
 from jarvis.server.openai_api import ChatAPI
 from jarvis.server.ors import OrsEnvironment
@@ -41,6 +42,11 @@ class ServeSettings:
         max_body_bytes: largest request body.
         max_sessions: most ORS sessions alive at once.
         session_idle_seconds: an ORS session without calls or pings this long is ended.
+        allowed_origins: browser origins allowed besides the server's own (none by default:
+            cross-site requests are refused).
+        header_timeout: seconds a client has to send its request headers (then 408).
+        body_timeout: seconds a client has to send its request body (then 408).
+        max_connections: open connections at most; more are answered 503 at once.
     """
 
     host: str = "127.0.0.1"
@@ -53,6 +59,10 @@ class ServeSettings:
     max_sessions: int = 256
     session_idle_seconds: float = 900.0
     max_concurrent_chats: int = 8
+    allowed_origins: list[str] = field(default_factory=list)
+    header_timeout: float = 10.0
+    body_timeout: float = 30.0
+    max_connections: int = 512
 
     def check(self) -> None:
         """Refuse unsafe or unusable settings with a message saying how to fix them."""
@@ -69,6 +79,9 @@ class ServeSettings:
             raise UserError(f"port {self.port} is out of range 0-65535")
         if self.max_body_bytes < 1024:
             raise UserError("--max-body-bytes must be at least 1024")
+        if not (self.header_timeout > 0 and self.body_timeout > 0 and self.max_connections >= 1):
+            raise UserError("header_timeout and body_timeout must be positive and "
+                            "max_connections at least 1")
 
 
 def is_loopback(host: str) -> bool:
@@ -215,4 +228,9 @@ def build_app(settings: ServeSettings | None = None, *, config: Any = None, tool
     app.state.settings = settings
     if settings.api_key:
         app.add_middleware(ApiKeyMiddleware, api_key=settings.api_key)
+    # Added last, so it runs first: Host/Origin/Content-Type and the body deadline come before
+    # the API key check and any route.
+    app.add_middleware(RequestGuard, loopback_only=not settings.api_key,
+                       allowed_origins=settings.allowed_origins,
+                       max_body_bytes=settings.max_body_bytes, body_timeout=settings.body_timeout)
     return app

@@ -140,15 +140,20 @@ class ChatAPI:
             options["temperature"] = float(temperature)
         max_tokens = body.get("max_tokens", body.get("max_completion_tokens"))
         if max_tokens is not None:
-            if not isinstance(max_tokens, int) or max_tokens < 1:
+            if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
                 raise ApiError(400, "max_tokens must be a positive integer")
             options["max_tokens"] = max_tokens
+        stream_options = body.get("stream_options")
+        if stream_options is not None and not isinstance(stream_options, dict):
+            raise ApiError(400, "stream_options must be an object, e.g. {\"include_usage\": true}")
+        if isinstance(temperature, bool):
+            raise ApiError(400, "temperature must be a number from 0 to 2")
         if model not in self.agent_names():
             raise ApiError(404, f"unknown model {model!r}: models are jarvis agents; available: "
                            f"{', '.join(self.agent_names())}", code="model_not_found")
         return {"query": query, "model": model, "options": options,
                 "stream": bool(body.get("stream")),
-                "include_usage": bool((body.get("stream_options") or {}).get("include_usage"))}
+                "include_usage": bool((stream_options or {}).get("include_usage"))}
 
     def _tools_for(self, model: str) -> list[str] | None:
         from jarvis.agents import agent_class

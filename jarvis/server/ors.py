@@ -265,7 +265,7 @@ class OrsEnvironment:
             return JSONResponse({"num_tasks": 1})
         if op == "task":
             return JSONResponse({"task": self._task(split, body.get("index"))})
-        start, stop = body.get("start"), body.get("stop")
+        start, stop = _bound(body, "start"), _bound(body, "stop")
         return JSONResponse({"tasks": [{}][slice(start, stop)]})
 
     # --- tool calls ----------------------------------------------------------------------
@@ -333,3 +333,13 @@ class OrsEnvironment:
                 yield ": keepalive\n\n"  # comment lines keep the client's read timeout happy
             result = task.result()  # aexecute never raises for a tool's failure
         yield sse_payload(json.dumps(tool_output(result), ensure_ascii=False))
+
+
+def _bound(body: dict[str, Any], key: str) -> int | None:
+    """An optional integer bound of a task range (a 400 for anything else, never a 500)."""
+    value = body.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or abs(value) > 2**53:
+        raise ApiError(400, f"{key!r} must be an integer or null, got {value!r}"[:300])
+    return value

@@ -3,12 +3,14 @@ benchmarks). The socket is bound here, so port 0 works and the real address is k
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import threading
 import time
 from typing import Any
 
 from jarvis.errors import UserError
+from jarvis.server.limits import ConnectionLimits
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -35,17 +37,36 @@ def url_of(sock: socket.socket) -> str:
     return f"http://{shown}:{port}"
 
 
-def _server(app: Any, log_level: str) -> Any:
+def limits_of(app: Any) -> ConnectionLimits:
+    """The connection limits in the app's ServeSettings (`app.state.settings`), else the
+    defaults."""
+    settings = getattr(getattr(app, "state", None), "settings", None)
+    if settings is None:
+        return ConnectionLimits()
+    return ConnectionLimits(header_timeout=settings.header_timeout,
+                            max_connections=settings.max_connections)
+
+
+def _server(app: Any, log_level: str, limits: ConnectionLimits | None = None) -> Any:
     import uvicorn
 
+    from jarvis.server.limits import protocol_class, raise_fd_limit
+
+    limits = limits or limits_of(app)
+    fitting = raise_fd_limit(limits.max_connections)
+    if fitting < limits.max_connections:
+        limits = dataclasses.replace(limits, max_connections=fitting)
     config = uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="on",
-                            timeout_keep_alive=60, server_header=False)
+                            timeout_keep_alive=limits.keep_alive, server_header=False,
+                            http=protocol_class(limits),
+                            h11_max_incomplete_event_size=limits.max_header_bytes)
     return uvicorn.Server(config)
 
 
-def serve_forever(app: Any, sock: socket.socket, log_level: str = "warning") -> None:
+def serve_forever(app: Any, sock: socket.socket, log_level: str = "warning",
+                  limits: ConnectionLimits | None = None) -> None:
     """Serve on `sock` until interrupted (uvicorn handles SIGINT/SIGTERM)."""
-    _server(app, log_level).run(sockets=[sock])
+    _server(app, log_level, limits).run(sockets=[sock])
 
 
 class ServerThread:
@@ -56,11 +77,11 @@ class ServerThread:
     """
 
     def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0,
-                 log_level: str = "warning") -> None:
+                 log_level: str = "warning", limits: ConnectionLimits | None = None) -> None:
         self.app = app
         self.sock = bind(host, port)
         self.url = url_of(self.sock)
-        self._server = _server(app, log_level)
+        self._server = _server(app, log_level, limits)
         self._server.install_signal_handlers = lambda: None  # only the main thread may
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self.sock]},
                                         daemon=True, name="jarvis-serve")

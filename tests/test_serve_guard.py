@@ -1,0 +1,313 @@
+"""Deny by default on `jarvis serve` and `jarvis mcp serve --http`: loopback Host only without
+an API key, foreign Origins and non-JSON POSTs refused, slow clients cut off (raw sockets),
+the connection cap answering 503, and malformed arguments a 400 — with the server still
+serving afterwards."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+from serve_support import running
+from waiting import wait_for
+
+from jarvis.server import ServeSettings
+from jarvis.server.guard import is_loopback_host
+from jarvis.testing import FakeOpenAIServer
+
+CHAT = {"model": "simple", "messages": [{"role": "user", "content": "hi"}]}
+
+
+def test_loopback_host_values() -> None:
+    for ok in ("127.0.0.1", "127.0.0.1:8765", "localhost", "localhost:1", "[::1]", "[::1]:80",
+               "127.0.0.2:9"):
+        assert is_loopback_host(ok), ok
+    for bad in ("evil.example", "evil.example:8765", "127.0.0.1.nip.io", "10.0.0.1:80",
+                "localhost:x", "", "[::2]:80", "0.0.0.0:8765"):
+        assert not is_loopback_host(bad), bad
+
+
+def test_a_rebinding_host_cannot_reach_tools_or_the_agent() -> None:
+    with FakeOpenAIServer(["should never run"]) as fake, running(fake=fake) as server:
+        port = server.url.rsplit(":", 1)[1]
+        foreign = {"Host": f"attacker.example:{port}"}
+        r = httpx.post(server.url + "/v1/chat/completions", json=CHAT, headers=foreign)
+        assert r.status_code == 421 and "not a loopback address" in r.json()["error"]["message"]
+        r = httpx.get(server.url + "/jarvis/tools", headers=foreign)
+        assert r.status_code == 421 and "not a loopback" in r.json()["detail"]
+        r = httpx.post(server.url + "/create_session", headers=foreign)
+        assert r.status_code == 421
+        assert fake.requests == []
+        for good in (f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}", "localhost"):
+            assert httpx.get(server.url + "/jarvis/tools", headers={"Host": good}).status_code == 200
+
+
+def test_http10_request_without_host_is_refused() -> None:
+    with running() as server:
+        port = int(server.url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+            sock.sendall(b"GET /jarvis/tools HTTP/1.0\r\n\r\n")
+            answer = _read_all(sock)
+        assert answer.startswith(b"HTTP/1.1 421"), answer[:80]
+
+
+def test_foreign_origin_and_text_plain_posts_are_refused() -> None:
+    with FakeOpenAIServer(["should never run"]) as fake, running(fake=fake) as server:
+        url = server.url + "/v1/chat/completions"
+        r = httpx.post(url, json=CHAT, headers={"Origin": "http://evil.example"})
+        assert r.status_code == 403 and "allowed_origins" in r.json()["error"]["message"]
+        r = httpx.post(url, json=CHAT, headers={"Origin": "null"})
+        assert r.status_code == 403
+        # The cross-site form attack: a simple text/plain POST carrying JSON.
+        import json
+
+        r = httpx.post(url, content=json.dumps(CHAT), headers={"Content-Type": "text/plain"})
+        assert r.status_code == 415 and "application/json" in r.json()["error"]["message"]
+        r = httpx.post(url, content=json.dumps(CHAT),
+                       headers={"Content-Type": "application/x-www-form-urlencoded"})
+        assert r.status_code == 415
+        assert fake.requests == []
+        # Same origin is fine (a page served from here), and so is no Origin at all (curl).
+        r = httpx.get(server.url + "/jarvis/tools", headers={"Origin": server.url})
+        assert r.status_code == 200
+
+
+def test_allowed_origins_and_api_key_relax_the_checks() -> None:
+    settings = ServeSettings(allowed_origins=["http://localhost:3000"])
+    with running(settings) as server:
+        r = httpx.get(server.url + "/jarvis/tools", headers={"Origin": "http://localhost:3000"})
+        assert r.status_code == 200
+        r = httpx.get(server.url + "/jarvis/tools", headers={"Origin": "http://localhost:3001"})
+        assert r.status_code == 403
+    key = "long-enough-key"
+    with running(ServeSettings(api_key=key)) as server:
+        # With a key any Host is accepted (a reverse proxy, a LAN name): the key guards it.
+        named = {"Host": "jarvis.lan:8765"}
+        assert httpx.get(server.url + "/jarvis/tools", headers=named).status_code == 401
+        r = httpx.get(server.url + "/jarvis/tools", headers={**named, "X-API-Key": key})
+        assert r.status_code == 200
+
+
+@pytest.mark.parametrize("body", [
+    {"split": "default", "start": "a"},
+    {"split": "default", "stop": "1"},
+    {"split": "default", "start": 1.5},
+    {"split": "default", "start": [1]},
+    {"split": "default", "start": True},
+    {"split": "default", "start": 10**40},
+    {"split": "default", "start": {"x": 1}},
+])
+def test_malformed_task_range_bounds_are_400(body) -> None:
+    with running() as server:
+        r = httpx.post(server.url + "/jarvis/task_range", json=body)
+        assert r.status_code == 400, r.text
+        assert "must be an integer" in r.json()["detail"]
+        ok = httpx.post(server.url + "/jarvis/task_range", json={"split": "default", "start": 0})
+        assert ok.status_code == 200 and ok.json() == {"tasks": [{}]}
+
+
+@pytest.mark.parametrize("extra", [{"stream_options": "yes"}, {"stream_options": [1]},
+                                   {"max_tokens": True}, {"temperature": True},
+                                   {"temperature": "hot"}, {"n": {"a": 1}}])
+def test_malformed_chat_options_are_400(extra) -> None:
+    with running() as server:
+        r = httpx.post(server.url + "/v1/chat/completions", json={**CHAT, **extra})
+        assert r.status_code == 400, r.text
+
+
+# --- slow clients, against the real `jarvis serve` -------------------------------------------
+@contextmanager
+def jarvis_serve(cli_env: dict[str, str], folder: Path, serve_toml: str) -> Iterator[str]:
+    folder.mkdir(exist_ok=True)
+    (folder / "config.toml").write_text(f"[serve]\n{serve_toml}\n")
+    proc = subprocess.Popen([sys.executable, "-m", "jarvis.cli", "serve", "--port", "0",
+                             "--tools", "think"], env=cli_env, cwd=folder,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        first = proc.stderr.readline()
+        assert first.startswith("jarvis serve: listening on http://127.0.0.1:"), first
+        yield first.rsplit(" ", 1)[1].strip()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+        proc.stderr.close()
+
+
+def _port(url: str) -> int:
+    return int(url.rsplit(":", 1)[1])
+
+
+def _read_all(sock: socket.socket, limit: float = 10.0) -> bytes:
+    sock.settimeout(limit)
+    data = b""
+    while True:
+        try:
+            chunk = sock.recv(65536)
+        except (ConnectionResetError, TimeoutError, socket.timeout):
+            return data
+        if not chunk:
+            return data
+        data += chunk
+
+
+def _health(url: str) -> float:
+    started = time.monotonic()
+    r = httpx.get(url + "/health", timeout=10)
+    assert r.status_code == 200 and r.json()["status"] == "ok"
+    return time.monotonic() - started
+
+
+@pytest.mark.slow
+def test_300_half_open_requests_do_not_stop_health(cli_env, tmp_path: Path) -> None:
+    with jarvis_serve(cli_env, tmp_path / "ws", "header_timeout = 2\nbody_timeout = 2\n") as url:
+        port = _port(url)
+        socks = []
+        try:
+            for i in range(300):
+                s = socket.create_connection(("127.0.0.1", port), timeout=5)
+                # Headers that never finish (no blank line).
+                s.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + bytes(str(i), "ascii"))
+                socks.append(s)
+            assert _health(url) < 2.0  # answered while all 300 are still open
+            started = time.monotonic()
+            answers = [_read_all(s, limit=10) for s in socks]
+            assert time.monotonic() - started < 10
+            assert all(a.startswith(b"HTTP/1.1 408") for a in answers), {a[:40] for a in answers}
+            assert b"did not arrive within 2 seconds" in answers[0]
+        finally:
+            for s in socks:
+                s.close()
+        # A body that never finishes is cut off too.
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            s.sendall(b"POST /jarvis/call HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                      b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"na")
+            started = time.monotonic()
+            answer = _read_all(s, limit=10)
+            assert time.monotonic() - started < 6
+            assert answer.startswith(b"HTTP/1.1 408"), answer[:80]
+            assert b"body did not arrive within 2 seconds" in answer
+        # A connection that sends nothing at all is closed as well.
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            assert _read_all(s, limit=10).startswith(b"HTTP/1.1 408")
+        assert _health(url) < 2.0
+
+
+@pytest.mark.slow
+def test_connections_past_the_cap_get_503_at_once(cli_env, tmp_path: Path) -> None:
+    with jarvis_serve(cli_env, tmp_path / "ws",
+                      "header_timeout = 2\nmax_connections = 20\n") as url:
+        port = _port(url)
+        socks = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(20)]
+        try:
+            def held() -> bool:  # the server has accepted all 20 (none answered yet)
+                with socket.create_connection(("127.0.0.1", port), timeout=5) as probe:
+                    return _read_all(probe, limit=3).startswith(b"HTTP/1.1 503")
+
+            wait_for(held, timeout=10)
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as extra:
+                started = time.monotonic()
+                extra.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                answer = _read_all(extra, limit=5)
+                assert time.monotonic() - started < 2
+            assert answer.startswith(b"HTTP/1.1 503") and b"maximum of 20 connections" in answer
+        finally:
+            for s in socks:
+                s.close()
+        # Once they are gone the server answers again.
+        wait_for(lambda: httpx.get(url + "/health", timeout=5).status_code == 200, timeout=10)
+
+
+# --- jarvis mcp serve --http ------------------------------------------------------------------
+def _free_port(host: str) -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+@contextmanager
+def mcp_http(cli_env: dict[str, str], folder: Path, host: str,
+             serve_toml: str = "") -> Iterator[str]:
+    folder.mkdir(exist_ok=True)
+    (folder / "config.toml").write_text(f"[serve]\n{serve_toml}\n")
+    port = _free_port(host)
+    proc = subprocess.Popen([sys.executable, "-m", "jarvis.cli", "mcp", "serve", "--tools",
+                             "calculator", "--http", f"{host}:{port}"], env=cli_env, cwd=folder,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        def listening() -> bool:
+            with socket.socket() as probe:
+                return probe.connect_ex((host, port)) == 0
+
+        wait_for(listening, timeout=20)
+        yield f"http://{host}:{port}"
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=10)
+
+
+INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "t", "version": "1"}}}
+MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
+
+
+def test_mcp_transport_security_is_set_for_every_loopback_bind() -> None:
+    from jarvis.mcp.server import transport_security
+
+    for host in ("127.0.0.1", "127.0.0.2", "::1", "localhost"):
+        settings = transport_security(host)
+        assert settings.enable_dns_rebinding_protection, host
+    other = transport_security("127.0.0.2")
+    assert "127.0.0.2:*" in other.allowed_hosts and "http://127.0.0.2:*" in other.allowed_origins
+    assert "evil.example:*" not in other.allowed_hosts
+
+
+def test_mcp_http_on_127_0_0_2_refuses_rebinding(cli_env, tmp_path: Path) -> None:
+    with mcp_http(cli_env, tmp_path / "ws", "127.0.0.2") as base:
+        url = base + "/mcp"
+        port = base.rsplit(":", 1)[1]
+        r = httpx.post(url, json=INIT, headers={**MCP_HEADERS, "Host": f"evil.example:{port}"})
+        assert r.status_code == 421
+        r = httpx.post(url, json=INIT, headers={**MCP_HEADERS, "Origin": "http://evil.example"})
+        assert r.status_code == 403
+        r = httpx.post(url, content=b"{}", headers={**MCP_HEADERS, "Content-Type": "text/plain"})
+        assert r.status_code == 415
+        ok = httpx.post(url, json=INIT, headers=MCP_HEADERS)
+        assert ok.status_code == 200, ok.text
+
+
+@pytest.mark.slow
+def test_mcp_http_cuts_off_half_open_requests(cli_env, tmp_path: Path) -> None:
+    with mcp_http(cli_env, tmp_path / "ws", "127.0.0.1", "header_timeout = 1\n") as base:
+        port = _port(base)
+        socks = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(50)]
+        try:
+            for s in socks:
+                s.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            ok = httpx.post(base + "/mcp", json=INIT, headers=MCP_HEADERS, timeout=10)
+            assert ok.status_code == 200
+            answers = [_read_all(s, limit=8) for s in socks]
+            assert all(a.startswith(b"HTTP/1.1 408") for a in answers)
+        finally:
+            for s in socks:
+                s.close()
+
+
+@pytest.mark.skipif(os.name != "posix", reason="rlimits")
+def test_fd_limit_is_raised_or_the_cap_fits_under_it() -> None:
+    import resource
+
+    from jarvis.server.limits import FD_RESERVE, raise_fd_limit
+
+    fits = raise_fd_limit(512)
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    assert 1 <= fits <= 512 and (soft == resource.RLIM_INFINITY or fits <= soft - FD_RESERVE)
