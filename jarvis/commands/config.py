@@ -3,17 +3,11 @@
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 import click
 
 from jarvis.commands._common import echo_json
-
-# Values of keys like these are hidden in `config show` (MCP headers and env hold tokens).
-_SECRET_RE = re.compile(r"(token|secret|password|passwd|api[_-]?key|authorization|auth|cookie)",
-                        re.IGNORECASE)
-
 
 def _flatten(data: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
     rows: list[tuple[str, Any]] = []
@@ -27,11 +21,11 @@ def _flatten(data: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
 
 
 def _masked(dotted: str, value: Any) -> Any:
-    parts = dotted.split(".")
-    if (len(parts) >= 2 and parts[0] == "mcp" and parts[-2] in ("env", "headers")
-            and _SECRET_RE.search(parts[-1]) and value):
-        return "***"
-    return value
+    """The value as `config show` prints it: secrets hidden by name (any key: MCP env and
+    headers, tool settings...), passwords and tokens in URLs, secret options in MCP args."""
+    from jarvis.security.redact import redact_value
+
+    return redact_value(dotted.rsplit(".", 1)[-1], value)
 
 
 def config_rows(config: Any) -> list[dict[str, Any]]:
@@ -55,7 +49,10 @@ def show(as_json: bool) -> None:
     """Print every setting, its effective value and where it came from: "default", the
     config file, or the environment variable that overrides it.
 
-    Values of MCP `env` and `headers` entries that look like secrets are shown as ***.
+    Secrets are shown as ***: values whose name says key, token, secret, password, pat,
+    auth, credential, cookie or session (MCP env and headers included), passwords and
+    tokens inside URLs (user:***@host, ?api_key=***), and secret options in MCP args
+    (--token ***, --api-key=***).
     """
     from jarvis.commands._common import load_cli_config
 

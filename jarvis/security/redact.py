@@ -1,0 +1,132 @@
+"""Hiding secrets in what jarvis prints: values whose name says they are secret, passwords
+and tokens inside URLs, and secret command-line options.
+
+    redact_value("GH_PAT", "ghp_x")                      -> "***"
+    redact_value("url", "postgres://u:pw@db/x")         -> "postgres://u:***@db/x"
+    redact_args(["--token", "abc", "--api-key=def"])    -> ["--token", "***", "--api-key=***"]
+
+A name is secret when one of its words (split at `_`, `-`, `.`, spaces and camelCase) is
+key, token, secret, password, passwd, pwd, pat, auth, authorization, credential, cookie,
+session or bearer, or ends in key/token/secret/password (apikey, accesstoken). Names that hold
+paths (`..._path`, `..._dirs`, ...) are not secrets by name. Only strings are hidden: a number
+or a flag named `session_idle_seconds` tells nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+MASK = "***"
+
+_WORDS = frozenset({"key", "token", "secret", "password", "passwd", "pwd", "pw", "pat", "auth",
+                    "authorization", "authentication", "credential", "cookie", "session",
+                    "bearer", "sig", "signature", "sas"})
+_ENDINGS = ("key", "token", "secret", "password", "passwd", "credential", "cookie")
+_PATH_ENDINGS = ("path", "paths", "dir", "dirs", "file", "files", "folder")
+_SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
+_URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s\"'<>]+")
+# Well-known token shapes, hidden wherever they appear as a whole value.
+_TOKEN_SHAPES = re.compile(
+    r"^(gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|sk-[A-Za-z0-9_-]{16,}"
+    r"|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|glpat-[A-Za-z0-9_-]{16,}"
+    r"|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]+)$")
+
+
+def _words(name: str) -> list[str]:
+    return [w.lower() for w in _SPLIT.split(name) if w]
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether a key, variable or option name says its value is a secret."""
+    words = _words(name)
+    if not words or words[-1] in _PATH_ENDINGS:
+        return False
+    for word in words:
+        single = word[:-1] if word.endswith("s") and word[:-1] in _WORDS else word
+        if single in _WORDS or word.endswith(_ENDINGS):
+            return True
+    return False
+
+
+def redact_url(text: str) -> str:
+    """`text` with URL passwords (or a lone userinfo token) and secret query values hidden."""
+    def one(match: re.Match[str]) -> str:
+        url = match.group(0)
+        try:
+            parts = urlsplit(url)
+        except ValueError:
+            return url
+        netloc = parts.netloc
+        if "@" in netloc:
+            userinfo, _, hostport = netloc.rpartition("@")
+            user, colon, _ = userinfo.partition(":")
+            # user:password -> user:***; a lone token (https://TOKEN@host) -> ***
+            netloc = f"{user}:{MASK}@{hostport}" if colon else f"{MASK}@{hostport}"
+        query = parts.query
+        if query:
+            pairs = parse_qsl(query, keep_blank_values=True)
+            if any(is_secret_name(k) for k, _ in pairs):
+                query = urlencode([(k, MASK if is_secret_name(k) and v else v) for k, v in pairs],
+                                  safe="*")
+        if netloc == parts.netloc and query == parts.query:
+            return url
+        return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+    return _URL.sub(one, text)
+
+
+def redact_args(args: list[Any]) -> list[Any]:
+    """Command-line arguments with the values of secret options hidden: `--token X`,
+    `--api-key=X`, `TOKEN=X`, URLs with passwords, and well-known token shapes."""
+    out: list[Any] = []
+    hide_next = False
+    for arg in args:
+        if not isinstance(arg, str):
+            out.append(arg)
+            hide_next = False
+            continue
+        if hide_next and not arg.startswith("-"):
+            out.append(MASK)
+            hide_next = False
+            continue
+        hide_next = False
+        if arg.startswith("-"):
+            name, eq, value = arg.lstrip("-").partition("=")
+            if is_secret_name(name):
+                if eq:
+                    out.append(f"{arg.split('=', 1)[0]}={MASK}" if value else arg)
+                else:
+                    out.append(arg)
+                    hide_next = True
+                continue
+        elif "=" in arg and not arg.startswith(("http://", "https://")):
+            name, _, value = arg.partition("=")
+            if value and is_secret_name(name) and " " not in name:
+                out.append(f"{name}={MASK}")
+                continue
+        out.append(_redact_text(arg))
+    return out
+
+
+def _redact_text(value: str) -> str:
+    if _TOKEN_SHAPES.match(value.strip()):
+        return MASK
+    return redact_url(value)
+
+
+def redact_value(name: str, value: Any) -> Any:
+    """`value` as it may be shown under `name`: hidden if the name says secret (strings
+    only), else with URL secrets and token-shaped strings hidden; lists and tables too."""
+    if isinstance(value, str):
+        if value and is_secret_name(name):
+            return MASK
+        return _redact_text(value)
+    if isinstance(value, dict):
+        return {k: redact_value(str(k), v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        if name.lower() == "args":
+            return redact_args(list(value))
+        return [redact_value(name, v) for v in value]
+    return value

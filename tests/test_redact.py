@@ -1,0 +1,89 @@
+"""Secrets in output: `jarvis config show` (and its --json) hides secret values by name, URL
+passwords and query tokens, and secret options in MCP args."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from jarvis.security.redact import MASK, is_secret_name, redact_args, redact_url, redact_value
+
+
+@pytest.mark.parametrize("name", ["api_key", "OPENAI_KEY", "PRIVATE_KEY", "GH_PAT", "token",
+                                  "GITHUB_TOKEN", "accessToken", "apikey", "DB_PASSWORD",
+                                  "passwd", "Authorization", "X-Auth", "client_secret",
+                                  "AWS_SECRET_ACCESS_KEY", "cookie", "SESSION", "credentials",
+                                  "x-api-key", "Bearer"])
+def test_secret_names(name: str) -> None:
+    assert is_secret_name(name)
+
+
+@pytest.mark.parametrize("name", ["path", "db_path", "model", "host", "url", "command",
+                                  "allowed_secret_paths", "cwd", "patterns", "author", "keep",
+                                  "timeout", "HOME", "name"])
+def test_ordinary_names(name: str) -> None:
+    assert not is_secret_name(name)
+
+
+def test_urls() -> None:
+    assert redact_url("postgres://u:pw@db:5432/x") == f"postgres://u:{MASK}@db:5432/x"
+    assert redact_url("https://ghp_abc@github.com/x.git") == f"https://{MASK}@github.com/x.git"
+    assert redact_url("redis://:hunter2@cache:6379/0") == f"redis://:{MASK}@cache:6379/0"
+    masked = redact_url("https://api.example/v1?api_key=XYZ&q=cats&sig=abc")
+    assert "XYZ" not in masked and "abc" not in masked and "q=cats" in masked
+    assert redact_url("https://example.com/plain?q=1") == "https://example.com/plain?q=1"
+    assert redact_url("see http://a:b@h/ and http://c:d@i/") == (
+        f"see http://a:{MASK}@h/ and http://c:{MASK}@i/")
+
+
+def test_args() -> None:
+    args = ["-y", "@modelcontextprotocol/server-github", "--token", "T1", "--api-key=T2",
+            "--verbose", "--password", "-x", "GITHUB_TOKEN=T3", "postgres://u:T4@db/x",
+            "ghp_abcdefghijklmnopqrstuvwxyz0123", "--auth-token=", "--port", "8080"]
+    out = redact_args(args)
+    assert out == ["-y", "@modelcontextprotocol/server-github", "--token", MASK,
+                   f"--api-key={MASK}", "--verbose", "--password", "-x", f"GITHUB_TOKEN={MASK}",
+                   f"postgres://u:{MASK}@db/x", MASK, "--auth-token=", "--port", "8080"]
+
+
+def test_values_only_hide_strings() -> None:
+    assert redact_value("session_idle_seconds", 900.0) == 900.0
+    assert redact_value("max_sessions", 256) == 256
+    assert redact_value("tokens", ["a", "b"]) == [MASK, MASK]
+    assert redact_value("env", {"GH_PAT": "x", "HOME": "/h"}) == {"GH_PAT": MASK, "HOME": "/h"}
+    assert redact_value("api_key", "") == ""  # nothing set: nothing to hide, and it shows
+
+
+CONFIG = """
+[engine.hosts]
+vllm = "http://admin:enginepw@127.0.0.1:8000"
+
+[mcp.servers.gh]
+command = "npx"
+args = ["-y", "server-github", "--token", "SECRET-ARG-1", "--api-key=SECRET-ARG-2"]
+env = { OPENAI_KEY = "SECRET-ENV-1", PRIVATE_KEY = "SECRET-ENV-2", GH_PAT = "SECRET-ENV-3", DB_PASSWORD = "SECRET-ENV-4", LOG_LEVEL = "debug" }
+
+[mcp.servers.db]
+url = "https://user:SECRET-URL-1@mcp.example/mcp?api_key=SECRET-URL-2&region=eu"
+headers = { Authorization = "Bearer SECRET-HDR-1", X-Session = "SECRET-HDR-2", Accept = "text/plain" }
+"""
+
+
+def test_config_show_hides_every_secret(tmp_path: Path, cli_env: dict[str, str]) -> None:
+    (tmp_path / "work" / "config.toml").write_text(CONFIG)
+    for args in (["config", "show"], ["config", "show", "--json"]):
+        proc = subprocess.run([sys.executable, "-m", "jarvis.cli", *args], capture_output=True,
+                              text=True, env=cli_env, timeout=60, cwd=tmp_path / "work")
+        assert proc.returncode == 0, proc.stderr
+        assert "SECRET" not in proc.stdout and "enginepw" not in proc.stdout, proc.stdout
+        # What is not secret still shows, so the output stays useful.
+        assert "server-github" in proc.stdout and "region=eu" in proc.stdout
+        assert "debug" in proc.stdout and "text/plain" in proc.stdout
+    values = json.loads(proc.stdout)["values"]
+    assert values["mcp.servers.gh.env.GH_PAT"]["value"] == MASK
+    assert values["mcp.servers.gh.args"]["value"][3] == MASK
+    assert values["mcp.servers.db.url"]["value"].startswith(f"https://user:{MASK}@mcp.example")
