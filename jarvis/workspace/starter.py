@@ -57,8 +57,11 @@ STARTER_CONFIG = """\
 
 # One table per tool for its settings.
 [tools.file_read]
-# file_read may only read below these folders (relative to this file's folder).
+# file_read reads only in the workspace (this file's folder) and in these folders (relative
+# to this file's folder). Hidden files and folders (.env, .git, .ssh, ...), keys (*.pem,
+# *.key, id_rsa*) and credentials*.json are refused unless listed by path here:
 allowed_dirs = ["."]
+# allowed_secret_paths = [".env"]
 
 [memory]
 # enabled = true
@@ -90,6 +93,19 @@ allowed_dirs = ["."]
 # Folders of workspace tools (*.py) and agents (*.toml).
 # tools_dir = "tools"
 # agents_dir = "agents"
+
+[serve]
+# `jarvis serve` (and the limits of `jarvis mcp serve --http`). Without an API key
+# (--api-key or JARVIS_API_KEY) it listens on loopback and answers only to loopback Hosts.
+# host = "127.0.0.1"
+# port = 8765
+# Browser origins allowed besides the server's own, e.g. ["http://localhost:3000"].
+# allowed_origins = []
+# Seconds a client has to send its request headers, and its body; then 408.
+# header_timeout = 10.0
+# body_timeout = 30.0
+# Open connections at most; more are answered 503 at once.
+# max_connections = 512
 
 # MCP servers whose tools join the catalog, one table each:
 # [mcp.servers.files]
