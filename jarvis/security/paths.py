@@ -18,11 +18,9 @@ is refused), it can never reach a file outside. The opened file is checked again
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import fnmatch
 import os
-import platform
 import stat
 import threading
 from collections.abc import Iterable
@@ -277,22 +275,35 @@ _probe_lock = threading.Lock()
 _openat2_ok: bool | None = None
 
 
-class _OpenHow(ctypes.Structure):
-    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64),
-                ("resolve", ctypes.c_uint64)]
+_ctypes_parts: tuple[Any, Any, Any] | None = None
 
 
-def _syscall() -> Any:
-    return ctypes.CDLL(None, use_errno=True).syscall
+def _machine() -> str:
+    return os.uname().machine.lower()
+
+
+def _libc() -> tuple[Any, Any, Any]:
+    """(ctypes, struct open_how, syscall), loaded on first use: ctypes costs milliseconds of
+    import time that `import jarvis` should not pay."""
+    global _ctypes_parts
+    if _ctypes_parts is None:
+        import ctypes
+
+        class OpenHow(ctypes.Structure):
+            _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64),
+                        ("resolve", ctypes.c_uint64)]
+
+        call = ctypes.CDLL(None, use_errno=True).syscall
+        call.restype = ctypes.c_long
+        _ctypes_parts = (ctypes, OpenHow, call)
+    return _ctypes_parts
 
 
 def _openat2(dirfd: int, path: str, flags: int) -> int:
-    number = _OPENAT2_NR[platform.machine().lower()]
-    how = _OpenHow(flags, 0, _RESOLVE_BENEATH | _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS)
-    call = _syscall()
-    call.restype = ctypes.c_long
-    fd = call(ctypes.c_long(number), ctypes.c_int(dirfd), os.fsencode(path), ctypes.byref(how),
-              ctypes.c_size_t(ctypes.sizeof(how)))
+    ctypes, open_how, call = _libc()
+    how = open_how(flags, 0, _RESOLVE_BENEATH | _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS)
+    fd = call(ctypes.c_long(_OPENAT2_NR[_machine()]), ctypes.c_int(dirfd), os.fsencode(path),
+              ctypes.byref(how), ctypes.c_size_t(ctypes.sizeof(how)))
     if fd < 0:
         code = ctypes.get_errno()
         raise OSError(code, os.strerror(code), path)
@@ -310,7 +321,7 @@ def openat2_supported() -> bool:
 
 
 def _probe() -> bool:
-    if not os.uname().sysname == "Linux" or platform.machine().lower() not in _OPENAT2_NR:
+    if os.uname().sysname != "Linux" or _machine() not in _OPENAT2_NR:
         return False
     try:
         fd = _openat2(_AT_FDCWD, ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
