@@ -326,3 +326,14 @@ def test_an_agent_fifo_does_not_hang_the_loader(tmp_path: Path):
     scan = load_agents(load_config(tmp_path / "work" / "config.toml"))
     assert time.perf_counter() - started < 5
     assert [a.name for a in scan.agents] == ["ok"]
+
+
+def test_the_config_file_itself_is_a_secret(workspace: Path, cli_env: dict[str, str]) -> None:
+    (workspace / "config.toml").write_text(
+        '[tools.file_read]\nallowed_dirs = ["."]\n'
+        '[mcp.servers.gh]\ncommand = "x"\nenv = { GH_PAT = "TOKEN-in-config" }\n')
+    denied = jarvis(cli_env, "tools", "run", "file_read", '{"path": "config.toml"}')
+    assert denied.returncode == 1 and "TOKEN" not in denied.stdout + denied.stderr
+    assert "the jarvis config file" in denied.stderr and "allowed_secret_paths" in denied.stderr
+    assert jarvis(cli_env, "tools", "run", "file_read", '{"path": "README.md"}').returncode == 0
+

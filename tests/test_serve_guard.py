@@ -123,6 +123,18 @@ def test_malformed_chat_options_are_400(extra) -> None:
         assert r.status_code == 400, r.text
 
 
+def test_oversized_headers_are_refused_and_the_server_keeps_serving() -> None:
+    with running() as server:
+        port = _port(server.url)
+        for size in (40_000, 200_000):  # in one piece, and more than one read
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+                s.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"a" * size
+                          + b"\r\n\r\n")
+                answer = _read_all(s, limit=5)
+            assert answer.startswith((b"HTTP/1.1 431", b"HTTP/1.1 400")), answer[:60]
+        assert httpx.get(server.url + "/health").status_code == 200
+
+
 # --- slow clients, against the real `jarvis serve` -------------------------------------------
 @contextmanager
 def jarvis_serve(cli_env: dict[str, str], folder: Path, serve_toml: str) -> Iterator[str]:

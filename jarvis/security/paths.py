@@ -93,22 +93,28 @@ class OpenedFile:
     info: os.stat_result
 
 
-def workspace_folder(config: Any = None) -> Path:
-    """The workspace: the folder of the config file (the given config's, else the one the
-    lookup finds), or $JARVIS_HOME when there is none."""
-    from jarvis.core.paths import jarvis_home
-
+def config_file(config: Any = None) -> Path | None:
+    """The config file in use: the given config's, else the one the lookup finds."""
     if config is not None:
         source = getattr(config, "source", None)
-        return Path(source).parent if source is not None else jarvis_home()
+        return Path(source) if source is not None else None
     from jarvis.core.config import find_config
     from jarvis.errors import ConfigError
 
     try:
         found = find_config()
     except ConfigError:
-        found = None
-    return found.resolve().parent if found is not None else jarvis_home()
+        return None
+    return found.resolve() if found is not None else None
+
+
+def workspace_folder(config: Any = None) -> Path:
+    """The workspace: the folder of the config file (the given config's, else the one the
+    lookup finds), or $JARVIS_HOME when there is none."""
+    from jarvis.core.paths import jarvis_home
+
+    found = config_file(config)
+    return found.parent if found is not None else jarvis_home()
 
 
 def resolve_dirs(dirs: Iterable[str | os.PathLike[str]] | str | os.PathLike[str] | None,
@@ -159,6 +165,8 @@ class PathPolicy:
         self.secret_paths: list[Path] = resolve_dirs(list(secret_paths)) or []
         self.setting = setting
         self.secrets = secrets
+        # Files refused by name as secrets, e.g. the config file (MCP env and headers).
+        self.secret_files: dict[Path, str] = {}
         self.outside_hint = outside_hint or (f"add a folder to allowed_dirs in {setting} to "
                                              f"allow more")
 
@@ -168,8 +176,13 @@ class PathPolicy:
         """The default policy of a tool: the workspace plus `allowed_dirs`, secrets refused
         except `allowed_secret_paths`."""
         listed = resolve_dirs(allowed_dirs) or []
-        return cls([workspace_folder(config), *listed], resolve_dirs(allowed_secret_paths) or [],
-                   setting=setting)
+        found = config_file(config)
+        policy = cls([found.parent if found is not None else workspace_folder(config), *listed],
+                     resolve_dirs(allowed_secret_paths) or [], setting=setting)
+        if found is not None:
+            policy.secret_files[Path(os.path.realpath(found))] = (
+                "the jarvis config file: it can hold MCP tokens and headers")
+        return policy
 
     def describe(self) -> str:
         """'Allowed directories: A, B.' for a tool's description ('' when unrestricted)."""
@@ -215,6 +228,8 @@ class PathPolicy:
         root = max(inside, key=lambda r: len(r.parts))  # the deepest: fewest components to check
         parts = resolved.relative_to(root).parts
         rule = secret_rule(parts) if self.secrets else None
+        if rule is None and resolved in self.secret_files:
+            rule = (resolved.name, self.secret_files[resolved])
         if rule is not None:
             pattern, why = rule
             raise PathDenied(f"{raw} is refused: it matches the secret rule {pattern!r} "

@@ -33,6 +33,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from jarvis.server.http import error_response
 
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+# Request line and headers together; uvicorn's h11 limit only applies while a request is still
+# incomplete, so one that arrives whole in a single read is measured here.
+MAX_HEADER_BYTES = 16_384
 
 
 def split_host(value: str) -> tuple[str, str]:
@@ -120,6 +123,10 @@ class RequestGuard:
         await self.app(scope, _replay(body, receive), send)
 
     def _refusal(self, scope: Scope) -> tuple[int, str] | None:
+        size = sum(len(k) + len(v) + 4 for k, v in scope.get("headers", ()))
+        size += len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"")
+        if size > MAX_HEADER_BYTES:
+            return 431, (f"request headers are {size} bytes; the limit is {MAX_HEADER_BYTES}")
         host = _header(scope, b"host")
         if self.loopback_only and (host is None or not is_loopback_host(host)):
             return 421, (f"Host {host!r} is not a loopback address; without an API key this "

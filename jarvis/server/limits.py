@@ -29,7 +29,7 @@ class ConnectionLimits:
 
     header_timeout: float = 10.0
     max_connections: int = 512
-    keep_alive: float = 15.0
+    keep_alive: float = 30.0
     max_header_bytes: int = 16_384
 
 
