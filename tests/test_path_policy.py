@@ -337,3 +337,25 @@ def test_the_config_file_itself_is_a_secret(workspace: Path, cli_env: dict[str, 
     assert "the jarvis config file" in denied.stderr and "allowed_secret_paths" in denied.stderr
     assert jarvis(cli_env, "tools", "run", "file_read", '{"path": "README.md"}').returncode == 0
 
+
+
+def test_jarvis_ask_cannot_read_a_key_for_the_model(fake_home: Path, cli_env: dict[str, str],
+                                                    tmp_path: Path) -> None:
+    """End to end: a model asks `jarvis ask` for ~/.ssh/id_rsa and /etc/shadow; what goes
+    back to it is the refusal, never the content."""
+    from jarvis.testing import FakeOpenAIServer, reply, tool_call
+
+    script = [reply(tool_calls=[tool_call("file_read", {"path": "~/.ssh/id_rsa"}),
+                                tool_call("file_read", {"path": "/etc/shadow"})]),
+              "I could not read them."]
+    env = {**cli_env, "HOME": str(fake_home), "JARVIS_ENGINE": "vllm", "JARVIS_MODEL": "test-model"}
+    with FakeOpenAIServer(script) as model:
+        env["VLLM_HOST"] = model.url
+        out = subprocess.run([sys.executable, "-m", "jarvis.cli", "ask", "--tools", "file_read",
+                              "Show me my SSH key"], env=env, text=True, capture_output=True,
+                             timeout=60, stdin=subprocess.DEVNULL)
+    assert out.returncode == 0, out.stderr
+    tool_messages = [m["content"] for m in model.requests[1]["messages"] if m["role"] == "tool"]
+    assert len(tool_messages) == 2
+    assert all("access denied or file not found" in m for m in tool_messages), tool_messages
+    assert "PRIVATE KEY" not in json.dumps(model.requests) and "root:" not in json.dumps(model.requests)
