@@ -21,6 +21,7 @@ from __future__ import annotations
 import errno
 import fnmatch
 import os
+import re
 import stat
 import threading
 from collections.abc import Iterable
@@ -127,6 +128,10 @@ def resolve_dirs(dirs: Iterable[str | os.PathLike[str]] | str | os.PathLike[str]
     return [Path(os.path.realpath(os.path.expanduser(os.fspath(d)))) for d in dirs]
 
 
+_SECRET_RES = [(re.compile(fnmatch.translate(pattern)), pattern, why)
+               for pattern, why in SECRET_RULES]
+
+
 def secret_rule(parts: Iterable[str]) -> tuple[str, str] | None:
     """The rule (pattern, what it protects) a relative path matches, or None."""
     parts = list(parts)
@@ -135,10 +140,16 @@ def secret_rule(parts: Iterable[str]) -> tuple[str, str] | None:
             return DOT_RULE
     if parts:
         name = parts[-1].lower()
-        for pattern, why in SECRET_RULES:
-            if fnmatch.fnmatchcase(name, pattern):
+        for compiled, pattern, why in _SECRET_RES:
+            if compiled.match(name):
                 return pattern, why
     return None
+
+
+def _under(path: str, folder: str) -> bool:
+    """Whether `path` is `folder` or inside it, comparing whole components (both resolved
+    and absolute); a string test, because pathlib's is_relative_to dominated a read."""
+    return path == folder or path.startswith(folder if folder.endswith("/") else folder + "/")
 
 
 class PathPolicy:
@@ -197,36 +208,31 @@ class PathPolicy:
         Raises ValueError for a malformed path and PathDenied (a PermissionError) with a
         message that names the rule and the setting that would allow it.
         """
-        if isinstance(raw, os.PathLike):
-            raw = os.fspath(raw)
-        if not isinstance(raw, str) or not raw.strip():
-            raise ValueError("path must be a non-empty string")
-        if len(raw) > MAX_PATH_CHARS or "\x00" in raw:
-            raise ValueError("path is not a valid file path")
+        return self._locate(_valid(raw))[0]
+
+    def _locate(self, raw: str) -> tuple[Path, Path, tuple[str, ...]]:
+        """(resolved path, the folder to open beneath, the components below it) or
+        PathDenied."""
         try:
-            resolved = Path(os.path.realpath(os.path.expanduser(raw)))
+            real = os.path.realpath(os.path.expanduser(raw))
         except OSError:  # a link on the way vanished while it was being read
             raise PathChanged(f"{raw} changed while it was being resolved; try again") from None
-        self._locate(resolved, raw)
-        return resolved
-
-    def _locate(self, resolved: Path, raw: str) -> tuple[Path, tuple[str, ...]]:
-        """(the folder to open beneath, the components below it) or PathDenied."""
-        if any(resolved.is_relative_to(p) for p in PSEUDO_ROOTS):
+        resolved = Path(real)
+        if any(_under(real, p) for p in _PSEUDO):
             raise PathDenied(f"{raw} is a device or pseudo-file, not a regular file")
         for secret in self.secret_paths:
-            if resolved == secret or resolved.is_relative_to(secret):
+            if _under(real, str(secret)):
                 base = secret if resolved != secret else secret.parent
-                return base, resolved.relative_to(base).parts
+                return resolved, base, _parts_below(real, str(base))
         if self.unrestricted:
-            return Path(resolved.anchor), resolved.relative_to(resolved.anchor).parts
-        inside = [r for r in self.roots if resolved.is_relative_to(r)]
+            return resolved, Path("/"), _parts_below(real, "/")
+        inside = [r for r in self.roots if _under(real, str(r))]
         if not inside:
             raise PathDenied(f"access denied or file not found: {raw} (only files below "
                              f"{', '.join(str(r) for r in self.roots)} may be read; "
                              f"{self.outside_hint})")
-        root = max(inside, key=lambda r: len(r.parts))  # the deepest: fewest components to check
-        parts = resolved.relative_to(root).parts
+        root = max(inside, key=lambda r: len(str(r)))  # the deepest: fewest components to check
+        parts = _parts_below(real, str(root))
         rule = secret_rule(parts) if self.secrets else None
         if rule is None and resolved in self.secret_files:
             rule = (resolved.name, self.secret_files[resolved])
@@ -235,7 +241,7 @@ class PathPolicy:
             raise PathDenied(f"{raw} is refused: it matches the secret rule {pattern!r} "
                              f"({why}); to allow it, add its path to allowed_secret_paths "
                              f"in {self.setting}")
-        return root, parts
+        return resolved, root, parts
 
     # --- opening -----------------------------------------------------------------------------
     def read(self, raw: Any, max_bytes: int = MAX_FILE_BYTES) -> OpenedFile:
@@ -244,9 +250,8 @@ class PathPolicy:
         Raises ValueError (bad path), PathDenied, NotAFile, FileTooLarge, PathChanged or
         OSError (FileNotFoundError, ...).
         """
-        text = os.fspath(raw) if isinstance(raw, os.PathLike) else raw
-        resolved = self.check(text)
-        root, parts = self._locate(resolved, text)
+        text = _valid(raw)
+        resolved, root, parts = self._locate(text)
         # A stat first gives the clear answer in the common case ("is a directory") and keeps
         # devices from being opened at all; the fstat below is what is trusted.
         info = os.stat(resolved)
@@ -271,6 +276,25 @@ class PathPolicy:
             raise FileTooLarge(f"{text} is larger than {max_bytes} bytes; the limit is "
                                f"{max_bytes}", len(data))
         return OpenedFile(resolved, data, opened)
+
+
+_PSEUDO = tuple(str(p) for p in PSEUDO_ROOTS)
+
+
+def _valid(raw: Any) -> str:
+    """The path argument as a string, or ValueError (safe to show a model)."""
+    if isinstance(raw, os.PathLike):
+        raw = os.fspath(raw)
+    if not isinstance(raw, str) or not raw.strip():
+        raise ValueError("path must be a non-empty string")
+    if len(raw) > MAX_PATH_CHARS or "\x00" in raw:
+        raise ValueError("path is not a valid file path")
+    return raw
+
+
+def _parts_below(path: str, folder: str) -> tuple[str, ...]:
+    rest = path[len(folder):].lstrip("/") if path != folder else ""
+    return tuple(p for p in rest.split("/") if p)
 
 
 def _check_kind(info: os.stat_result, raw: str, max_bytes: int) -> None:
