@@ -10,7 +10,8 @@ from jarvis.commands._common import load_cli_config
 @click.command()
 @click.option("--host", default=None,
               help="Address to listen on (default: [serve] host, 127.0.0.1). Anything but "
-                   "loopback needs --api-key.")
+                   "loopback needs --api-key; without a key only loopback Host headers, "
+                   "same-origin browsers and JSON POSTs are answered.")
 @click.option("--port", default=None, type=int,
               help="Port to listen on (default: [serve] port, 8765; 0 picks a free one). The URL "
                    "is printed on stderr.")
