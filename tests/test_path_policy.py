@@ -262,6 +262,26 @@ def test_racing_symlink_swap_never_leaks(tmp_path: Path, impl: str):
     assert counts["inside"] > 0 and counts["refused"] > 0 and counts["swaps"] > 100, counts
 
 
+def test_racing_symlink_swap_never_leaks_into_memory(tmp_path: Path, impl: str):
+    from jarvis.memory import SQLiteMemory
+    from jarvis.tools.memory_tools import MemoryIndexTool
+
+    store = SQLiteMemory(tmp_path / "m.db")
+    tool = MemoryIndexTool(backend=store, allowed_dirs=[str(tmp_path / "root")])
+    try:
+        def read(path: str) -> str | None:
+            result = tool.execute(path=str(Path(path).parent.parent))  # index the folder
+            return "indexed" if result.success else None
+
+        counts = _race(tmp_path, read, seconds=1.5)
+        leaked = [r for r in store.retrieve("LEAK", top_k=20) if "LEAK" in r.content]
+        assert leaked == [], counts
+        assert counts["inside"] > 0 and counts["swaps"] > 10, counts
+        assert any("inside" in r.content for r in store.retrieve("inside", top_k=5))
+    finally:
+        store.close()
+
+
 def test_the_race_leaks_through_a_check_then_open(tmp_path: Path):
     """The same race against the old way (resolve and check, then open by path) does leak:
     the racing test above can fail."""
