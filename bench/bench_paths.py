@@ -32,7 +32,7 @@ def timed(fn, n: int) -> float:
 
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
-    from jarvis.security import paths
+    from jarvis.security import beneath
     from jarvis.security.paths import PathPolicy
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -52,8 +52,8 @@ def main() -> None:
         for label, target in (("depth 1", shallow), ("depth 8", deep)):
             base = timed(plain(target), n)
             for opener in ("openat2", "walk"):
-                paths._openat2_ok = None if opener == "openat2" else False
-                if opener == "openat2" and not paths.openat2_supported():
+                beneath._openat2_ok = None if opener == "openat2" else False
+                if opener == "openat2" and not beneath.openat2_supported():
                     continue
                 cost = timed(lambda t=target: policy.read(str(t)), n)
                 print(f"{label:<10} {opener:<8} {cost:>10.1f} {base:>14.1f} {cost / base:>5.1f}x")

@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from jarvis.core.types import ErrorType, ToolCall
-from jarvis.security import paths
-from jarvis.security.paths import MAX_FILE_BYTES, PathChanged, PathPolicy, open_beneath
+from jarvis.security import beneath
+from jarvis.security.beneath import PathChanged, open_beneath
+from jarvis.security.paths import MAX_FILE_BYTES, PathPolicy
 from jarvis.tools.executor import ToolExecutor
 from jarvis.tools.file_read import FileReadTool
 
@@ -170,10 +171,10 @@ IMPLEMENTATIONS = ["openat2", "walk"]
 @pytest.fixture(params=IMPLEMENTATIONS)
 def impl(request, monkeypatch: pytest.MonkeyPatch) -> str:
     if request.param == "walk":
-        monkeypatch.setattr(paths, "_openat2_ok", False)
+        monkeypatch.setattr(beneath, "_openat2_ok", False)
     else:
         # Probed afresh: openat2 where the kernel has it (Linux >= 5.6), else the walk.
-        monkeypatch.setattr(paths, "_openat2_ok", None)
+        monkeypatch.setattr(beneath, "_openat2_ok", None)
     return request.param
 
 

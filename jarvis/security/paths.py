@@ -8,26 +8,26 @@ secrets below an allowed folder (dotfiles and dot-folders, private keys, credent
 `SECRET_RULES`) unless the user listed that path in `allowed_secret_paths`.
 
 Opening does not trust the check: between the check and the open a folder on the way can be
-swapped for a symlink. The file is opened *beneath* the allowed folder's descriptor with
-openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS) where the kernel has it
-(probed once at run time), else by walking the components one by one from the folder's
-descriptor with O_NOFOLLOW | O_DIRECTORY. A swap in between makes the open fail (and the read
-is refused), it can never reach a file outside. The opened file is checked again with fstat
-(a regular file, within the size limit) before a byte is read.
+swapped for a symlink. So the file is opened *beneath* its allowed folder without following
+any symlink (`jarvis.security.beneath`: openat2 with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS
+where the kernel has it, else an O_NOFOLLOW walk component by component). A swap in between
+makes the open fail and the read is refused; it can never reach a file outside. The opened
+file is checked again with fstat (a regular file, within the size limit) before a byte is
+read.
 """
 
 from __future__ import annotations
 
-import errno
 import fnmatch
 import os
 import re
 import stat
-import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from jarvis.security.beneath import NotAFile, PathChanged, open_beneath
 
 MAX_FILE_BYTES = 1_048_576  # 1 MiB, inclusive: a file of exactly this size is read
 MAX_PATH_CHARS = 4_096
@@ -55,22 +55,8 @@ SECRET_RULES: tuple[tuple[str, str], ...] = (
     ("_netrc", "login files"),
 )
 
-# openat2(2): the syscall number is the same on the architectures listed (it was added after
-# the syscall tables were unified); elsewhere the component walk is used.
-_OPENAT2_NR = {"x86_64": 437, "amd64": 437, "aarch64": 437, "arm64": 437, "riscv64": 437,
-               "ppc64le": 437, "s390x": 437}
-_RESOLVE_NO_MAGICLINKS = 0x02
-_RESOLVE_NO_SYMLINKS = 0x04
-_RESOLVE_BENEATH = 0x08
-_AT_FDCWD = -100
-
-
 class PathDenied(PermissionError):
     """The policy refuses this path; the message is safe to show a model."""
-
-
-class NotAFile(ValueError):
-    """The path is a folder, a FIFO, a socket or a device."""
 
 
 class FileTooLarge(ValueError):
@@ -79,10 +65,6 @@ class FileTooLarge(ValueError):
     def __init__(self, message: str, size: int) -> None:
         super().__init__(message)
         self.size = size
-
-
-class PathChanged(ValueError):
-    """A component of the path changed between the check and the open."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,125 +286,3 @@ def _check_kind(info: os.stat_result, raw: str, max_bytes: int) -> None:
     if info.st_size > max_bytes:
         raise FileTooLarge(f"{raw} is {info.st_size} bytes; the limit is {max_bytes}",
                            info.st_size)
-
-
-# --- opening beneath a folder ------------------------------------------------------------------
-_FILE_FLAGS = (os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0)
-               | getattr(os, "O_NOFOLLOW", 0))
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
-_probe_lock = threading.Lock()
-_openat2_ok: bool | None = None
-
-
-_ctypes_parts: tuple[Any, Any, Any] | None = None
-
-
-def _machine() -> str:
-    return os.uname().machine.lower()
-
-
-def _libc() -> tuple[Any, Any, Any]:
-    """(ctypes, struct open_how, syscall), loaded on first use: ctypes costs milliseconds of
-    import time that `import jarvis` should not pay."""
-    global _ctypes_parts
-    if _ctypes_parts is None:
-        import ctypes
-
-        class OpenHow(ctypes.Structure):
-            _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64),
-                        ("resolve", ctypes.c_uint64)]
-
-        call = ctypes.CDLL(None, use_errno=True).syscall
-        call.restype = ctypes.c_long
-        _ctypes_parts = (ctypes, OpenHow, call)
-    return _ctypes_parts
-
-
-def _openat2(dirfd: int, path: str, flags: int) -> int:
-    ctypes, open_how, call = _libc()
-    how = open_how(flags, 0, _RESOLVE_BENEATH | _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS)
-    fd = call(ctypes.c_long(_OPENAT2_NR[_machine()]), ctypes.c_int(dirfd), os.fsencode(path),
-              ctypes.byref(how), ctypes.c_size_t(ctypes.sizeof(how)))
-    if fd < 0:
-        code = ctypes.get_errno()
-        raise OSError(code, os.strerror(code), path)
-    return int(fd)
-
-
-def openat2_supported() -> bool:
-    """Whether this kernel (and seccomp filter) lets us call openat2; probed once."""
-    global _openat2_ok
-    if _openat2_ok is None:
-        with _probe_lock:
-            if _openat2_ok is None:
-                _openat2_ok = _probe()
-    return _openat2_ok
-
-
-def _probe() -> bool:
-    if os.uname().sysname != "Linux" or _machine() not in _OPENAT2_NR:
-        return False
-    try:
-        fd = _openat2(_AT_FDCWD, ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError as exc:
-        # ENOSYS: kernel before 5.6; EPERM/EACCES: a seccomp filter that does not know it.
-        if exc.errno in (errno.ENOSYS, errno.EPERM, errno.EACCES, errno.EINVAL, errno.E2BIG):
-            return False
-        return True  # it exists; the probe itself failed for another reason
-    except (AttributeError, OSError, TypeError):
-        return False
-    os.close(fd)
-    return True
-
-
-def open_beneath(root: Path, parts: tuple[str, ...], *, use_openat2: bool | None = None) -> int:
-    """Open root/parts for reading without following any symlink on the way and without
-    leaving `root`; return the descriptor. A symlink (or a `..`) on the way raises
-    PathChanged; a missing component raises FileNotFoundError."""
-    if not parts:
-        raise NotAFile(f"{root} is a directory")
-    if any(p in ("", ".", "..") or "/" in p for p in parts):
-        raise PathChanged(f"{'/'.join(parts)} is not a plain path below {root}")
-    root_fd = os.open(root, _DIR_FLAGS)
-    try:
-        if use_openat2 is None:
-            use_openat2 = openat2_supported()
-        if use_openat2:
-            try:
-                return _openat2(root_fd, "/".join(parts), _FILE_FLAGS)
-            except OSError as exc:
-                raise _translate(exc, root, parts) from None
-        return _walk_open(root_fd, root, parts)
-    finally:
-        os.close(root_fd)
-
-
-def _walk_open(root_fd: int, root: Path, parts: tuple[str, ...]) -> int:
-    fd = root_fd
-    try:
-        for part in parts[:-1]:
-            try:
-                nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
-            except OSError as exc:
-                raise _translate(exc, root, parts) from None
-            if fd != root_fd:
-                os.close(fd)
-            fd = nxt
-        try:
-            return os.open(parts[-1], _FILE_FLAGS, dir_fd=fd)
-        except OSError as exc:
-            raise _translate(exc, root, parts) from None
-    finally:
-        if fd != root_fd:
-            os.close(fd)
-
-
-def _translate(exc: OSError, root: Path, parts: tuple[str, ...]) -> OSError | ValueError:
-    path = str(root.joinpath(*parts))
-    if exc.errno in (errno.ELOOP, errno.EXDEV, errno.EAGAIN, errno.ENOTDIR):
-        # A symlink met where the check saw a plain folder or file: the tree changed between
-        # the check and the open (or someone is racing us). Refused, never followed.
-        return PathChanged(f"{path} changed while it was being opened (a symlink appeared on "
-                           f"the way); not read")
-    exc.filename = path
-    return exc
