@@ -380,3 +380,24 @@ def test_jarvis_ask_cannot_read_a_key_for_the_model(fake_home: Path, cli_env: di
     assert len(tool_messages) == 2
     assert all("access denied or file not found" in m for m in tool_messages), tool_messages
     assert "PRIVATE KEY" not in json.dumps(model.requests) and "root:" not in json.dumps(model.requests)
+
+
+@pytest.mark.parametrize("code", ["ENOSYS", "EPERM"])
+def test_a_kernel_without_openat2_falls_back_to_the_walk(tmp_path: Path, monkeypatch, code: str):
+    """An old kernel (ENOSYS) or a seccomp filter that does not know openat2 (EPERM): the
+    probe says no and every read takes the O_NOFOLLOW walk, still refusing symlinks."""
+    import errno as errnos
+
+    number = getattr(errnos, code)
+
+    def missing(*args, **kwargs):
+        raise OSError(number, os.strerror(number))
+
+    monkeypatch.setattr(beneath, "_openat2", missing)
+    monkeypatch.setattr(beneath, "_openat2_ok", None)
+    assert beneath.openat2_supported() is False
+    (tmp_path / "a.txt").write_text("ok\n")
+    (tmp_path / "link").symlink_to(tmp_path, target_is_directory=True)
+    assert PathPolicy([tmp_path]).read(str(tmp_path / "a.txt")).data == b"ok\n"
+    with pytest.raises(PathChanged):
+        open_beneath(tmp_path.resolve(), ("link", "a.txt"))
