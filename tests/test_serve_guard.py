@@ -180,7 +180,7 @@ def _health(url: str) -> float:
 
 @pytest.mark.slow
 def test_300_half_open_requests_do_not_stop_health(cli_env, tmp_path: Path) -> None:
-    with jarvis_serve(cli_env, tmp_path / "ws", "header_timeout = 2\nbody_timeout = 2\n") as url:
+    with jarvis_serve(cli_env, tmp_path / "ws", "header_timeout = 5\nbody_timeout = 2\n") as url:
         port = _port(url)
         socks = []
         try:
@@ -189,12 +189,12 @@ def test_300_half_open_requests_do_not_stop_health(cli_env, tmp_path: Path) -> N
                 # Headers that never finish (no blank line).
                 s.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + bytes(str(i), "ascii"))
                 socks.append(s)
-            assert _health(url) < 2.0  # answered while all 300 are still open
+            assert _health(url) < 3.0  # answered while all 300 are still open
             started = time.monotonic()
-            answers = [_read_all(s, limit=10) for s in socks]
-            assert time.monotonic() - started < 10
+            answers = [_read_all(s, limit=15) for s in socks]
+            assert time.monotonic() - started < 15
             assert all(a.startswith(b"HTTP/1.1 408") for a in answers), {a[:40] for a in answers}
-            assert b"did not arrive within 2 seconds" in answers[0]
+            assert b"did not arrive within 5 seconds" in answers[0]
         finally:
             for s in socks:
                 s.close()
@@ -209,8 +209,8 @@ def test_300_half_open_requests_do_not_stop_health(cli_env, tmp_path: Path) -> N
             assert b"body did not arrive within 2 seconds" in answer
         # A connection that sends nothing at all is closed as well.
         with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
-            assert _read_all(s, limit=10).startswith(b"HTTP/1.1 408")
-        assert _health(url) < 2.0
+            assert _read_all(s, limit=15).startswith(b"HTTP/1.1 408")
+        assert _health(url) < 3.0
 
 
 @pytest.mark.slow
