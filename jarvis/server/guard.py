@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-import time
 from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit
@@ -158,27 +157,25 @@ class RequestGuard:
                 and int(declared) > self.max_body_bytes:
             return 413, (f"request body is {int(declared)} bytes; the limit is "
                          f"{self.max_body_bytes} bytes")
-        deadline = time.monotonic() + self.body_timeout
         chunks: list[bytes] = []
         total = 0
-        while True:
-            left = deadline - time.monotonic()
-            try:
-                if left <= 0:
-                    raise TimeoutError
-                message = await asyncio.wait_for(receive(), left)
-            except (TimeoutError, asyncio.TimeoutError):
-                return 408, (f"the request body did not arrive within {self.body_timeout:g} "
-                             f"seconds")
-            if message["type"] == "http.disconnect":
-                return 400, "the client went away before the body arrived"
-            chunk = message.get("body", b"")
-            total += len(chunk)
-            if total > self.max_body_bytes:
-                return 413, f"request body is over the limit of {self.max_body_bytes} bytes"
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                return b"".join(chunks)
+        try:
+            # One deadline for the whole body (asyncio.timeout: no task per receive).
+            async with asyncio.timeout(self.body_timeout):
+                while True:
+                    message = await receive()
+                    if message["type"] == "http.disconnect":
+                        return 400, "the client went away before the body arrived"
+                    chunk = message.get("body", b"")
+                    total += len(chunk)
+                    if total > self.max_body_bytes:
+                        return 413, (f"request body is over the limit of "
+                                     f"{self.max_body_bytes} bytes")
+                    chunks.append(chunk)
+                    if not message.get("more_body", False):
+                        return b"".join(chunks)
+        except TimeoutError:
+            return 408, f"the request body did not arrive within {self.body_timeout:g} seconds"
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:
