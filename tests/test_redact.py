@@ -56,6 +56,8 @@ def test_values_only_hide_strings() -> None:
     assert redact_value("tokens", ["a", "b"]) == [MASK, MASK]
     assert redact_value("env", {"GH_PAT": "x", "HOME": "/h"}) == {"GH_PAT": MASK, "HOME": "/h"}
     assert redact_value("api_key", "") == ""  # nothing set: nothing to hide, and it shows
+    assert redact_value("X-Custom", "Bearer abc.def") == f"Bearer {MASK}"
+    assert redact_value("model", "sk-abcdefghijklmnopqrstuvwx") == MASK
 
 
 CONFIG = """

@@ -110,9 +110,15 @@ def redact_args(args: list[Any]) -> list[Any]:
     return out
 
 
+_SCHEME_TOKEN = re.compile(r"^(Bearer|Basic|Token|Digest)\s+\S.*$", re.IGNORECASE)
+
+
 def _redact_text(value: str) -> str:
     if _TOKEN_SHAPES.match(value.strip()):
         return MASK
+    scheme = _SCHEME_TOKEN.match(value.strip())
+    if scheme:  # an Authorization-style value under an innocent name
+        return f"{scheme.group(1)} {MASK}"
     return redact_url(value)
 
 
