@@ -9,7 +9,8 @@ A name is secret when one of its words (split at `_`, `-`, `.`, spaces and camel
 key, token, secret, password, passwd, pwd, pat, auth, authorization, credential, cookie,
 session or bearer, or ends in key/token/secret/password (apikey, accesstoken). Names that hold
 paths (`..._path`, `..._dirs`, ...) are not secrets by name. Only strings are hidden: a number
-or a flag named `session_idle_seconds` tells nothing.
+or a flag named `session_idle_seconds` tells nothing. Under any name, well-known token shapes
+(ghp_..., sk-..., xoxb-..., AKIA..., JWTs) and `Bearer ...`-style values are hidden too.
 """
 
 from __future__ import annotations
