@@ -323,3 +323,36 @@ def test_fd_limit_is_raised_or_the_cap_fits_under_it() -> None:
     fits = raise_fd_limit(512)
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     assert 1 <= fits <= 512 and (soft == resource.RLIM_INFINITY or fits <= soft - FD_RESERVE)
+
+
+HOSTILE = [None, True, 0, -1, 1.5, 10**30, "x", "", [], [1], {}, {"a": 1}, "\u0000"]
+ROUTES = {
+    "/create": ["env_name", "task_spec", "split", "index", "secrets"],
+    "/ping": [], "/delete": [],
+    "/jarvis/tasks": ["split"], "/jarvis/num_tasks": ["split"],
+    "/jarvis/task": ["split", "index"], "/jarvis/task_range": ["split", "start", "stop"],
+    "/jarvis/call": ["name", "input", "task_id"],
+    "/v1/chat/completions": ["model", "messages", "tools", "n", "temperature", "max_tokens",
+                             "max_completion_tokens", "stream", "stream_options"],
+}
+
+
+def test_no_argument_shape_is_a_500() -> None:
+    """Every POST route, every known field, values of every JSON type: 4xx, never 500."""
+    with running() as server, httpx.Client(base_url=server.url, timeout=10) as http:
+        sid = http.post("/create_session").text.split("data: ", 1)[1].split("\n", 1)[0].strip()
+        assert http.post("/create", json={"task_spec": {}},
+                         headers={"X-Session-ID": sid}).status_code == 200
+        seen = set()
+        for route, fields in ROUTES.items():
+            bodies = [value for value in HOSTILE] + [{f: v} for f in fields for v in HOSTILE]
+            bodies += [{"split": "default", f: v} for f in fields for v in HOSTILE]
+            for body in bodies:
+                r = http.post(route, json=body, headers={"X-Session-ID": sid})
+                seen.add(r.status_code)
+                assert r.status_code < 500, (route, body, r.text)
+                if r.status_code == 200 and route in ("/delete", "/create"):
+                    # Keep a live session for the next bodies.
+                    http.post("/create", json={"task_spec": {}}, headers={"X-Session-ID": sid})
+        assert 400 in seen
+        assert http.get("/health").status_code == 200
