@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import errno
 import os
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -36,9 +37,12 @@ class PathChanged(ValueError):
     """A component of the path changed between the check and the open."""
 
 
-_FILE_FLAGS = (os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0)
-               | getattr(os, "O_NOFOLLOW", 0))
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+# getattr: the walk must still import where a flag is missing (O_NONBLOCK keeps a FIFO from
+# blocking the open; O_NOCTTY keeps a terminal device from becoming ours).
+_FILE_FLAGS = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+               | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_NOFOLLOW", 0))
+_DIR_FLAGS = (os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
+              | getattr(os, "O_NOFOLLOW", 0))
 _probe_lock = threading.Lock()
 _openat2_ok: bool | None = None
 
@@ -89,7 +93,7 @@ def openat2_supported() -> bool:
 
 
 def _probe() -> bool:
-    if os.uname().sysname != "Linux" or _machine() not in _OPENAT2_NR:
+    if not sys.platform.startswith("linux") or _machine() not in _OPENAT2_NR:
         return False
     try:
         fd = _openat2(_AT_FDCWD, ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
