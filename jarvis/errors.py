@@ -3,8 +3,8 @@
 JarvisError                 root of everything jarvis raises on purpose
 ├── UserError               misuse of the API or CLI, caught at definition or start-up time
 │   ├── ToolDefinitionError a tool is defined wrongly (missing type hint, bad schema, ...)
-│   ├── DuplicateNameError  a registry key is taken already
-│   ├── UnknownNameError    a tool / agent / engine name that is not registered
+│   ├── DuplicateNameError  a registry key is taken already (also a ValueError)
+│   ├── UnknownNameError    a tool / agent / engine name that is not registered (also a KeyError)
 │   └── ConfigError         config.toml or an environment override is invalid
 ├── DependencyError         an optional dependency or service is missing
 └── EngineError             an inference engine failed (unreachable, rejected tools, ...)
@@ -35,22 +35,42 @@ class ToolDefinitionError(UserError):
     """A tool is defined wrongly (raised when the tool is defined, not when it runs)."""
 
 
-class DuplicateNameError(UserError):
-    """A name is registered twice in one registry."""
+class DuplicateNameError(UserError, ValueError):
+    """A name is registered twice in one registry (also a ValueError, as code ported from
+    OpenJarvis catches)."""
 
 
-class UnknownNameError(UserError):
-    """A name that is not registered; the message lists the valid names."""
+class UnknownNameError(UserError, KeyError):
+    """A name that is not registered; the message lists the valid names (also a KeyError,
+    as code ported from OpenJarvis catches)."""
+
+    def __str__(self) -> str:
+        # KeyError's str() would quote the message; keep jarvis's plain one-line text.
+        return Exception.__str__(self)
 
     def __init__(self, kind: str, name: str, valid: Iterable[str], hint: str = "") -> None:
         self.kind = kind
         self.name = name
         self.valid = sorted(valid)
         listed = ", ".join(self.valid) if self.valid else "(none registered)"
-        message = f"unknown {kind} {name!r}; valid {kind} names: {listed}"
+        close = did_you_mean(name, self.valid)
+        close = f" ({close})" if close else ""
+        message = f"unknown {kind} {name!r}{close}; valid {kind} names: {listed}"
         if hint:
             message += f". {hint}"
         super().__init__(message)
+
+
+def did_you_mean(name: object, valid: Iterable[str]) -> str:
+    """'did you mean 'x'?' for the closest valid names, or '' when none is close."""
+    import difflib
+
+    if not isinstance(name, str):
+        return ""
+    close = difflib.get_close_matches(name, list(valid), n=2, cutoff=0.75)
+    if not close:
+        return ""
+    return "did you mean " + " or ".join(repr(c) for c in close) + "?"
 
 
 class ConfigError(UserError):

@@ -17,7 +17,7 @@ from __future__ import annotations
 import inspect
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -63,13 +63,19 @@ class Jarvis:
         host: the engine's host (overrides the environment and config).
         config: an already loaded JarvisConfig (instead of config_path).
         default_client: the HTTP client ("openai" or "http") when `[engine] client` is auto.
+        engine_key: OpenJarvis's name for `engine` (a backend name).
     """
 
     def __init__(self, config_path: str | os.PathLike[str] | None = None, engine: Any = None,
                  model: str | None = None, bus: EventBus | None = None, *,
                  host: str | None = None, config: Any = None,
-                 default_client: str = "openai") -> None:
+                 default_client: str = "openai", engine_key: str | None = None) -> None:
         from jarvis.core.config import load_config
+
+        if engine_key is not None:
+            if engine is not None and engine != engine_key:
+                raise UserError("pass engine or engine_key (the same setting), not both")
+            engine = engine_key
 
         self.config = config if config is not None else load_config(config_path)
         self.bus = bus if bus is not None else EventBus()
@@ -88,6 +94,24 @@ class Jarvis:
         self._runlog: Any = None
         self._extensions_loaded = False
         self._closed = False
+
+    @property
+    def version(self) -> str:
+        """The installed jarvis version."""
+        from jarvis import __version__
+
+        return __version__
+
+    def list_models(self) -> list[str]:
+        """The models the engine offers (asks the engine)."""
+        return list(self.engine.list_models())
+
+    @staticmethod
+    def list_engines() -> list[str]:
+        """Engine names `engine=` accepts: the built-in backends and registered engines."""
+        from jarvis.engine.discovery import engine_names
+
+        return engine_names()
 
     # --- lazily built parts --------------------------------------------------------------------
     @property
@@ -370,6 +394,50 @@ class Jarvis:
                        metadata=dict(out["metadata"], context_sources=out["context_sources"]))
             calls = tool_results or []
         return log.record(run, calls)
+
+    def ask_stream(self, query: str, **kwargs: Any) -> Iterator[str]:
+        """Answer `query` piece by piece: yields the answer's text as the engine streams it.
+
+        Takes ask_full's arguments (not on_token). An error in the run is raised from the
+        iteration, after the pieces that came before it.
+        """
+        import queue
+        import threading
+
+        if "on_token" in kwargs:
+            raise UserError("ask_stream yields the pieces itself; use ask_full(on_token=...) "
+                            "to get a callback")
+        pieces: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+
+        def run() -> None:
+            try:
+                self.ask_full(query, on_token=lambda piece: pieces.put(("piece", piece)), **kwargs)
+            except BaseException as exc:  # noqa: BLE001  (re-raised in the caller's thread)
+                pieces.put(("error", exc))
+            else:
+                pieces.put(("done", None))
+
+        threading.Thread(target=run, name="jarvis-ask-stream", daemon=True).start()
+        while True:
+            kind, value = pieces.get()
+            if kind == "piece":
+                yield value
+            elif kind == "error":
+                raise value
+            else:
+                return
+
+    async def aask_stream(self, query: str, **kwargs: Any) -> AsyncIterator[str]:
+        """Async `ask_stream`: `async for piece in j.aask_stream(...)` (the loop stays free)."""
+        import asyncio
+
+        stream = self.ask_stream(query, **kwargs)
+        done = object()
+        while True:
+            piece = await asyncio.to_thread(next, stream, done)
+            if piece is done:
+                return
+            yield piece
 
     async def aask(self, query: str, **kwargs: Any) -> str:
         """Async `ask` (the run happens in a worker thread)."""

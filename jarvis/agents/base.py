@@ -13,7 +13,14 @@ from typing import Any, ClassVar
 from jarvis.agents.loop_guard import LoopGuard
 from jarvis.core.events import EventBus, EventType
 from jarvis.core.types import AgentResult, Message, ToolCall, ToolResult
-from jarvis.engine.base import GenerateResult, InferenceEngine, add_usage, empty_usage
+from jarvis.engine.base import (
+    GenerateResult,
+    InferenceEngine,
+    add_usage,
+    empty_usage,
+    normalize_chunk,
+    normalize_reply,
+)
 from jarvis.tools.base import BaseTool
 from jarvis.tools.executor import ToolExecutor
 
@@ -37,6 +44,14 @@ class BaseAgent:
 
     agent_id: ClassVar[str] = "base"
     uses_tools: ClassVar[bool] = True
+    accepts_tools: ClassVar[bool] = True  # OpenJarvis's name for uses_tools; kept equal
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "accepts_tools" in cls.__dict__ and "uses_tools" not in cls.__dict__:
+            cls.uses_tools = cls.accepts_tools
+        else:
+            cls.accepts_tools = cls.uses_tools
 
     def __init__(self, engine: InferenceEngine, model: str = "", *,
                  tools: Iterable[BaseTool] | None = None, executor: ToolExecutor | None = None,
@@ -61,6 +76,7 @@ class BaseAgent:
     def run(self, query: str, *, history: Sequence[Message] | None = None) -> AgentResult:
         """Answer `query` (after the optional earlier `history`)."""
         state = _RunState(LoopGuard(self.max_repeats))
+        state.query = query
         messages = self._initial_messages(query, history)
         content = self._loop(messages, state)
         return AgentResult(content=content, tool_results=state.tool_results, turns=state.turns,
@@ -90,6 +106,7 @@ class BaseAgent:
         bus = self.bus
         if bus is not None:
             bus.publish(EventType.AGENT_TURN_START, {"agent": self.agent_id, "turn": state.turns,
+                                                     "input": state.query,
                                                      "run_id": self.executor.run_id})
             bus.publish(EventType.INFERENCE_START, {"model": self.model, "turn": state.turns,
                                                     "engine": getattr(self.engine, "engine_id", ""),
@@ -98,14 +115,22 @@ class BaseAgent:
         kwargs = {"tools": tools or None, "model": self.model or None,
                   "temperature": self.temperature, "max_tokens": self.max_tokens}
         if emit is None:
-            result = self.engine.generate(messages, **kwargs)
+            result = normalize_reply(self.engine.generate(messages, **kwargs), self.engine)
         else:
             result = None
-            for chunk in self.engine.stream(messages, **kwargs):
+            pieces: list[str] = []
+            for raw in self.engine.stream(messages, **kwargs):
+                chunk = normalize_chunk(raw, self.engine)
+                if isinstance(raw, str):
+                    pieces.append(raw)
                 if chunk.delta:
                     emit(chunk.delta)
                 if chunk.result is not None:
                     result = chunk.result
+            if result is None and pieces:
+                # An engine that streams bare text pieces (OpenJarvis style) never sends a
+                # final result: the text it streamed is the reply.
+                result = GenerateResult(content="".join(pieces))
             if result is None:
                 from jarvis.errors import EngineError
 
@@ -125,6 +150,7 @@ class BaseAgent:
     def _end_turn(self, state: _RunState) -> None:
         if self.bus is not None:
             self.bus.publish(EventType.AGENT_TURN_END, {"agent": self.agent_id, "turn": state.turns,
+                                                        "turns": state.turns,
                                                         "run_id": self.executor.run_id})
 
 
@@ -140,10 +166,11 @@ class _RunState:
     """Mutable bookkeeping for one run."""
 
     __slots__ = ("guard", "tool_results", "tool_calls", "turns", "usage", "model", "flags",
-                 "inference_seconds")
+                 "inference_seconds", "query")
 
     def __init__(self, guard: LoopGuard) -> None:
         self.guard = guard
+        self.query = ""
         self.tool_results: list[ToolResult] = []
         self.tool_calls: list[dict[str, Any]] = []
         self.turns = 0

@@ -3,18 +3,46 @@
 Each turn the model gets the tools in OpenAI function format; the tool calls of one turn run
 together through `ToolExecutor.execute_many`, their results go back as tool messages, and
 the loop ends when the model answers without calling a tool (or at max_turns).
+
+`mode="structured"` is for engines without native function calling: the tools are described
+in the system prompt (build_tool_descriptions) and the calls parsed from the reply's text, the
+way the react agent does it.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from jarvis.agents.base import BaseAgent, _RunState, observation_text
-from jarvis.core.types import Message, ToolCall
+from jarvis.core.types import AgentResult, Message, ToolCall
+from jarvis.errors import UserError
+
+MODES = ("function_calling", "structured")
 
 
 class OrchestratorAgent(BaseAgent):
-    """Native tool calling through the engine's `tools` parameter."""
+    """Native tool calling through the engine's `tools` parameter (or, with
+    `mode="structured"`, tools described in the prompt and calls parsed from text)."""
 
     agent_id = "orchestrator"
+
+    def __init__(self, *args: Any, mode: str = "function_calling", **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if mode not in MODES:
+            raise UserError(f"unknown orchestrator mode {mode!r}; valid modes: {', '.join(MODES)}")
+        self.mode = mode
+
+    def run(self, query: str, *, history: Any = None) -> AgentResult:
+        if self.mode != "structured":
+            return super().run(query, history=history)
+        from jarvis.agents.react import ReActAgent
+
+        prompted = ReActAgent(self.engine, self.model, executor=self.executor, bus=self.bus,
+                              system=self.system, max_turns=self.max_turns,
+                              max_repeats=self.max_repeats, temperature=self.temperature,
+                              max_tokens=self.max_tokens, on_token=self.on_token)
+        prompted.agent_id = self.agent_id  # events name the agent the user built
+        return prompted.run(query, history=history)
 
     def _loop(self, messages: list[Message], state: _RunState) -> str:
         tools = self.executor.get_openai_tools() or None

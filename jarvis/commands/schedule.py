@@ -20,7 +20,12 @@ def _scheduler(runner: str | None = None, config: Any = None, **options: Any) ->
     settings = config.scheduler
     db_path = str(config.resolve_path(settings.db_path)) if settings.db_path else None
     target = runner or settings.runner
-    made = load_runner(target) if target else SdkRunner()
+    if target:
+        made = load_runner(target)
+    else:
+        from jarvis.sdk import Jarvis
+
+        made = SdkRunner(factory=lambda: Jarvis(config=config))
     return TaskScheduler(store=SchedulerStore(db_path), runner=made, config=config, **options)
 
 

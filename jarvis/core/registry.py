@@ -15,6 +15,36 @@ from jarvis.errors import DuplicateNameError, UnknownNameError
 T = TypeVar("T")
 
 
+def _same_definition(existing: Any, value: Any) -> bool:
+    """True when `value` is `existing` or a re-run of the very same definition.
+
+    A re-run (a module reloaded on purpose, a notebook cell run again) defines a new class or
+    function at the same module-level place. Plain values (1 and 2), instances, and classes a
+    function makes on each call (`<locals>` in the qualname: two different definitions that
+    only share a name) are never re-runs, so registering them twice is a duplicate.
+    """
+    if existing is value:
+        return True
+    mine, theirs = _definition(existing), _definition(value)
+    return mine is not None and mine == theirs
+
+
+def _definition(value: Any) -> tuple[str, str] | None:
+    """(module, qualname) of a module-level class or function (or a @tool's function)."""
+    func = getattr(value, "func", None)  # tools made by @tool carry the function they wrap
+    if inspect.isclass(value) or inspect.isfunction(value):
+        target = value
+    elif func is not None and inspect.isfunction(func):
+        target = func
+    else:
+        return None
+    module = getattr(target, "__module__", None)
+    qualname = getattr(target, "__qualname__", None)
+    if not module or not qualname or "<locals>" in qualname:
+        return None
+    return module, qualname
+
+
 def _identity(value: Any) -> tuple[str, str] | None:
     target = value if inspect.isclass(value) or inspect.isfunction(value) else type(value)
     func = getattr(value, "func", None)  # tools made by @tool carry the function they wrap
@@ -59,15 +89,12 @@ class RegistryBase:
         """Register `value` under `key`; a name taken by something else is an error."""
         if not isinstance(key, str) or not key:
             raise DuplicateNameError(f"{cls.kind} names must be non-empty strings, got {key!r}")
-        existing = cls._entries.get(key)
-        if existing is not None and not replace and existing is not value:
-            # Re-running the same definition (a module reload, a notebook cell) replaces it.
-            same = _identity(existing) is not None and _identity(existing) == _identity(value)
-            if not same:
-                raise DuplicateNameError(
-                    f"{cls.kind} {key!r} is already registered (from {cls._origins.get(key)}); "
-                    f"pick another name or unregister the first one"
-                )
+        if key in cls._entries and not replace and not _same_definition(cls._entries[key], value):
+            # The first registration stays; a true re-run of its definition passes.
+            raise DuplicateNameError(
+                f"{cls.kind} {key!r} is already registered (from {cls._origins.get(key)}); "
+                f"pick another name or unregister the first one"
+            )
         cls._entries[key] = value
         cls._origins[key] = origin or _describe_origin(value)
 

@@ -157,15 +157,28 @@ class ToolResult:
         return out
 
 
+class Role(StrEnum):
+    """Chat roles; `Message(role=Role.USER, ...)` and `Message(role="user", ...)` are the same."""
+
+    SYSTEM = "system"
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL = "tool"
+
+
 @dataclass(slots=True)
 class Message:
-    """One chat message in OpenAI form."""
+    """One chat message in OpenAI form (`role` is a string or a Role)."""
 
     role: Literal["system", "user", "assistant", "tool"]
     content: str | None = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
     tool_call_id: str | None = None
     name: str | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.role, Role):
+            self.role = self.role.value  # a plain str, so comparisons and JSON stay simple
 
     def to_openai(self) -> dict[str, Any]:
         out: dict[str, Any] = {"role": self.role, "content": self.content}

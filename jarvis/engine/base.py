@@ -91,3 +91,63 @@ def to_wire(messages: Sequence[MessageLike]) -> list[dict[str, Any]]:
 
 def arguments_text(arguments: str | dict[str, Any]) -> str:
     return arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+
+
+def normalize_reply(reply: Any, engine: Any = None) -> GenerateResult:
+    """The engine boundary: a GenerateResult from whatever `generate` returned.
+
+    Engines written for OpenJarvis return a plain dict (`{"content", "usage", "tool_calls",
+    "model", "finish_reason"}`); everything above the engine (agents, the SDK, the llm tool)
+    sees only GenerateResult, so the conversion happens here, once. A reply of any other shape
+    is an EngineError naming the engine, not an AttributeError deep in an agent.
+    """
+    if isinstance(reply, GenerateResult):
+        return reply
+    name = getattr(engine, "engine_id", None) or type(engine).__name__
+    if not isinstance(reply, dict):
+        from jarvis.errors import EngineError
+
+        raise EngineError(f"engine {name!r} returned a {type(reply).__name__}; expected a "
+                          f"GenerateResult or a dict with 'content'")
+    try:
+        content = reply.get("content")
+        if content is not None and not isinstance(content, str):
+            raise TypeError(f"'content' is a {type(content).__name__}, not a string")
+        usage = reply.get("usage") or {}
+        if not isinstance(usage, dict):
+            raise TypeError(f"'usage' is a {type(usage).__name__}, not a dict")
+        calls = [_tool_call(c, i) for i, c in enumerate(reply.get("tool_calls") or [])]
+        return GenerateResult(
+            content=content or "", tool_calls=calls,
+            usage={**empty_usage(), **{k: v for k, v in usage.items() if isinstance(v, int)}},
+            model=str(reply.get("model") or ""),
+            finish_reason=reply.get("finish_reason", "tool_calls" if calls else "stop"))
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        from jarvis.errors import EngineError
+
+        raise EngineError(f"engine {name!r} returned a malformed reply: {exc}") from None
+
+
+def _tool_call(call: Any, index: int) -> ToolCall:
+    """A ToolCall from OpenAI's `{"id", "function": {"name", "arguments"}}` or a flat dict."""
+    if isinstance(call, ToolCall):
+        return call
+    if not isinstance(call, dict):
+        raise TypeError(f"tool call {index} is a {type(call).__name__}, not a dict")
+    function = call.get("function") if isinstance(call.get("function"), dict) else call
+    name = function.get("name")
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"tool call {index} has no name")
+    arguments = function.get("arguments", "{}")
+    if not isinstance(arguments, (str, dict)):
+        raise TypeError(f"tool call {index} arguments are a {type(arguments).__name__}")
+    return ToolCall(id=str(call.get("id") or f"call_{index}"), name=name, arguments=arguments)
+
+
+def normalize_chunk(chunk: Any, engine: Any = None) -> StreamChunk:
+    """A StreamChunk from what `stream` yielded: a StreamChunk, a text piece, or a reply dict."""
+    if isinstance(chunk, StreamChunk):
+        return chunk
+    if isinstance(chunk, str):
+        return StreamChunk(delta=chunk)
+    return StreamChunk(result=normalize_reply(chunk, engine))

@@ -6,7 +6,9 @@ implementing this protocol (configure it with `[scheduler] runner = "module:fact
 `jarvis scheduler start --runner module:factory`).
 
 The default, SdkRunner, runs the prompt exactly as `jarvis ask` does:
-`Jarvis(...).ask_full(prompt, agent=..., tools=..., approved_tools=..., source="scheduler")`.
+`system.ask_full(prompt, agent=..., tools=..., approved_tools=..., source="scheduler")`. The
+scheduler does not build that system itself (it sits below the SDK): the SDK passes itself,
+`jarvis scheduler start` passes a factory that makes one.
 Tools that require confirmation are denied unless the task named them in `approved_tools`.
 """
 
@@ -17,6 +19,7 @@ import importlib
 import queue
 import threading
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 from jarvis.errors import UserError
@@ -62,13 +65,13 @@ class FunctionRunner:
 class SdkRunner:
     """Runs the prompt through the SDK, the same path as `jarvis ask`.
 
-    With `system` (a Jarvis instance) every run uses it. Without, Jarvis instances are built
-    from the config on first use and reused, one per concurrent run.
+    With `system` (a Jarvis instance) every run uses it. Without, `factory()` builds one on
+    first use (e.g. `lambda: Jarvis(config=config)`), reused, one per concurrent run.
     """
 
-    def __init__(self, system: Any = None, *, config_path: str | None = None) -> None:
+    def __init__(self, system: Any = None, *, factory: Callable[[], Any] | None = None) -> None:
         self.system = system
-        self.config_path = config_path
+        self.factory = factory
         self._idle: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._lock = threading.Lock()
 
@@ -78,10 +81,10 @@ class SdkRunner:
         try:
             return self._idle.get_nowait()
         except queue.Empty:
-            from jarvis.sdk import Jarvis
-
-            kwargs = {"config_path": self.config_path} if self.config_path else {}
-            return Jarvis(**kwargs)
+            if self.factory is None:
+                raise UserError("this scheduler has nothing to run prompts with: pass "
+                                "TaskScheduler(system=Jarvis(...)) or a runner") from None
+            return self.factory()
 
     def _release(self, system: Any) -> None:
         if system is not self.system:

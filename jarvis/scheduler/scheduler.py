@@ -53,7 +53,12 @@ class TaskScheduler:
                  clock: Callable[[], float] = time.time, max_workers: int | None = None,
                  poll_seconds: float | None = None, lease_seconds: float | None = None,
                  grace_seconds: float | None = None,
-                 shutdown_timeout: float | None = None) -> None:
+                 shutdown_timeout: float | None = None,
+                 poll_interval: float | None = None) -> None:
+        if poll_interval is not None:  # OpenJarvis's name for poll_seconds
+            if poll_seconds is not None and poll_seconds != poll_interval:
+                raise UserError("pass poll_seconds or poll_interval (the same setting), not both")
+            poll_seconds = poll_interval
         if config is None and system is not None:
             config = getattr(system, "config", None)
         settings = _settings(config)

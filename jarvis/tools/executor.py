@@ -283,6 +283,7 @@ class ToolExecutor:
         if bus is not None and bus.has_subscribers(EventType.TOOL_CALL_START):
             bus.publish(EventType.TOOL_CALL_START, {
                 "call_id": prep.call_id, "tool_name": prep.entry.spec.name,
+                "tool": prep.entry.spec.name,  # OpenJarvis's key for the same name
                 "arguments": prep.arguments, "run_id": self.run_id})
 
     def _publish_end(self, result: ToolResult, arguments: Any) -> None:
@@ -290,7 +291,7 @@ class ToolExecutor:
         if bus is not None and bus.has_subscribers(EventType.TOOL_CALL_END):
             bus.publish(EventType.TOOL_CALL_END, {
                 "call_id": result.call_id, "tool_name": result.tool_name,
-                "arguments": arguments, "success": result.success,
+                "tool": result.tool_name, "arguments": arguments, "success": result.success,
                 "latency": result.latency_seconds, "error_type":
                 result.error_type.value if result.error_type else None,
                 "run_id": self.run_id, "result": result})
@@ -316,7 +317,7 @@ class ToolExecutor:
                 ErrorType.TIMEOUT, timeout_seconds=timeout)
             if self.bus is not None:
                 self.bus.publish(EventType.TOOL_TIMEOUT, {
-                    "call_id": prep.call_id, "tool_name": name, "timeout": timeout,
+                    "call_id": prep.call_id, "tool_name": name, "tool": name, "timeout": timeout,
                     "arguments": prep.arguments, "run_id": self.run_id})
         elif error is not None:
             result = ToolResult.failure(name, f"tool {name} failed: {type(error).__name__}: {error}",

@@ -71,10 +71,15 @@ class LLMTool(BaseTool):
         if system:
             messages.append({"role": "system", "content": system})
         messages.append({"role": "user", "content": prompt})
+        from jarvis.engine.base import normalize_reply
+
         try:
-            result = self.engine.generate(messages, model=self.model or None,
-                                          max_tokens=self.max_tokens)
+            result = normalize_reply(self.engine.generate(messages, model=self.model or None,
+                                                          max_tokens=self.max_tokens), self.engine)
         except JarvisError as exc:
             return ToolResult.failure("llm", f"the engine failed: {exc}", ErrorType.TRANSPORT)
+        except Exception as exc:  # noqa: BLE001  (a tool never raises: any engine bug is a result)
+            return ToolResult.failure("llm", f"the engine failed: {type(exc).__name__}: {exc}",
+                                      ErrorType.EXECUTION)
         return ToolResult(tool_name="llm", content=result.content, usage=dict(result.usage),
                           metadata={"model": result.model or self.model})
