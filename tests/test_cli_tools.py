@@ -106,7 +106,8 @@ def test_unknown_tool_is_one_line_listing_valid_names(cli_env, args):
     proc = jarvis(cli_env, *args)
     assert proc.returncode == 2
     line = assert_one_line_error(proc)
-    assert line.startswith(f"Error: unknown tool {args[2]!r}; valid tool names:")
+    close = " (did you mean 'calculator'?)" if args[2] == "calcuator" else ""
+    assert line.startswith(f"Error: unknown tool {args[2]!r}{close}; valid tool names:")
     for name in ("calculator", "file_read", "think"):
         assert name in line
 

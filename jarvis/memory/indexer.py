@@ -11,6 +11,10 @@ Every file is read through a path policy (`jarvis.security.paths`): checked on i
 path, opened beneath its allowed folder without following symlinks, re-checked with fstat.
 A person's `jarvis memory index PATH` may read anywhere; the memory_index tool passes the
 policy of the tool (workspace plus allowed folders, secrets refused).
+
+Any backend with the memory protocol (`store`, `retrieve`, ...) can be indexed into: one
+without SQLiteMemory's file bookkeeping gets each file through `store(text, source=path)`,
+re-stored on every run (it cannot tell unchanged files, nor drop vanished ones).
 """
 
 from __future__ import annotations
@@ -117,7 +121,29 @@ def collect(paths: Iterable[str | os.PathLike[str]]) -> list[tuple[Path, bool]]:
     return roots
 
 
-def index_paths(memory: SQLiteMemory, paths: Iterable[str | os.PathLike[str]], *,
+class _StoreOnly:
+    """SQLiteMemory's indexing surface over a backend that has only the memory protocol."""
+
+    def __init__(self, backend: Any) -> None:
+        from jarvis.memory.chunking import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
+
+        self.backend = backend
+        self.chunk_size = getattr(backend, "chunk_size", DEFAULT_CHUNK_SIZE)
+        self.chunk_overlap = getattr(backend, "chunk_overlap", DEFAULT_CHUNK_OVERLAP)
+
+    def file_hash(self, source: str) -> None:
+        return None  # no bookkeeping: every file counts as new
+
+    def replace_files(self, files: list[FileDocument]) -> None:
+        for f in files:
+            f.doc_id = str(self.backend.store(f.content, source=f.source,
+                                              metadata=dict(f.metadata, content_hash=f.content_hash)))
+
+    def remove_missing_files(self, folder: str, keep: set[str]) -> int:
+        return 0
+
+
+def index_paths(memory: SQLiteMemory | Any, paths: Iterable[str | os.PathLike[str]], *,
                 chunk_size: int | None = None, chunk_overlap: int | None = None,
                 max_file_bytes: int = MAX_FILE_BYTES, allowed_dirs: list[Path] | None = None,
                 max_files: int | None = None, progress: Progress | None = None,
@@ -134,6 +160,10 @@ def index_paths(memory: SQLiteMemory, paths: Iterable[str | os.PathLike[str]], *
         progress: called as progress(done, total, path) after each file.
     """
     started = time.perf_counter()
+    if not hasattr(memory, "replace_files"):
+        if not callable(getattr(memory, "store", None)):
+            raise UserError(f"{type(memory).__name__} is not a memory backend (it has no store())")
+        memory = _StoreOnly(memory)
     size = memory.chunk_size if chunk_size is None else chunk_size
     overlap = memory.chunk_overlap if chunk_overlap is None else chunk_overlap
     from jarvis.memory.chunking import check_chunking

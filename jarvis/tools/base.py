@@ -150,6 +150,14 @@ def run_coroutine_sync(coro: Any) -> Any:
                        "use `await executor.aexecute(...)`")
 
 
+def strict_arguments(tool: Any) -> bool:
+    """Whether `tool` refuses unknown argument names (see BaseTool.strict_arguments)."""
+    strict = getattr(type(tool), "strict_arguments", None)
+    if strict is None:
+        return type(tool).__module__.startswith("jarvis.")
+    return bool(strict)
+
+
 class BaseTool(ABC):
     """Base class of every tool. Subclasses give `spec` and `execute(**params)`.
 
@@ -157,11 +165,16 @@ class BaseTool(ABC):
       inline      the tool bounds its own work and never blocks, so the executor runs it on
                   the caller's thread without a watchdog thread (calculator, think).
       sequential  calls of this tool never run concurrently with each other.
+      strict_arguments
+                  refuse argument names the schema does not list (with a did-you-mean).
+                  None (default): yes for jarvis's own tools, no for other subclasses, whose
+                  schemas (reference style) may rely on extra arguments being ignored.
     """
 
     tool_id: str = ""
     inline: ClassVar[bool] = False
     sequential: ClassVar[bool] = False
+    strict_arguments: ClassVar[bool | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -204,7 +217,8 @@ class BaseTool(ABC):
         """Check arguments against the JSON schema; raise ToolArgumentError naming the field."""
         validator = self.__dict__.get("_jarvis_validator")
         if validator is None:
-            validator = self.__dict__.setdefault("_jarvis_validator", SchemaValidator(self.spec))
+            validator = self.__dict__.setdefault(
+                "_jarvis_validator", SchemaValidator(self.spec, strict=strict_arguments(self)))
         return validator.validate(arguments)
 
     def invoke(self, arguments: dict[str, Any], context: ToolContext | None = None) -> Any:

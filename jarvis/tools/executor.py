@@ -18,7 +18,14 @@ from typing import TYPE_CHECKING, Any
 from jarvis.core.events import EventBus, EventType
 from jarvis.core.types import ErrorType, TextBlock, ToolCall, ToolCallAction, ToolResult
 from jarvis.errors import DuplicateNameError, ToolArgumentError
-from jarvis.tools.base import BaseTool, ToolStats, _DerivedTool, normalize_result, run_coroutine_sync
+from jarvis.tools.base import (
+    BaseTool,
+    ToolStats,
+    _DerivedTool,
+    normalize_result,
+    run_coroutine_sync,
+    strict_arguments,
+)
 from jarvis.tools.context import ToolContext
 from jarvis.tools.spec import ToolSpec
 from jarvis.tools.validation import SchemaValidator
@@ -175,7 +182,8 @@ class ToolExecutor:
         if type(tool).validate_arguments is BaseTool.validate_arguments:
             validator = tool.__dict__.get("_jarvis_validator")
             if validator is None:
-                validator = tool.__dict__.setdefault("_jarvis_validator", SchemaValidator(spec))
+                validator = tool.__dict__.setdefault(
+                    "_jarvis_validator", SchemaValidator(spec, strict=strict_arguments(tool)))
             validate = validator.validate
         else:
             validate = tool.validate_arguments

@@ -38,6 +38,7 @@ class McpTool(BaseTool):
     """
 
     inline = True
+    strict_arguments = False  # the server's schema and validation decide, not ours
 
     def __init__(self, manager: Any, server: str, remote: Any, local_name: str,
                  config: Any) -> None:

@@ -213,9 +213,6 @@ class MemoryIndexTool(MemoryToolBase):
         store, failure = self._store()
         if failure is not None:
             return failure
-        if not hasattr(store, "replace_files"):
-            return self._fail(f"the memory backend {type(store).__name__} cannot index files; "
-                              f"use SQLiteMemory", ErrorType.EXECUTION)
         from jarvis.memory.indexer import index_paths
 
         try:

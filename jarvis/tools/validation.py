@@ -127,12 +127,19 @@ def compile_fast_check(schema: dict[str, Any]) -> Callable[[dict[str, Any]], boo
 class SchemaValidator:
     """Validates tool arguments against a ToolSpec's JSON schema (see the module docstring)."""
 
-    __slots__ = ("name", "schema", "fast", "_full")
+    __slots__ = ("name", "schema", "fast", "_full", "known")
 
-    def __init__(self, spec: ToolSpec) -> None:
+    def __init__(self, spec: ToolSpec, *, strict: bool = False) -> None:
         self.name = spec.name
         self.schema = spec.input_schema()
         self.fast = compile_fast_check(self.schema)
+        # strict: names outside `properties` are refused even where the schema does not say
+        # additionalProperties=false (a misspelled optional argument would be ignored silently).
+        properties = self.schema.get("properties")
+        self.known: frozenset[str] | None = None
+        if (strict and isinstance(properties, dict)
+                and self.schema.get("additionalProperties", False) is False):
+            self.known = frozenset(properties)
         self._full: Any = None
         if self.fast is None:
             self._full = self._build_full()  # a broken schema is reported now, not at call time
@@ -150,6 +157,9 @@ class SchemaValidator:
 
     def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """Return `arguments` when valid; else raise ToolArgumentError naming the field."""
+        known = self.known
+        if known is not None and not known.issuperset(arguments):
+            self._refuse_unknown(arguments, [k for k in arguments if k not in known])
         fast = self.fast
         if fast is not None and fast(arguments):
             return arguments
@@ -167,9 +177,29 @@ class SchemaValidator:
             field = missing or path
             message = f"missing required argument {field!r}"
         elif error.validator == "additionalProperties" and not path:
+            properties = self.schema.get("properties")
+            if isinstance(arguments, dict) and isinstance(properties, dict):
+                self._refuse_unknown(arguments, [k for k in arguments if k not in properties])
             field = None
             message = error.message
         else:
             field = path or None
             message = f"{path!r}: {error.message}" if path else error.message
         raise ToolArgumentError(f"invalid arguments for {self.name}: {message}", field=field)
+
+    def _refuse_unknown(self, arguments: dict[str, Any], unknown: list[Any]) -> None:
+        from jarvis.errors import did_you_mean
+
+        valid = sorted(self.schema.get("properties") or {})
+        parts = []
+        for name in unknown[:5]:
+            close = did_you_mean(name, valid)
+            parts.append(f"{name!r}" + (f" ({close})" if close else ""))
+        plural = "s" if len(unknown) > 1 else ""
+        required = self.schema.get("required") or []
+        missing = [r for r in required if isinstance(r, str) and r not in arguments]
+        first = f"missing required argument {missing[0]!r}; " if missing else ""
+        raise ToolArgumentError(
+            f"invalid arguments for {self.name}: {first}unknown argument{plural} "
+            f"{', '.join(parts)}; valid arguments: {', '.join(valid) or '(none)'}",
+            field=missing[0] if missing else str(unknown[0]))
