@@ -19,6 +19,7 @@ from jarvis.errors import JarvisError
 # name -> ("module:attribute", short help shown by `jarvis --help` without importing it)
 COMMANDS: dict[str, tuple[str, str]] = {
     "ask": ("jarvis.commands.ask:ask", "Ask a question; the answer streams to stdout."),
+    "models": ("jarvis.commands.models:models", "List the models the engine offers."),
     "runs": ("jarvis.commands.runs:runs", "List and show recorded runs (the run log)."),
     "tools": ("jarvis.commands.tools:tools", "List, inspect and run tools."),
     "memory": ("jarvis.commands.memory:memory", "Index files into memory; search, stats, forget."),
@@ -43,6 +44,20 @@ class LazyGroup(click.Group):
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(super().list_commands(ctx)) | set(self.lazy))
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, hoist_global_options(args))
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> Any:
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and self.get_command(ctx, name) is None:
+            from jarvis.errors import did_you_mean
+
+            close = did_you_mean(name, self.list_commands(ctx))
+            ctx.fail(f"No such command {name!r}." + (f" {close[0].upper()}{close[1:]}"
+                                                      if close else "")
+                     + " `jarvis --help` lists them.")
+        return super().resolve_command(ctx, args)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in self.lazy:
@@ -71,10 +86,41 @@ class LazyGroup(click.Group):
             if os.environ.get("JARVIS_DEBUG"):
                 raise
             click.echo(f"Error: {exc}", err=True)
+            if exc.details and (ctx.obj or {}).get("verbose"):
+                click.echo(exc.details, err=True)
             ctx.exit(exc.exit_code)
         except KeyboardInterrupt:
             click.echo("Interrupted.", err=True)
             ctx.exit(130)
+
+
+# Group options that also work after the subcommand (`jarvis ask --config x.toml ...`).
+_HOISTED_FLAGS = ("--verbose",)
+_HOISTED_VALUES = ("--config",)
+
+
+def hoist_global_options(args: list[str]) -> list[str]:
+    """Move the group's --config/--verbose from after the subcommand to before it (up to a
+    `--`, after which everything is an argument)."""
+    front: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            rest.extend(args[i:])
+            break
+        if arg in _HOISTED_FLAGS:
+            front.append(arg)
+        elif arg in _HOISTED_VALUES and i + 1 < len(args):
+            front.extend(args[i:i + 2])
+            i += 1
+        elif arg.startswith(tuple(f"{v}=" for v in _HOISTED_VALUES)):
+            front.append(arg)
+        else:
+            rest.append(arg)
+        i += 1
+    return front + rest
 
 
 def _help_width() -> int:
@@ -99,16 +145,20 @@ def _help_width() -> int:
                       message="%(prog)s %(version)s")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False),
               envvar="JARVIS_CONFIG", help="Path to config.toml (default: ./config.toml, then "
-              "$JARVIS_HOME/config.toml).")
+              "$JARVIS_HOME/config.toml); also accepted after the subcommand.")
+@click.option("--verbose", is_flag=True, help="On an error, show its details too (what was "
+              "tried, hints); also accepted after the subcommand.")
 @click.pass_context
-def cli(ctx: click.Context, config_path: str | None) -> None:
+def cli(ctx: click.Context, config_path: str | None, verbose: bool) -> None:
     """jarvis: a personal assistant with a built-in tool catalog.
 
     Results go to stdout; progress and tool activity go to stderr.
     """
     if config_path:
         os.environ["JARVIS_CONFIG"] = config_path
-    ctx.ensure_object(dict)["config_path"] = config_path
+    obj = ctx.ensure_object(dict)
+    obj["config_path"] = config_path
+    obj["verbose"] = verbose
 
 
 def main() -> None:

@@ -20,9 +20,14 @@ from collections.abc import Iterable
 
 
 class JarvisError(Exception):
-    """Root of the jarvis exception tree."""
+    """Root of the jarvis exception tree.
+
+    `details` holds what does not fit the one-line message (what was tried, hints); the CLI
+    shows it with --verbose.
+    """
 
     exit_code = 1
+    details: str = ""
 
 
 class UserError(JarvisError):

@@ -96,9 +96,13 @@ class RunLog:
         except (sqlite3.DatabaseError, OSError) as exc:
             from jarvis.errors import ConfigError
 
-            raise ConfigError(f"cannot use the run log {self.db_path}: {exc}. Move the file "
-                              "aside (a new one is made), or turn logging off with "
-                              "[runs] enabled = false in config.toml") from exc
+            off = "or turn logging off with [runs] enabled = false in config.toml"
+            if self.db_path.is_file():
+                advice = f"Move the file aside (a new one is made), {off}"
+            else:  # nothing to move: the folder is what is missing or read-only
+                advice = (f"Make the folder {self.db_path.parent} writable, point [runs] "
+                          f"db_path at a folder that is, {off}")
+            raise ConfigError(f"cannot use the run log {self.db_path}: {exc}. {advice}") from exc
 
     def _connect(self) -> Any:
         import sqlite_utils

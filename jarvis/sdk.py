@@ -23,7 +23,7 @@ from typing import Any
 
 from jarvis.core.events import EventBus, EventType
 from jarvis.core.types import Message
-from jarvis.errors import UnknownNameError, UserError
+from jarvis.errors import JarvisError, UnknownNameError, UserError
 
 Approver = Callable[[Any, dict[str, Any]], bool]
 
@@ -322,7 +322,8 @@ class Jarvis:
         record = {"id": run_id, "created_at": started, "source": source, "query": query,
                   "agent": agent_name, "model": use_model, "engine": engine_name,
                   "tools": tool_names}
-        self.bus.publish(EventType.RUN_START, dict(record))
+        # context_sources rides on RUN_START so a front end can show it before the answer.
+        self.bus.publish(EventType.RUN_START, dict(record, context_sources=list(sources)))
         try:
             result = runner.run(query, history=history)
         except BaseException as exc:
@@ -357,8 +358,16 @@ class Jarvis:
             "metadata": metadata,
             "duration_seconds": time.time() - started,
         }
-        out["run_id"] = self._record(record, status="ok", started=started, result=result,
-                                     tool_results=tool_results, out=out)
+        try:
+            out["run_id"] = self._record(record, status="ok", started=started, result=result,
+                                         tool_results=tool_results, out=out)
+        except JarvisError as exc:
+            # The answer is paid for: keep it, and say the run was not recorded.
+            import logging
+
+            out["metadata"]["run_log_error"] = str(exc)
+            logging.getLogger("jarvis").warning("jarvis: warning: the run was not recorded: %s",
+                                                exc)
         self.bus.publish(EventType.RUN_END, {"run_id": run_id, "status": "ok",
                                              "usage": out["usage"], "turns": out["turns"]})
         return out
@@ -373,7 +382,8 @@ class Jarvis:
             from jarvis.memory.context import memory_context
         except ImportError:
             return "", []
-        text, sources = memory_context(self.memory, query, mc.context_top_k)
+        text, sources = memory_context(self.memory, query, mc.context_top_k,
+                                       mc.context_min_match)
         return text or "", list(sources or [])
 
     def _record(self, record: dict[str, Any], *, status: str, started: float,

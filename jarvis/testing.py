@@ -529,11 +529,31 @@ class FakeOpenAIServer:
 
 # --- command line --------------------------------------------------------------------------------
 
+SCRIPT_KEYS = frozenset({"content", "tool_calls", "usage", "finish_reason", "model",
+                         "status", "error", "retry_after", "disconnect"})
+
+
 def _load_script(path: str) -> list[Any]:
-    with open(path, encoding="utf-8") as fh:
-        data = json.load(fh)
+    """The replies in a --script file; a problem is one line naming the file (SystemExit)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except OSError as exc:
+        raise SystemExit(f"error: cannot read --script {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+        raise SystemExit(f"error: --script {path} is not valid JSON: {exc}") from None
     if not isinstance(data, list):
-        raise SystemExit(f"{path}: expected a JSON list of replies")
+        raise SystemExit(f"error: --script {path}: expected a JSON list of replies")
+    for number, item in enumerate(data, 1):
+        if isinstance(item, str):
+            continue
+        if not isinstance(item, dict):
+            raise SystemExit(f"error: --script {path}: reply {number} is a "
+                             f"{type(item).__name__}; use a string or an object")
+        unknown = sorted(set(item) - SCRIPT_KEYS)
+        if unknown:
+            raise SystemExit(f"error: --script {path}: reply {number} has unknown key(s) "
+                             f"{', '.join(unknown)}; valid: {', '.join(sorted(SCRIPT_KEYS))}")
     return data
 
 

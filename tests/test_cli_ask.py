@@ -109,9 +109,12 @@ def test_no_engine_reachable_fails_fast_and_says_what_it_tried(cli_env):
     out = jarvis(cli_env, "ask", "hello")
     elapsed = time.perf_counter() - start
     assert out.returncode != 0 and out.stdout == ""
-    assert "no inference engine is reachable" in out.stderr
-    assert cli_env["OLLAMA_HOST"] in out.stderr and "ollama serve" in out.stderr
-    assert "Traceback" not in out.stderr
+    line = out.stderr.strip()
+    assert "no inference engine is reachable (tried ollama" in line
+    assert "\n" not in line and len(line) < 200 and "Traceback" not in out.stderr
+    verbose = jarvis(cli_env, "ask", "--verbose", "hello")
+    assert verbose.returncode == out.returncode
+    assert cli_env["OLLAMA_HOST"] in verbose.stderr and "ollama serve" in verbose.stderr
     # Under 1.5 s on an idle machine (bench/bench_agent.py); here, on a shared one, the part
     # beyond plain start-up must stay well under a second (probes are bounded at 0.4 s).
     assert elapsed < 1.5 or elapsed - baseline < 1.0, (elapsed, baseline)
@@ -220,7 +223,7 @@ def test_runs_show_says_when_a_run_stopped_at_max_turns(env):
     with FakeOpenAIServer(script) as server:
         out = jarvis(_point(env, server), "ask", "--json", "--max-turns", "1", "--tools",
                      "calculator", "x")
-    assert out.returncode == 0, out.stderr
+    assert out.returncode == 3, out.stderr  # stopped without an answer (documented code)
     run_id = json.loads(out.stdout)["run_id"]
     shown = jarvis(env, "runs", "show", run_id)
     assert shown.returncode == 0 and "stopped: at max_turns" in shown.stdout
@@ -233,8 +236,10 @@ def test_a_broken_run_log_or_state_folder_is_a_one_line_error(env, tmp_path):
     env["JARVIS_HOME"] = str(home)
     with FakeOpenAIServer(["hello"]) as server:
         out = jarvis(_point(env, server), "ask", "hi")
-    assert out.returncode == 2 and "cannot use the run log" in out.stderr
-    assert out.stdout == "hello\n"  # the streamed answer still ends its line
+    # The answer was paid for: keep it, warn that it was not recorded, exit 0.
+    assert out.returncode == 0 and out.stdout == "hello\n"
+    assert "the run was not recorded: cannot use the run log" in out.stderr
+    assert "Move the file aside" in out.stderr and "Traceback" not in out.stderr
     listed = jarvis(env, "runs", "list")
     assert listed.returncode == 2 and "Traceback" not in listed.stderr
     in_the_way = tmp_path / "a-file"

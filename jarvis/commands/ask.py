@@ -1,5 +1,9 @@
 """`jarvis ask`: answer one question. The answer streams to stdout; tool calls and their
-results go to stderr as they happen; `--json` prints the whole ask_full dict instead."""
+results go to stderr as they happen; `--json` prints the whole ask_full dict instead.
+
+Exit codes: 0 answered; 1 failed (engine, run); 2 misuse (unknown tool, bad option);
+3 stopped without an answer (max_turns reached, or the loop guard stopped a repeating model).
+"""
 
 from __future__ import annotations
 
@@ -12,6 +16,51 @@ import click
 from jarvis.commands._common import echo_json, terminal_approver
 
 PREVIEW_CHARS = 200
+STOPPED_EXIT_CODE = 3  # max_turns or the loop guard ended the run without an answer
+MAX_STDIN_CHARS = 1_000_000
+
+
+class _Status:
+    """A one-line status on stderr while the model is working ("waiting for m..."); only on
+    a terminal (a pipe or a log file gets nothing), erased before any other output."""
+
+    def __init__(self) -> None:
+        self.enabled = _isatty(sys.stderr)
+        self.shown = False
+
+    def show(self, text: str) -> None:
+        if self.enabled:
+            sys.stderr.write(f"\r\033[K{text}")
+            sys.stderr.flush()
+            self.shown = True
+
+    def clear(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+            self.shown = False
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+def _read_query(query: tuple[str, ...]) -> str:
+    """The question: the arguments, or stdin for `-` or none (`echo q | jarvis ask`)."""
+    if query and query != ("-",):
+        return " ".join(query)
+    if not query and _isatty(sys.stdin):
+        raise click.UsageError("give a QUERY, or pipe one in: echo 'question' | jarvis ask")
+    text = sys.stdin.read(MAX_STDIN_CHARS + 1)
+    if len(text) > MAX_STDIN_CHARS:
+        raise click.UsageError(f"the question on stdin is longer than {MAX_STDIN_CHARS} "
+                               f"characters")
+    if not text.strip():
+        raise click.UsageError("the question on stdin is empty")
+    return text.strip()
 
 
 def _preview(value: Any) -> str:
@@ -20,11 +69,12 @@ def _preview(value: Any) -> str:
     return text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS] + "..."
 
 
-def _show_tool_events(bus: Any) -> None:
+def _show_events(bus: Any, status: _Status) -> None:
     from jarvis.core.events import EventType
 
     def start(event: Any) -> None:
         data = event.data
+        status.clear()
         click.echo(f"[tool] {data['tool_name']} {_preview(data.get('arguments') or {})}", err=True)
 
     def end(event: Any) -> None:
@@ -33,20 +83,36 @@ def _show_tool_events(bus: Any) -> None:
         mark = "->" if data.get("success") else "-> FAILED"
         content = _preview(result.content) if result is not None else ""
         latency = data.get("latency") or 0.0
+        status.clear()
         click.echo(f"[tool] {data['tool_name']} {mark} {content} ({latency * 1000:.1f} ms)", err=True)
 
+    def run_start(event: Any) -> None:
+        sources = event.data.get("context_sources") or []
+        if sources:  # before the answer, so the reader knows what it draws on
+            click.echo(f"[memory] context from: {', '.join(sources)}", err=True)
+
+    def waiting(event: Any) -> None:
+        model = event.data.get("model") or "the model"
+        status.show(f"… waiting for {model}")
+
+    bus.subscribe(EventType.RUN_START, run_start)
     bus.subscribe(EventType.TOOL_CALL_START, start)
     bus.subscribe(EventType.TOOL_CALL_END, end)
+    bus.subscribe(EventType.INFERENCE_START, waiting)
+    bus.subscribe(EventType.INFERENCE_END, lambda event: status.clear())
 
 
 class _Stdout:
     """Writes streamed answer text to stdout and remembers whether a newline is owed."""
 
-    def __init__(self) -> None:
+    def __init__(self, status: _Status | None = None) -> None:
         self.wrote = False
         self.last = "\n"
+        self.status = status
 
     def __call__(self, text: str) -> None:
+        if self.status is not None:
+            self.status.clear()
         sys.stdout.write(text)
         sys.stdout.flush()
         self.wrote = True
@@ -60,7 +126,7 @@ class _Stdout:
 
 
 @click.command()
-@click.argument("query", nargs=-1, required=True)
+@click.argument("query", nargs=-1)
 @click.option("-a", "--agent", help="simple, react, orchestrator or a workspace agent "
               "(default: orchestrator with --tools, else simple).")
 @click.option("--tools", "tools", help="Comma-separated tool names, e.g. calculator,think.")
@@ -82,44 +148,48 @@ def ask(ctx: click.Context, query: tuple[str, ...], agent: str | None, tools: st
         model: str | None, engine: str | None, host: str | None, system: str | None,
         max_turns: int | None, yes: bool, as_json: bool, no_stream: bool,
         no_context: bool) -> None:
-    """Ask QUERY; the answer goes to stdout, tool activity to stderr.
+    """Ask QUERY (or `-`, or nothing: read it from stdin); the answer goes to stdout, tool
+    activity to stderr. Exit code 3: stopped without an answer (max turns or loop guard).
 
     \b
     Examples:
       jarvis ask "What is the capital of France?"
       jarvis ask --tools calculator "What is 15% of 340?"
       jarvis ask -a react --tools calculator,think "Solve: 2x + 5 = 13"
+      echo "What is 2+2?" | jarvis ask
     """
     from jarvis.sdk import Jarvis
 
+    question = _read_query(query)
     config_path = (ctx.obj or {}).get("config_path")
-    stdout = _Stdout()
+    status = _Status()
+    stdout = _Stdout(status)
     streaming = not (as_json or no_stream)
     # The built-in HTTP client: importing the openai package would triple start-up time.
     try:
         with Jarvis(config_path=config_path, engine=engine, model=model, host=host,
                     default_client="http") as j:
-            _show_tool_events(j.bus)
-            result = j.ask_full(" ".join(query), agent=agent, tools=tools, system=system,
+            _show_events(j.bus, status)
+            result = j.ask_full(question, agent=agent, tools=tools, system=system,
                                 max_turns=max_turns, approver=terminal_approver(yes),
                                 context=False if no_context else None, source="cli",
                                 on_token=stdout if streaming else None)
     finally:
+        status.clear()
         stdout.finish()  # text streamed before a failure still ends its line
+    meta = result.get("metadata") or {}
+    stopped = bool(meta.get("max_turns_exceeded") or meta.get("loop_detected"))
     if as_json:
         echo_json(result)
-        return
-    sources = result.get("context_sources") or []
-    if sources:
-        click.echo(f"[memory] context from: {', '.join(sources)}", err=True)
-    if streaming and stdout.wrote:
+    elif streaming and stdout.wrote:
         stdout.finish()
-    else:
+    elif not stopped:  # a stop has no answer: stdout stays for answers
         click.echo(result["content"])
-    meta = result.get("metadata") or {}
     if meta.get("max_turns_exceeded"):
-        click.echo(f"warning: stopped at max_turns ({result['turns']} turns) before a final "
-                   f"answer; raise it with --max-turns", err=True)
-    if meta.get("loop_detected"):
-        click.echo("warning: stopped because the model kept repeating the same tool call",
-                   err=True)
+        click.echo(f"Error: stopped at max_turns ({result['turns']} turns) without a final "
+                   f"answer; raise it with --max-turns (exit code {STOPPED_EXIT_CODE})", err=True)
+    elif meta.get("loop_detected"):
+        click.echo(f"Error: stopped because the model kept repeating the same tool call "
+                   f"without an answer (exit code {STOPPED_EXIT_CODE})", err=True)
+    if stopped:
+        ctx.exit(STOPPED_EXIT_CODE)

@@ -48,11 +48,21 @@ class ProgressBar:
             self.stream.flush()
 
 
-def _open(ctx: click.Context) -> Any:
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def _open(ctx: click.Context, create: bool = False) -> Any:
+    from jarvis.errors import UserError
     from jarvis.memory import open_memory
 
     config = load_cli_config()
     db = ctx.obj.get("memory_db") if ctx.obj else None
+    if db is not None and not create and not os.path.exists(os.path.expanduser(db)):
+        # Reading a database that is not there would create an empty one: a typo'd --db
+        # then looks like "memory is empty" instead of the mistake it is.
+        raise UserError(f"no memory database at {db}; check the path, or create it with "
+                        f"`jarvis memory --db {db} index PATH`")
     return config, open_memory(config, db_path=db)
 
 
@@ -99,7 +109,7 @@ def index_cmd(ctx: click.Context, paths: tuple[str, ...], chunk_size: int | None
     from jarvis.memory.indexer import collect, index_paths
 
     collect(paths)  # a missing path fails before the database is even opened
-    config, store = _open(ctx)
+    config, store = _open(ctx, create=True)
     if max_file_bytes is None:
         max_file_bytes = config.memory.max_file_bytes
     bar = ProgressBar(sys.stderr, sys.stderr.isatty() if progress is None else progress,
@@ -120,8 +130,8 @@ def index_cmd(ctx: click.Context, paths: tuple[str, ...], chunk_size: int | None
 
 @memory.command("search")
 @click.argument("query")
-@click.option("-k", "--top-k", type=click.IntRange(1, 100), default=5, show_default=True,
-              help="How many results.")
+@click.option("-n", "--limit", "-k", "--top-k", "top_k", type=click.IntRange(1, 100), default=5,
+              show_default=True, help="How many results (-k/--top-k are older names).")
 @click.option("--source", default=None, help="Only results from this source (or folder).")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.pass_context
@@ -171,12 +181,13 @@ def stats_cmd(ctx: click.Context, show_sources: bool, as_json: bool) -> None:
         echo_json(stats)
         return
     click.echo(f"database:  {stats['db_path']} ({stats['db_bytes'] / 1e6:.1f} MB)")
-    click.echo(f"documents: {stats['documents']} ({stats['files']} indexed files)")
+    click.echo(f"documents: {stats['documents']} ({_plural(stats['files'], 'indexed file')})")
     click.echo(f"chunks:    {stats['chunks']}")
     click.echo(f"sources:   {stats['sources']}")
-    click.echo(f"text:      {stats['chars']} characters")
+    click.echo(f"text:      {_plural(stats['chars'], 'character')}")
     for row in stats.get("source_list", []):
-        click.echo(f"  {row['chunks']:>7} chunks  {row['source'] or '(no source)'}")
+        click.echo(f"  {row['chunks']:>7} {'chunk ' if row['chunks'] == 1 else 'chunks'}  "
+                   f"{row['source'] or '(no source)'}")
 
 
 @memory.command("forget")

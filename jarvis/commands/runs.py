@@ -31,7 +31,8 @@ def runs() -> None:
 @click.option("--source", help="Only runs from this source (cli, sdk, scheduler, ...).")
 @click.option("--json", "as_json", is_flag=True, help="Print the runs as JSON.")
 def list_runs(limit: int, source: str | None, as_json: bool) -> None:
-    """List the newest runs: id, time, status, agent, model, tool calls, tokens, query."""
+    """List the newest runs: id, time, status, source, agent, model, tool calls, tokens,
+    query (aligned columns under a header)."""
     log = _log()
     try:
         rows = log.list(limit=limit, source=source)
@@ -43,11 +44,18 @@ def list_runs(limit: int, source: str | None, as_json: bool) -> None:
     if not rows:
         click.echo("no runs recorded yet", err=True)
         return
-    for r in rows:
-        query = one_line(r["query"] or "", 60)
-        click.echo(f"{r['id']}  {_when(r['created_at'])}  {r['status']:<11} {r['source'] or '-':<9} "
-                   f"{r['agent'] or '-':<12} {r['model'] or '-':<16} tools={r['tool_calls']:<3} "
-                   f"tokens={r['total_tokens'] or 0:<6} {query}")
+    header = ("ID", "STARTED", "STATUS", "SOURCE", "AGENT", "MODEL", "TOOL CALLS", "TOKENS",
+              "QUERY")
+    table = [header] + [
+        (r["id"], _when(r["created_at"]), r["status"] or "-", r["source"] or "-",
+         r["agent"] or "-", one_line(r["model"] or "-", 30), str(r["tool_calls"] or 0),
+         str(r["total_tokens"] or 0), one_line(r["query"] or "", 60)) for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header) - 1)]
+    numeric = {6, 7}  # counts align right
+    for row in table:
+        cells = [cell.rjust(w) if i in numeric else cell.ljust(w)
+                 for i, (cell, w) in enumerate(zip(row, widths, strict=False))]
+        click.echo("  ".join(cells + [row[-1]]).rstrip())
 
 
 @runs.command("show")

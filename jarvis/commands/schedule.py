@@ -216,7 +216,7 @@ def run_task(task_id: str, runner: str | None, as_json: bool) -> None:
 
 @schedule.command("runs")
 @click.argument("task_id", required=False)
-@click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True,
+@click.option("-n", "--limit", type=click.IntRange(1, 10_000), default=20, show_default=True,
               help="How many runs to show (newest first).")
 @click.option("--json", "as_json", is_flag=True, help="Print the runs as JSON.")
 def list_runs(task_id: str | None, limit: int, as_json: bool) -> None:

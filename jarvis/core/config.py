@@ -101,6 +101,9 @@ class MemoryConfig(_Section):
     db_path: str = ""
     context: bool = Field(True, description="put relevant memory into ask's context")
     context_top_k: int = Field(3, ge=1, le=50)
+    context_min_match: float = Field(
+        0.5, ge=0.0, le=1.0, description="share of the question's key words a passage must "
+        "contain to be added as context (0: any match; 1: all of them)")
     chunk_size: int = Field(1000, ge=100, le=100_000)
     chunk_overlap: int = Field(100, ge=0)
     max_file_bytes: int = Field(10_000_000, ge=1, description="`memory index` skips larger files")

@@ -96,13 +96,18 @@ def discover_engine(config: Any, timeout: float | None = None) -> ProbeResult:
             continue
         if results[i].ok:
             return results[i]
-    tried = "; ".join(f"{r.backend} at {r.url} ({r.error})" for r in results)
-    hints = "; ".join(f"{n}: {BACKENDS[n].start_hint}" for n in LOCAL_BACKENDS)
-    raise EngineError(
-        f"no inference engine is reachable. Tried: {tried}. Start one ({hints}), or point jarvis "
-        f"at a running one: pass -e/--engine NAME or set JARVIS_ENGINE, and its host with "
-        f"OLLAMA_HOST, VLLM_HOST, LLAMACPP_HOST, LMSTUDIO_HOST, SGLANG_HOST or OPENAI_BASE_URL "
-        f"(or [engine.hosts] in config.toml)")
+    # One short line (what was tried, what to do); the per-engine errors and start hints go
+    # to `details`, which the CLI prints with --verbose.
+    names = ", ".join(dict.fromkeys(r.backend for r in results))
+    error = EngineError(f"no inference engine is reachable (tried {names}); start one, or pass "
+                        f"-e/--engine NAME and --host URL (--verbose shows details)")
+    tried = "\n".join(f"  {r.backend} at {r.url}: {r.error}" for r in results)
+    hints = "\n".join(f"  {n}: {BACKENDS[n].start_hint}" for n in LOCAL_BACKENDS)
+    error.details = (f"tried:\n{tried}\nstart one:\n{hints}\nor point jarvis at a running one: "
+                     f"-e/--engine NAME or JARVIS_ENGINE, and its host with --host, OLLAMA_HOST, "
+                     f"VLLM_HOST, LLAMACPP_HOST, LMSTUDIO_HOST, SGLANG_HOST or OPENAI_BASE_URL "
+                     f"(or [engine.hosts] in config.toml)")
+    raise error
 
 
 def engine_names() -> list[str]:

@@ -3,7 +3,7 @@ LM Studio, SGLang, OpenAI itself), built on the `openai` package, with a lightwe
 HTTP client as the alternative transport for fast start-up (see jarvis.engine.transport).
 
 Failures are loud: an engine that rejects tools is an EngineError that says so (never a
-quiet retry without them); transient failures (connection reset, 429, 5xx) are retried with
+quiet retry without them); transient failures (connection reset, 408, 429, 500, 502-504) are retried with
 exponential backoff a bounded number of times; the final error names the engine, its URL,
 what went wrong and what to do.
 """
@@ -28,6 +28,7 @@ from jarvis.errors import ConfigError, EngineError, UnknownNameError
 T = TypeVar("T")
 
 MAX_RETRY_AFTER = 30.0  # never sleep longer than this on a server's Retry-After
+RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 _TOOLS_REJECTED = re.compile(r"tool|function.?call|jinja", re.IGNORECASE)
 CLIENTS = ("openai", "http")
 
@@ -340,7 +341,9 @@ class OpenAICompatEngine:
                     f"{message}). Use a model or server setup with tool calling "
                     f"({self.backend.start_hint}), or the react agent (-a react), or ask "
                     f"without --tools") from exc
-            if not (status == 429 or status >= 500):
+            # Only what can succeed later is retried: 429 and the temporary 5xx. 501 (not
+            # implemented), 505 and the like say the same thing every time.
+            if status not in RETRY_STATUSES:
                 raise EngineError(self._status_hint(where, status, message, params)) from exc
             if attempt >= self.max_retries:
                 raise EngineError(f"{where} failed with HTTP {status} ({message}) after "

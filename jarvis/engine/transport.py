@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -49,8 +50,18 @@ def error_message(body: Any, fallback: str) -> str:
             return str(detail)[:1000]
         return json.dumps(body)[:300]
     if isinstance(body, str) and body.strip():
-        return body.strip()[:300]
+        text = body.strip()
+        if _HTML.match(text):
+            # A proxy's or server's HTML error page: its title says it, the markup does not.
+            title = _TITLE.search(text)
+            name = " ".join(title.group(1).split())[:120] if title else ""
+            return f"{fallback} (an HTML error page{': ' + name if name else ''})"
+        return text[:300]
     return fallback
+
+
+_HTML = re.compile(r"\s*(<!doctype html|<html|<head|<body|<\?xml|<h1|<title)", re.I)
+_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.I | re.S)
 
 
 def _retry_after(value: str | None) -> float | None:

@@ -115,7 +115,8 @@ def make_executor(tools: list[BaseTool], config: Any, approved: set[str]) -> Too
 
 def _announce(tools: list[BaseTool], where: str) -> None:
     names = ", ".join(t.spec.name for t in tools) or "(none)"
-    click.echo(f"jarvis mcp serve: {len(tools)} tools over {where}: {names}", err=True)
+    count = f"{len(tools)} tool{'' if len(tools) == 1 else 's'}"
+    click.echo(f"jarvis mcp serve: {count} over {where}: {names}", err=True)
 
 
 def run_stdio(tools: list[BaseTool], config: Any, approved: set[str]) -> None:

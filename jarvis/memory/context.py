@@ -2,10 +2,19 @@
 
 `jarvis ask` and `Jarvis.ask_full` call `memory_context(store, prompt, top_k)` and append the
 text to the system prompt, so the model can answer from the user's notes and cite them.
+
+Only relevant passages are added. A full-text match on one common word is not relevance (a
+calculator question would get README passages that contain the same number), so a passage
+must contain at least `min_match` of the question's key words (`[memory] context_min_match`,
+default 0.5; a long prompt counts as 6 key words), and numbers are not key words. BM25 scores are not used as the threshold: their
+scale depends on the size of the store (FTS5 gives a word found in most documents of a tiny
+store a score near zero), while the share of key words means the same everywhere.
 """
 
 from __future__ import annotations
 
+import math
+import re
 from typing import Any
 
 from jarvis.memory.query import MAX_QUERY_CHARS, MAX_TERMS, STOPWORDS, query_terms
@@ -21,11 +30,46 @@ HEADER = ("Relevant passages from the user's memory (their stored notes and inde
 def _context_query(prompt: str) -> str:
     """The words of a prompt worth searching for: a long prompt is cut to its first words;
     stop words, 1-character words and small numbers (which match almost anything) are left
-    out, so "how are you?" brings no context at all."""
-    terms = query_terms(prompt[: MAX_QUERY_CHARS * 4], max_terms=MAX_TERMS, strict=False)
+    out, so "how are you?" brings no context at all; so are numbers, which identify nothing
+    ("15% of 340" matches any passage with 340 in it)."""
+    head = prompt[: MAX_QUERY_CHARS * 4]
+    if len(prompt) > len(head):
+        head = head.rsplit(None, 1)[0]  # a word cut in half is not a key word
+    terms = query_terms(head, max_terms=MAX_TERMS, strict=False)
     useful = [t for t in terms if len(t) > 1 and t not in STOPWORDS
-              and not (t.isdigit() and len(t) < 3)]
-    return " ".join(useful)
+              and not t.replace(".", "").replace(",", "").isdigit()]
+    return " ".join(dict.fromkeys(useful))
+
+
+_SUFFIXES = ("ations", "ation", "ings", "ing", "edly", "ed", "es", "ly", "er", "s")
+
+
+def _stem(term: str) -> str:
+    """A crude stem, so "planning" counts as found in "plan" (the store's FTS5 tokenizer
+    stems with porter; this only decides whether a word is present, not the ranking)."""
+    for suffix in _SUFFIXES:
+        if term.endswith(suffix) and len(term) - len(suffix) >= 3:
+            return term[: -len(suffix)]
+    return term
+
+
+MATCH_BASE = 6  # a long prompt counts as this many key words (no passage holds 50 of them)
+
+
+def relevant(terms: list[str], text: str, min_match: float) -> bool:
+    """Whether `text` holds at least `min_match` of the key words `terms` (as words or word
+    beginnings), counting a long prompt as MATCH_BASE words."""
+    if not terms:
+        return False
+    needed = max(1, math.ceil(min_match * min(len(terms), MATCH_BASE) - 1e-9))
+    lower = text.lower()
+    found = 0
+    for term in terms:
+        if re.search(r"(?<!\w)" + re.escape(_stem(term)), lower):
+            found += 1
+            if found >= needed:
+                return True
+    return False
 
 
 def _is_empty(memory: Any) -> bool:
@@ -33,10 +77,12 @@ def _is_empty(memory: Any) -> bool:
     return bool(is_empty()) if callable(is_empty) else memory.count() == 0
 
 
-def memory_context(memory: Any, query: str, top_k: int = 3) -> tuple[str, list[str]]:
+def memory_context(memory: Any, query: str, top_k: int = 3,
+                   min_match: float = 0.5) -> tuple[str, list[str]]:
     """(text for the system prompt, distinct sources used), or ("", []) when the store is
-    empty or nothing matches. Each passage is numbered and labelled with its source and
-    position (chunk and lines) so the model can cite it."""
+    empty or nothing relevant matches (a passage needs `min_match` of the question's key
+    words). Each passage is numbered and labelled with its source and position (chunk and
+    lines) so the model can cite it."""
     if memory is None or not isinstance(query, str) or not query.strip():
         return "", []
     if _is_empty(memory):
@@ -45,6 +91,8 @@ def memory_context(memory: Any, query: str, top_k: int = 3) -> tuple[str, list[s
     if not search:
         return "", []
     results = memory.retrieve(search, top_k=max(1, min(int(top_k), 20)))
+    terms = search.split()
+    results = [r for r in results if relevant(terms, r.content, min_match)]
     if not results:
         return "", []
     parts = [HEADER]

@@ -88,7 +88,12 @@ class SQLiteMemory:
         self._totals: dict[int, tuple[int, int]] = {}  # id(reader) -> (data_version, chunks)
         self._closed = False
         if self.db_path.parent and not self.db_path.parent.exists():
-            self.db_path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                self.db_path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise UserError(f"cannot create the folder for memory database {self.db_path}: "
+                                f"{exc.strerror or exc}. Point memory.db_path (or "
+                                f"JARVIS_MEMORY_DB) at a writable folder") from None
         self._writer = self._connect()
         self._db = self._database(self._writer)
         self._migrate()
@@ -99,7 +104,7 @@ class SQLiteMemory:
             conn = sqlite3.connect(self.db_path, timeout=self.busy_timeout,
                                    check_same_thread=False)
             conn.execute("PRAGMA journal_mode=WAL")
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, OSError) as exc:
             raise UserError(f"cannot open memory database {self.db_path}: {exc}. Point "
                             f"memory.db_path at a writable SQLite file") from None
         # NORMAL is durable across application crashes in WAL mode and much faster than FULL.
