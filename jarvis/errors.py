@@ -72,7 +72,7 @@ def did_you_mean(name: object, valid: Iterable[str]) -> str:
 
     if not isinstance(name, str):
         return ""
-    close = difflib.get_close_matches(name, list(valid), n=2, cutoff=0.75)
+    close = difflib.get_close_matches(name, list(valid), n=2, cutoff=0.6)
     if not close:
         return ""
     return "did you mean " + " or ".join(repr(c) for c in close) + "?"
