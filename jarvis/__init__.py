@@ -7,7 +7,11 @@ openai) loads only when `jarvis.Jarvis` is touched.
 
 from __future__ import annotations
 
+import importlib
+
 from jarvis._lazy import lazy_getattr
+from jarvis._version import __version__
+from jarvis.core.registry import ToolRegistry as _ToolRegistry
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # explicit imports for type checkers and IDEs
@@ -31,7 +35,6 @@ if TYPE_CHECKING:  # explicit imports for type checkers and IDEs
     from jarvis.tools.executor import ToolExecutor
     from jarvis.tools.spec import ToolSpec
 
-__version__ = "0.1.0"
 
 # public name -> the module that defines it
 _EXPORTS: dict[str, str] = {
@@ -65,6 +68,20 @@ _EXPORTS: dict[str, str] = {
 
 
 __getattr__ = lazy_getattr("jarvis", _EXPORTS, globals())
+
+# The built-in tool catalog, each part loaded from the layer that owns it: the tool package's
+# own tools, the scheduler's tools, the MCP bridge. The registry (core) knows none of them;
+# it calls load_builtin_catalog the first time a lookup needs the built-ins.
+BUILTIN_CATALOG: tuple[str, ...] = ("jarvis.tools", "jarvis.scheduler.tools", "jarvis.mcp.adapter")
+
+
+def load_builtin_catalog() -> None:
+    """Register every built-in tool in ToolRegistry (cheap after the first call)."""
+    for module in BUILTIN_CATALOG:
+        importlib.import_module(module)
+
+
+_ToolRegistry.set_catalog_loader(load_builtin_catalog)
 
 
 def __dir__() -> list[str]:

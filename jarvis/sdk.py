@@ -98,7 +98,7 @@ class Jarvis:
     @property
     def version(self) -> str:
         """The installed jarvis version."""
-        from jarvis import __version__
+        from jarvis._version import __version__
 
         return __version__
 
@@ -179,7 +179,7 @@ class Jarvis:
     def load_extensions(self) -> None:
         """Register workspace, plugin and MCP tools once (before tools are built by name)."""
         if not self._extensions_loaded:
-            from jarvis.tools.catalog import load_extensions
+            from jarvis.extensions import load_extensions
 
             self._extensions_loaded = True
             load_extensions(self.config)

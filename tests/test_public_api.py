@@ -75,5 +75,5 @@ def test_running_a_builtin_tool_loads_no_heavy_dependency():
 def test_every_builtin_module_imports():
     from jarvis.tools.catalog import BUILTIN_MODULES
 
-    for module in BUILTIN_MODULES:
+    for module in (*BUILTIN_MODULES, *jarvis.BUILTIN_CATALOG):
         importlib.import_module(module)

@@ -138,6 +138,19 @@ def test_importing_the_tools_package_registers_every_builtin():
         assert module in modules or any(m.startswith(module) for m in modules), module
 
 
+def test_the_catalog_hook_loads_every_part_of_the_builtin_catalog():
+    # The registry (core) imports no tool; jarvis/__init__ installs the hook that loads the
+    # tool package's built-ins, the scheduler's tools and the MCP bridge on first lookup.
+    code = (
+        "import json\n"
+        "from jarvis.core.registry import ToolRegistry as R\n"
+        "print(json.dumps(R.keys()))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    names = set(json.loads(out.stdout))
+    assert OWN_BUILTINS | {"schedule_task", "mcp_adapter", "memory_index", "llm"} <= names
+
+
 def test_lookup_loads_builtins_lazily():
     code = ("from jarvis.core.registry import ToolRegistry as R\n"
             "print(R.get('calculator').__name__)")

@@ -178,7 +178,7 @@ def test_cli_agents_show(tmp_path: Path, cli_env: dict[str, str]) -> None:
 
 def test_repository_example_agents_name_registered_tools() -> None:
     from jarvis.core.registry import ToolRegistry
-    from jarvis.tools.catalog import load_extensions
+    from jarvis.extensions import load_extensions
 
     config = load_config(REPO / "config.toml", use_env=False)
     load_extensions(config)

@@ -13,7 +13,8 @@ import pytest
 
 from jarvis.core.config import load_config
 from jarvis.core.registry import ToolRegistry
-from jarvis.tools.catalog import build_tools, load_extensions
+from jarvis.extensions import load_extensions
+from jarvis.tools.catalog import build_tools
 from jarvis.workspace.tools import load_tool_file, load_workspace_tools
 
 GOOD = '''

@@ -13,7 +13,8 @@ from jarvis.commands._common import echo_json, load_cli_config, terminal_approve
 
 def _catalog(names: list[str] | None = None, config: Any = None) -> list:
     from jarvis.core.registry import ToolRegistry
-    from jarvis.tools.catalog import build_tools, load_extensions
+    from jarvis.extensions import load_extensions
+    from jarvis.tools.catalog import build_tools
 
     config = config if config is not None else load_cli_config()
     # Workspace, plugin and MCP tools are only registered by load_extensions, so a name that

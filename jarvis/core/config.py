@@ -157,7 +157,7 @@ class McpConfig(_Section):
     servers: dict[str, McpServerConfig] = Field(default_factory=dict)
 
     def model_post_init(self, __context: Any) -> None:
-        from jarvis.mcp.naming import check_server_name
+        from jarvis.core.server_names import check_server_name
 
         for name in self.servers:
             problem = check_server_name(name)

@@ -6,8 +6,8 @@ points, MCP servers) ends in `ToolRegistry`, so lookup, listing and errors are t
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Iterator
+from types import FunctionType
 from typing import Any, ClassVar, TypeVar
 
 from jarvis.errors import DuplicateNameError, UnknownNameError
@@ -32,9 +32,9 @@ def _same_definition(existing: Any, value: Any) -> bool:
 def _definition(value: Any) -> tuple[str, str] | None:
     """(module, qualname) of a module-level class or function (or a @tool's function)."""
     func = getattr(value, "func", None)  # tools made by @tool carry the function they wrap
-    if inspect.isclass(value) or inspect.isfunction(value):
+    if isinstance(value, type) or isinstance(value, FunctionType):
         target = value
-    elif func is not None and inspect.isfunction(func):
+    elif func is not None and isinstance(func, FunctionType):
         target = func
     else:
         return None
@@ -46,9 +46,9 @@ def _definition(value: Any) -> tuple[str, str] | None:
 
 
 def _identity(value: Any) -> tuple[str, str] | None:
-    target = value if inspect.isclass(value) or inspect.isfunction(value) else type(value)
+    target = value if isinstance(value, type) or isinstance(value, FunctionType) else type(value)
     func = getattr(value, "func", None)  # tools made by @tool carry the function they wrap
-    if func is not None and inspect.isfunction(func):
+    if func is not None and isinstance(func, FunctionType):
         target = func
     module = getattr(target, "__module__", None)
     qualname = getattr(target, "__qualname__", None)
@@ -117,7 +117,7 @@ class RegistryBase:
     def create(cls, key: str, *args: Any, **kwargs: Any) -> Any:
         """Instantiate a registered class (an instance is returned as it is)."""
         value = cls.get(key)
-        if inspect.isclass(value) or (callable(value) and not hasattr(value, "spec")):
+        if isinstance(value, type) or (callable(value) and not hasattr(value, "spec")):
             return value(*args, **kwargs)
         return value
 
@@ -170,6 +170,8 @@ def _describe_origin(value: Any) -> str:
 
 def accepted_kwargs(factory: Callable[..., Any], available: dict[str, Any]) -> dict[str, Any]:
     """The subset of `available` that `factory` takes as keyword arguments."""
+    import inspect  # here, not at the top: `import jarvis` imports this module
+
     try:
         params = inspect.signature(factory).parameters
     except (TypeError, ValueError):
@@ -190,13 +192,26 @@ class ToolRegistry(RegistryBase):
 
     kind = "tool"
     _loaded: ClassVar[bool] = False
+    _catalog_loader: ClassVar[Callable[[], None] | None] = None
     _on_demand: ClassVar[dict[str, Callable[[str | None], None]]] = {}
 
     @classmethod
+    def set_catalog_loader(cls, loader: Callable[[], None] | None) -> None:
+        """Install the hook that registers the built-in catalog on first lookup.
+
+        The registry sits in core and knows no tool (arrows point down); the package that
+        owns the catalog installs this hook (`jarvis/__init__.py` does, for jarvis.tools,
+        the scheduler's tools and the MCP bridge).
+        """
+        cls._catalog_loader = loader
+        cls._loaded = False
+
+    @classmethod
     def _ensure_loaded(cls) -> None:
-        if not cls._loaded:
+        loader = cls._catalog_loader
+        if not cls._loaded and loader is not None:
             cls._loaded = True
-            import jarvis.tools  # noqa: F401  (registers the built-in catalog)
+            loader()
 
     @classmethod
     def set_on_demand(cls, source: str, loader: Callable[[str | None], None] | None) -> None:
@@ -256,7 +271,7 @@ class ToolRegistry(RegistryBase):
         `dependencies` may hold engine, model, backend (memory), scheduler, bus, config, ...
         """
         value = cls.get(key)
-        if inspect.isclass(value):
+        if isinstance(value, type):
             return value(**accepted_kwargs(value, dependencies))
         return value
 

@@ -109,7 +109,7 @@ class McpManager:
 
     def register(self, state: ServerState) -> None:
         """Make the registry hold exactly this server's selected tools (the list may have changed)."""
-        from jarvis.tools.mcp_adapter import McpTool
+        from jarvis.mcp.adapter import McpTool
 
         with self._lock:
             tools = {t.name: t for t in state.tools or []}
@@ -317,7 +317,7 @@ def get_manager(config: Any) -> McpManager:
 
 def _retire(manager: McpManager) -> None:
     """Take a replaced manager's tools out of the registry and close its sessions."""
-    from jarvis.tools.mcp_adapter import McpTool
+    from jarvis.mcp.adapter import McpTool
 
     manager.auto_register = False
     for state in manager.servers.values():

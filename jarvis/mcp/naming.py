@@ -5,25 +5,20 @@ from __future__ import annotations
 import hashlib
 import re
 
+# The server-name rule lives in core, where the config validation that uses it sits.
+from jarvis.core.server_names import (  # noqa: F401  (re-exported)
+    MAX_SERVER_NAME,
+    SERVER_NAME_RE,
+    check_server_name,
+)
+
 SEPARATOR = "__"
 MAX_NAME = 64
-MAX_SERVER_NAME = 32
 _INVALID = re.compile(r"[^a-zA-Z0-9_-]")
-SERVER_NAME_RE = re.compile(r"^[a-zA-Z0-9-]+(?:_[a-zA-Z0-9-]+)*$")
 
 
 def _short_hash(*parts: str) -> str:
     return hashlib.sha1("\x00".join(parts).encode("utf-8")).hexdigest()[:8]
-
-
-def check_server_name(name: str) -> str | None:
-    """Why `name` cannot name an MCP server, or None when it can."""
-    if len(name) > MAX_SERVER_NAME:
-        return f"is longer than {MAX_SERVER_NAME} characters"
-    if not SERVER_NAME_RE.match(name):
-        return ("must use only letters, digits, '-' and single '_' (it prefixes tool names "
-                "as NAME__tool, so '__', a leading or trailing '_' and other characters are out)")
-    return None
 
 
 def local_names(server: str, remote_names: list[str]) -> dict[str, str]:

@@ -32,7 +32,7 @@ def parse_host_port(value: str) -> tuple[str, int]:
 
 
 def _is_mcp_sourced(value: Any) -> bool:
-    from jarvis.tools.mcp_adapter import McpAdapterTool, McpTool
+    from jarvis.mcp.adapter import McpAdapterTool, McpTool
 
     return isinstance(value, McpTool) or value is McpAdapterTool
 
@@ -44,7 +44,8 @@ def select_tools(config: Any, names: list[str] | None) -> tuple[list[BaseTool], 
     confirmation (MCP servers' own tools are not re-served unless named). Named tools are
     served as asked; naming a tool that requires confirmation approves its calls.
     """
-    from jarvis.tools.catalog import build_tool, load_extensions
+    from jarvis.extensions import load_extensions
+    from jarvis.tools.catalog import build_tool
 
     load_extensions(config)
     settings = config.tools.settings

@@ -103,9 +103,9 @@ def serve_tools(jarvis: Any, names: list[str] | None) -> list[Any]:
     be built is exposed and the others are logged as skipped."""
     from jarvis.core.registry import ToolRegistry
     from jarvis.errors import JarvisError
-    from jarvis.tools.catalog import load_builtins
+    from jarvis import load_builtin_catalog
 
-    load_builtins()
+    load_builtin_catalog()
     jarvis.load_extensions()
     if names is not None:
         return list(jarvis.build_tools(names))

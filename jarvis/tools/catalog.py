@@ -1,8 +1,10 @@
-"""The built-in catalog and building tool instances by name.
+"""The tool package's built-in tools and building tool instances by name.
 
-Importing `jarvis.tools` imports every module in BUILTIN_MODULES, which registers the built-in
-tools in ToolRegistry. Those modules must stay cheap to import: heavy dependencies (openai,
-mcp, sqlite-utils, httpx) are imported inside the functions that use them.
+Importing `jarvis.tools` imports every module in BUILTIN_MODULES, which registers the tool
+package's built-in tools in ToolRegistry (the scheduler's tools and the MCP bridge live in
+their own packages, above this one; `jarvis.load_builtin_catalog` loads all of them). Those
+modules must stay cheap to import: heavy dependencies (openai, mcp, sqlite-utils, httpx) are
+imported inside the functions that use them.
 """
 
 from __future__ import annotations
@@ -21,8 +23,6 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "jarvis.tools.file_read",
     "jarvis.tools.retrieval",
     "jarvis.tools.memory_tools",
-    "jarvis.tools.mcp_adapter",
-    "jarvis.scheduler.tools",
     "jarvis.tools.repl",
     "jarvis.tools.code_interpreter",
 )
@@ -77,25 +77,3 @@ def build_tools(names: list[str] | None = None, dependencies: dict[str, Any] | N
     for name in names:
         ToolRegistry.get(name)  # fail on the first unknown name before building anything
     return [build_tool(name, dependencies, settings.get(name)) for name in names]
-
-
-def load_extensions(config: Any) -> None:
-    """Register the tools this config adds beyond the built-ins, into ToolRegistry:
-    workspace `tools/*.py`, plugin entry points, and MCP servers' tools.
-
-    Called by the SDK and the CLI before they build tools by name. Each source that fails is
-    reported by its own loader and never stops the others.
-    """
-    # (filled in by the workspace/plugins and MCP modules)
-    from jarvis.plugins import load_plugins
-    from jarvis.workspace.tools import load_workspace_tools
-
-    load_plugins()
-    load_workspace_tools(config)
-    from jarvis.mcp.manager import register_mcp_tools
-
-    register_mcp_tools(config)
-    from jarvis.workspace.tools import check_tool_settings
-
-    check_tool_settings(config)
-    return None
