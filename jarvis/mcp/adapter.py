@@ -10,7 +10,10 @@ server and tool name, for agents that should not carry every MCP tool in their t
 honours the same include/exclude lists and refuses tools that require confirmation (those are
 called by their own `NAME__tool` name, which asks).
 
-This module is imported with the built-in catalog, so it must not import `mcp`.
+This module is imported with the built-in catalog, so it must not import `mcp`. It lives in
+the MCP package (it was jarvis/tools/mcp_adapter.py) because it needs the MCP manager and
+loop: in the tool package it was an upward import from tools into mcp. `jarvis/__init__`
+loads it with the rest of the built-in catalog.
 """
 
 from __future__ import annotations
