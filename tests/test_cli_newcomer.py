@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from jarvis.testing import FakeOpenAIServer, reply, tool_call
+from jarvis.testing import FakeOpenAIServer, HTTPFailure, reply, tool_call
 
 
 def jarvis(env: dict[str, str], *args: str, stdin: str | None = None,
@@ -132,7 +132,8 @@ def test_an_html_501_is_one_short_line_and_not_retried(env):
 
 # --- status line -----------------------------------------------------------------------------
 def test_status_line_only_on_a_terminal(env):
-    with FakeOpenAIServer(["piped answer", "piped answer"]) as server:
+    script = ["piped answer", HTTPFailure(503, "busy", retry_after=0), "piped answer"]
+    with FakeOpenAIServer(script) as server:
         piped = jarvis(_point(env, server), "ask", "hi")
         assert piped.returncode == 0 and "waiting for" not in piped.stderr
         master, slave = pty.openpty()
@@ -155,6 +156,7 @@ def test_status_line_only_on_a_terminal(env):
     assert proc.returncode == 0 and proc.stdout == "piped answer\n"
     text = seen.decode()
     assert "waiting for test-model" in text and "\r\x1b[K" in text  # shown, then erased
+    assert "HTTP 503 from vllm; retry 1 of 3" in text  # retries show there too
 
 
 # --- memory context --------------------------------------------------------------------------

@@ -69,7 +69,7 @@ def _preview(value: Any) -> str:
     return text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS] + "..."
 
 
-def _show_events(bus: Any, status: _Status) -> None:
+def _show_events(bus: Any, status: _Status, system: Any) -> None:
     from jarvis.core.events import EventType
 
     def start(event: Any) -> None:
@@ -94,12 +94,28 @@ def _show_events(bus: Any, status: _Status) -> None:
     def waiting(event: Any) -> None:
         model = event.data.get("model") or "the model"
         status.show(f"… waiting for {model}")
+        if status.enabled and not hooked:
+            hooked.append(True)
+            _show_retries(system.engine, status)  # built by now: this is its first request
+
+    hooked: list[bool] = []
 
     bus.subscribe(EventType.RUN_START, run_start)
     bus.subscribe(EventType.TOOL_CALL_START, start)
     bus.subscribe(EventType.TOOL_CALL_END, end)
     bus.subscribe(EventType.INFERENCE_START, waiting)
     bus.subscribe(EventType.INFERENCE_END, lambda event: status.clear())
+
+
+def _show_retries(engine: Any, status: _Status) -> None:
+    """Retries of a slow or failing engine show on the status line (engines that offer an
+    `on_retry` hook, as the built-in OpenAI-compatible one does)."""
+    if hasattr(engine, "on_retry"):
+        def retrying(attempt: int, retries: int, delay: float, reason: str) -> None:
+            status.show(f"… {reason} from {engine.engine_id}; retry {attempt} of {retries} in "
+                        f"{delay:.1f} s")
+
+        engine.on_retry = retrying
 
 
 class _Stdout:
@@ -169,7 +185,7 @@ def ask(ctx: click.Context, query: tuple[str, ...], agent: str | None, tools: st
     try:
         with Jarvis(config_path=config_path, engine=engine, model=model, host=host,
                     default_client="http") as j:
-            _show_events(j.bus, status)
+            _show_events(j.bus, status, j)
             result = j.ask_full(question, agent=agent, tools=tools, system=system,
                                 max_turns=max_turns, approver=terminal_approver(yes),
                                 context=False if no_context else None, source="cli",

@@ -108,6 +108,8 @@ class OpenAICompatEngine:
         self._models: list[str] | None = list(models) if models is not None else None
         self._transport: Any = None
         self._aclient: Any = None
+        # on_retry(attempt, max_retries, delay, reason): told before each retry (status lines)
+        self.on_retry: Callable[[int, int, float, str], None] | None = None
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -310,8 +312,21 @@ class OpenAICompatEngine:
                 return call()
             except WireError as exc:
                 delay = self._classify(exc, params, attempt)
+                self._notify_retry(attempt, delay, exc)
             attempt += 1
             time.sleep(delay)
+
+    def _notify_retry(self, attempt: int, delay: float, exc: Any) -> None:
+        """Tell `on_retry(attempt, max_retries, delay, reason)` (a front end's status line)
+        that a request failed and is retried; a failing hook never breaks the request."""
+        hook = getattr(self, "on_retry", None)
+        if hook is not None:
+            reason = f"HTTP {exc.status}" if getattr(exc, "status", None) else str(
+                getattr(exc, "kind", "error"))
+            try:
+                hook(attempt + 1, self.max_retries, delay, reason)
+            except Exception:  # noqa: BLE001  (a display hook must not fail the request)
+                pass
 
     def _classify(self, exc: BaseException, params: dict[str, Any], attempt: int) -> float:
         """Seconds to wait before retrying `exc`, or raise the EngineError that explains it."""
