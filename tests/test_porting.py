@@ -287,3 +287,42 @@ def test_built_in_tools_refuse_unknown_argument_names_with_did_you_mean(tmp_path
                                                           "maxline": 3}))
     assert not result.success and result.error_type.value == "invalid_args"
     assert "unknown argument 'maxline' (did you mean 'max_lines'?)" in result.content
+
+
+def test_a_scheduler_without_system_or_runner_fails_its_runs_loudly(tmp_path):
+    from jarvis.scheduler.scheduler import TaskScheduler
+    from jarvis.scheduler.store import SchedulerStore
+
+    store = SchedulerStore(tmp_path / "s.db")
+    try:
+        scheduler = TaskScheduler(store, poll_interval=0.1)
+        task = scheduler.add("hello", every=3600)
+        run = scheduler.run_now(task.id)
+        assert run.status == "failed"
+        assert "nothing to run prompts with" in run.error
+    finally:
+        store.close()
+
+
+def test_the_scheduler_runs_prompts_through_an_injected_factory(tmp_path):
+    from jarvis.scheduler.runner import SdkRunner
+    from jarvis.scheduler.scheduler import TaskScheduler
+    from jarvis.scheduler.store import SchedulerStore
+
+    made: list[Jarvis] = []
+
+    def factory() -> Jarvis:
+        made.append(Jarvis(engine=ScriptedEngine(default=reply("done")), model="m"))
+        return made[-1]
+
+    store = SchedulerStore(tmp_path / "s.db")
+    try:
+        scheduler = TaskScheduler(store, runner=SdkRunner(factory=factory))
+        task = scheduler.add("hello", every=3600)
+        assert scheduler.run_now(task.id).answer == "done"
+        assert scheduler.run_now(task.id).answer == "done"
+        assert len(made) == 1  # built once, reused
+    finally:
+        for system in made:
+            system.close()
+        store.close()
