@@ -113,6 +113,7 @@ class _HtmlErrors(BaseHTTPRequestHandler):
 
 
 def test_an_html_501_is_one_short_line_and_not_retried(env):
+    _HtmlErrors.hits = 0
     server = ThreadingHTTPServer(("127.0.0.1", 0), _HtmlErrors)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -269,3 +270,27 @@ def test_testing_serve_script_problems_are_one_line(tmp_path, content, words):
     assert time.monotonic() - started < 30
     assert out.returncode != 0 and words in out.stderr
     assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("client", ["http", "openai"])
+def test_both_engine_clients_keep_html_out_and_do_not_retry_a_501(client):
+    from jarvis.engine.openai_compat import OpenAICompatEngine
+    from jarvis.errors import EngineError
+
+    _HtmlErrors.hits = 0
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _HtmlErrors)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        engine = OpenAICompatEngine("vllm", f"http://127.0.0.1:{server.server_address[1]}",
+                                    model="m", client=client, retry_backoff=0)
+        with pytest.raises(EngineError) as info:
+            engine.generate([{"role": "user", "content": "hi"}])
+        engine.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+    message = str(info.value)
+    assert "<" not in message and "xxxx" not in message and "501" in message
+    assert "HTML error page: 501 Not Implemented" in message
+    assert _HtmlErrors.hits == 1

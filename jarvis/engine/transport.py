@@ -55,7 +55,8 @@ def error_message(body: Any, fallback: str) -> str:
             # A proxy's or server's HTML error page: its title says it, the markup does not.
             title = _TITLE.search(text)
             name = " ".join(title.group(1).split())[:120] if title else ""
-            return f"{fallback} (an HTML error page{': ' + name if name else ''})"
+            # Not the fallback either: the openai client's message embeds the same page.
+            return f"an HTML error page{': ' + name if name else ''}"
         return text[:300]
     return fallback
 
