@@ -409,7 +409,8 @@ class Jarvis:
         """Answer `query` piece by piece: yields the answer's text as the engine streams it.
 
         Takes ask_full's arguments (not on_token). An error in the run is raised from the
-        iteration, after the pieces that came before it.
+        iteration, after the pieces that came before it. Stopping early lets the run finish
+        in the background (it is recorded as usual).
         """
         import queue
         import threading
