@@ -31,11 +31,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
      ("jarvis.commands", "jarvis.cli", "jarvis.server", "jarvis.mcp.server", "jarvis")),
 ]
 
-# (importer, imported) arrows allowed to point up for now. Keep this empty.
-ALLOWED_UPWARD: set[tuple[str, str]] = {
-    # removed by the path-policy change (issue 12)
-    ("jarvis.memory.indexer", "jarvis.tools.file_read"),
-}
+# (importer, imported) arrows allowed to point up for now. Keep this empty. (The last one,
+# jarvis.memory.indexer -> jarvis.tools.file_read, went with the path policy of issue 12.)
+ALLOWED_UPWARD: set[tuple[str, str]] = set()
 
 
 def _layer(module: str) -> int | None:
