@@ -7,7 +7,7 @@ the loop ends when the model answers without calling a tool (or at max_turns).
 
 from __future__ import annotations
 
-from jarvis.agents.base import BaseAgent, _RunState, observation_text
+from jarvis.agents.base import BaseAgent, _RunState, observation_text, refused_call
 from jarvis.core.types import Message, ToolCall
 
 
@@ -45,15 +45,27 @@ class OrchestratorAgent(BaseAgent):
                              f"(raise max_turns to allow more).")
 
     def _run_calls(self, calls: list[ToolCall], messages: list[Message], state: _RunState) -> bool:
-        """Run the allowed calls of one turn; answer every call id. True if any call ran."""
+        """Run the allowed calls of one turn; answer every call id. True if any call ran.
+
+        Calls beyond `max_tool_calls_per_turn` never run: each gets a failed result saying so.
+        """
+        limit = self.max_tool_calls_per_turn
         blocked: dict[int, str] = {}
         allowed: list[ToolCall] = []
         for index, call in enumerate(calls):
+            if index >= limit:
+                refused = refused_call(call, limit)
+                state.record(call, refused)
+                blocked[index] = observation_text(refused)
+                continue
             reason = state.guard.check(call.name, call.arguments)
             if reason is None:
                 allowed.append(call)
             else:
                 blocked[index] = reason
+        if len(calls) > limit:
+            state.flags["refused_tool_calls"] = (state.flags.get("refused_tool_calls", 0)
+                                                 + len(calls) - limit)
         results = iter(self.executor.execute_many(allowed))
         for index, call in enumerate(calls):
             if index in blocked:

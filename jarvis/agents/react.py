@@ -93,6 +93,13 @@ class ReActAgent(BaseAgent):
                 call = result.tool_calls[0]
                 messages.append(Message(role="assistant", content=result.content or ""))
                 observation = self._run(call, state)
+                extra = len(result.tool_calls) - 1
+                if extra:
+                    # Said, not dropped silently: the model must know they never ran.
+                    state.flags["refused_tool_calls"] = (state.flags.get("refused_tool_calls", 0)
+                                                         + extra)
+                    observation += (f"\n(refused: {extra} more tool call(s) in that reply did "
+                                    f"not run; the react agent runs one tool call per reply)")
             elif step.kind == "final":
                 messages.append(Message(role="assistant", content=step.text or result.content))
                 self._end_turn(state)
