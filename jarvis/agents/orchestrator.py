@@ -8,7 +8,7 @@ the loop ends when the model answers without calling a tool (or at max_turns).
 from __future__ import annotations
 
 from jarvis.agents.base import BaseAgent, _RunState, observation_text, refused_call
-from jarvis.core.types import Message, ToolCall
+from jarvis.core.types import Message, ToolCall, ToolResult
 
 
 class OrchestratorAgent(BaseAgent):
@@ -50,13 +50,12 @@ class OrchestratorAgent(BaseAgent):
         Calls beyond `max_tool_calls_per_turn` never run: each gets a failed result saying so.
         """
         limit = self.max_tool_calls_per_turn
+        refused: dict[int, ToolResult] = {}
         blocked: dict[int, str] = {}
         allowed: list[ToolCall] = []
         for index, call in enumerate(calls):
             if index >= limit:
-                refused = refused_call(call, limit)
-                state.record(call, refused)
-                blocked[index] = observation_text(refused)
+                refused[index] = refused_call(call, limit)
                 continue
             reason = state.guard.check(call.name, call.arguments)
             if reason is None:
@@ -68,7 +67,10 @@ class OrchestratorAgent(BaseAgent):
                                                  + len(calls) - limit)
         results = iter(self.executor.execute_many(allowed))
         for index, call in enumerate(calls):
-            if index in blocked:
+            if index in refused:
+                state.record(call, refused[index])
+                text = observation_text(refused[index])
+            elif index in blocked:
                 text = blocked[index]
             else:
                 tool_result = next(results)
