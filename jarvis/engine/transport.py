@@ -175,12 +175,15 @@ class HTTPTransport:
                 if not response.isclosed():
                     response.read()  # read1 leaves a drained response open; read() ends it
             except WireError:
+                response.close()
                 conn.close()
                 raise
             except TimeoutError as exc:
+                response.close()
                 conn.close()
                 raise WireError("timeout", f"no answer within {self.timeout:g} s") from exc
             except (OSError, http.client.HTTPException) as exc:
+                response.close()
                 conn.close()
                 if deadline.expired:
                     raise deadline.error() from exc
@@ -227,6 +230,7 @@ class HTTPTransport:
             raise WireError("reset", f"the stream broke off: {exc}") from exc
         finally:
             deadline.cancel()
+            response.close()
             conn.close()  # streams end with the connection; never reuse it
 
     def models(self) -> list[str]:

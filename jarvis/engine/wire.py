@@ -122,10 +122,12 @@ def sse_events(chunks: Iterable[bytes], deadline: Deadline, limit: int,
         size += len(chunk)
         if size > limit:
             raise too_large(limit, streamed=True)
+        # Only the new bytes can hold a newline: a long line is not searched again per chunk.
+        searched = len(buffer)
         buffer += chunk
         start = 0
         while True:
-            end = buffer.find(b"\n", start)
+            end = buffer.find(b"\n", max(start, searched))
             if end < 0:
                 break
             line = bytes(buffer[start:end]).strip()
