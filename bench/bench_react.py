@@ -91,14 +91,14 @@ def main() -> None:
     row("  old filter", old_sizes, [timed(lambda t=text(n)[:n]: feed(OldAnswerStream(print), t))
                                    for n in old_sizes])
     row("  _AnswerStream", new_sizes,
-        [timed(lambda t=text(n)[:n]: feed(_AnswerStream(print, limit=2 * n), t))
+        [timed(lambda t=text(n)[:n], n=n: feed(_AnswerStream(print, limit=2 * n), t))
          for n in new_sizes])
     print("stream filter, N one-character deltas on one line (no newline at all)")
     line = lambda n: "x" * n  # noqa: E731
     row("  old filter", old_sizes, [timed(lambda t=line(n): feed(OldAnswerStream(print), t))
                                    for n in old_sizes])
     row("  _AnswerStream", new_sizes,
-        [timed(lambda t=line(n): feed(_AnswerStream(print, limit=2 * n), t))
+        [timed(lambda t=line(n), n=n: feed(_AnswerStream(print, limit=2 * n), t))
          for n in new_sizes])
 
 
