@@ -220,3 +220,16 @@ def test_the_answer_filter_is_linear_in_the_number_of_deltas():
     spaces = " " * 39_980 + "\nFinal Answer: ok"
     assert _forwarded(spaces, [1]) == "ok"
     assert _time.perf_counter() - start < 2.0  # a hang guard, not a figure
+
+
+def test_react_streams_a_long_reply_from_the_loopback_engine():
+    from jarvis.engine.openai_compat import OpenAICompatEngine
+    from jarvis.testing import FakeOpenAIServer
+
+    long_thought = "Thought: " + "x " * 20_000 + "\nFinal Answer: done here"
+    with FakeOpenAIServer([long_thought]) as server:  # ~10 000 streamed deltas
+        engine = OpenAICompatEngine("vllm", server.url, model="test-model", client="http")
+        tokens: list[str] = []
+        result = ReActAgent(engine, on_token=tokens.append).run("think long")
+        engine.close()
+    assert "".join(tokens) == "done here" == result.content

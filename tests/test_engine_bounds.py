@@ -126,3 +126,16 @@ def test_jarvis_ask_ends_with_one_line_on_an_oversized_reply(cli_env, tmp_path, 
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "MemoryError" not in out.stderr, out.stderr
     assert "larger than 1048576 bytes" in lines[0]
+
+
+def test_the_async_client_is_bounded_too():
+    import asyncio
+
+    with FakeOpenAIServer([Misbehave("keepalive", interval=0.05, seconds=30)]) as server:
+        engine = engine_for(server, "openai")
+        started = time.monotonic()
+        with pytest.raises(EngineError, match="no complete reply within 1 s"):
+            asyncio.run(engine.agenerate([{"role": "user", "content": "hi"}]))
+        took = time.monotonic() - started
+        asyncio.run(engine.aclose())
+    assert took < BUDGET, took
