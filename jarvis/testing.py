@@ -77,6 +77,7 @@ class Misbehave:
       "trickle"       a valid answer ("slow answer"), one byte every `interval` s
       "flood"         an answer that never ends: `chunk`-byte pieces of text as fast as the
                       client reads
+      "slow_headers"  the status line and headers themselves, one byte every `interval` s
     The server gives up after `seconds` (or when the client leaves).
     """
 
@@ -86,7 +87,7 @@ class Misbehave:
     chunk: int = 64 * 1024
 
     def __post_init__(self) -> None:
-        if self.kind not in ("keepalive", "empty_deltas", "trickle", "flood"):
+        if self.kind not in ("keepalive", "empty_deltas", "trickle", "flood", "slow_headers"):
             raise ValueError(f"unknown misbehaviour {self.kind!r}")
 
 
@@ -420,6 +421,20 @@ class _Handler(BaseHTTPRequestHandler):
 
 
     def _misbehave(self, how: Misbehave, stream: bool) -> None:
+        if how.kind == "slow_headers":
+            self.close_connection = True
+            head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Slow: " + b"x" * 4096
+            end = time.monotonic() + how.seconds
+            try:
+                for i in range(len(head)):
+                    if time.monotonic() > end:
+                        break
+                    self.wfile.write(head[i:i + 1])
+                    self.wfile.flush()
+                    time.sleep(how.interval)
+            except OSError:
+                pass  # the client gave up: that is the point
+            return
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream" if stream else "application/json")
         self.send_header("Connection", "close")

@@ -39,7 +39,8 @@ def ask(engine: OpenAICompatEngine, stream: bool) -> str:
 @pytest.mark.parametrize("client", CLIENTS)
 @pytest.mark.parametrize(("kind", "stream"), [("keepalive", True), ("empty_deltas", True),
                                               ("trickle", True), ("keepalive", False),
-                                              ("trickle", False)])
+                                              ("trickle", False), ("slow_headers", True),
+                                              ("slow_headers", False)])
 def test_a_reply_that_never_ends_is_cut_at_the_timeout(client, kind, stream):
     # 0.05 s between bytes: every socket read succeeds, so only a whole-call deadline helps.
     with FakeOpenAIServer([Misbehave(kind, interval=0.05, seconds=30)]) as server:

@@ -269,10 +269,44 @@ class OpenAITransport:
         return mapped
 
     def _open(self, params: dict[str, Any], deadline: Deadline) -> Any:
-        """Send the request; the response once its headers are in (errors as WireError)."""
+        """Send the request; the response once its headers are in (errors as WireError).
+
+        The openai client does not show its socket before the headers are in, so until then
+        the request runs on a helper thread and the caller waits only until the deadline (a
+        server that trickles its headers would otherwise hold it); a response that arrives
+        after the caller gave up is closed by the helper.
+        """
+        from concurrent.futures import Future
+        from concurrent.futures import TimeoutError as FutureTimeout
+
+        box: Future[Any] = Future()
+        lock = threading.Lock()
+        gave_up = [False]
+
+        def send() -> None:
+            try:
+                response = self.client.chat.completions.with_streaming_response.create(
+                    **params).__enter__()
+            except BaseException as exc:  # noqa: BLE001 - handed to the waiting caller
+                box.set_exception(exc)
+                return
+            with lock:
+                if not gave_up[0]:
+                    box.set_result(response)
+                    return
+            response.close()
+
+        threading.Thread(target=send, name="jarvis-engine-request", daemon=True).start()
         try:
-            response = self.client.chat.completions.with_streaming_response.create(
-                **params).__enter__()
+            response = box.result(timeout=max(0.0, deadline.remaining()))
+        except FutureTimeout:
+            with lock:
+                gave_up[0] = True
+                late = box.done() and box.exception() is None
+            if late:  # it arrived as the deadline passed: ours to close
+                box.result().close()
+            deadline.expired = True
+            raise deadline.error() from None
         except Exception as exc:
             raise self._error(exc, deadline) from exc
         deadline.arm(_socket_of(response.http_response))
