@@ -140,3 +140,13 @@ def test_the_async_client_is_bounded_too():
         took = time.monotonic() - started
         asyncio.run(engine.aclose())
     assert took < BUDGET, took
+
+
+def test_misbehaviour_can_be_scripted_as_json_for_a_server_in_another_process():
+    # The dict form is what `python -m jarvis.testing serve --script FILE` reads.
+    with FakeOpenAIServer([{"misbehave": "trickle", "interval": 0.001}]) as server:
+        engine = engine_for(server, "http", timeout=10.0)
+        assert ask(engine, stream=False) == "slow answer"
+        engine.close()
+    with pytest.raises(ValueError, match="unknown misbehaviour"):
+        Misbehave("sulk")
