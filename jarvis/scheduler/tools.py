@@ -58,7 +58,9 @@ class _SchedulerTool(BaseTool):
         except _Refused as exc:
             return ToolResult.failure(name, str(exc), ErrorType.DENIED)
         except UserError as exc:
-            if type(exc).__name__ == "QuotaError":  # a quota, not a malformed argument
+            from jarvis.scheduler.store import QuotaError  # loaded already: the scheduler is
+
+            if isinstance(exc, QuotaError):  # a quota, not a malformed argument
                 return ToolResult.failure(name, str(exc), ErrorType.DENIED)
             return ToolResult.failure(name, str(exc), ErrorType.INVALID_ARGS)
         except JarvisError as exc:
