@@ -291,3 +291,33 @@ def test_async_execution_counts_abandoned_threads_too(use_async):
     finally:
         release.set()
     wait_for(lambda: stall.spec.name not in abandoned_threads(), what="the thread to end")
+
+
+def test_jarvis_serve_ors_sessions_apply_the_abandoned_thread_cap_from_config():
+    from pathlib import Path
+
+    from ors.client import ORS, Task
+    from serve_support import running
+
+    Path("config.toml").write_text("[tools]\nmax_abandoned_per_tool = 1\n")  # cwd: a temp dir
+    release = threading.Event()
+
+    @tool(name="hang_ors", timeout=0.05, register=False)
+    def hang_ors() -> str:
+        """Hang until released."""
+        release.wait(30)
+        return "done"
+
+    try:
+        with running(extra_tools=[hang_ors]) as server, ORS(base_url=server.url) as client:
+            env = client.environment("jarvis")
+            with env.session(task=Task(environment_name="jarvis", task_spec={})) as session:
+                first = session.call_tool("hang_ors", {})
+                assert first.metadata["error_type"] == "timeout"
+                second = session.call_tool("hang_ors", {})
+                assert second.metadata["error_type"] == "timeout"
+                assert "max_abandoned_per_tool" in second.blocks[0].text
+                assert "limit is 1" in second.blocks[0].text
+    finally:
+        release.set()
+    wait_for(lambda: "hang_ors" not in abandoned_threads(), what="the thread to end")
