@@ -45,6 +45,7 @@ def test_a_reply_that_never_ends_is_cut_at_the_timeout(client, kind, stream):
     # 0.05 s between bytes: every socket read succeeds, so only a whole-call deadline helps.
     with FakeOpenAIServer([Misbehave(kind, interval=0.05, seconds=30)]) as server:
         engine = engine_for(server, client)
+        engine.transport  # noqa: B018 - built (openai imported) before the clock starts
         started = time.monotonic()
         with pytest.raises(EngineError) as caught:
             ask(engine, stream)
@@ -134,6 +135,7 @@ def test_the_async_client_is_bounded_too():
 
     with FakeOpenAIServer([Misbehave("keepalive", interval=0.05, seconds=30)]) as server:
         engine = engine_for(server, "openai")
+        engine.async_client  # noqa: B018 - built (openai imported) before the clock starts
         started = time.monotonic()
         with pytest.raises(EngineError, match="no complete reply within 1 s"):
             asyncio.run(engine.agenerate([{"role": "user", "content": "hi"}]))
