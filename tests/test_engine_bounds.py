@@ -152,3 +152,40 @@ def test_misbehaviour_can_be_scripted_as_json_for_a_server_in_another_process():
         engine.close()
     with pytest.raises(ValueError, match="unknown misbehaviour"):
         Misbehave("sulk")
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_listing_models_is_bounded_too(client):
+    # A raw-socket server: any request gets headers, then one space every 50 ms.
+    import socket
+    import threading
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            try:
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n")
+                while not stop.wait(0.05):
+                    conn.sendall(b" ")
+            except OSError:
+                pass
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    engine = OpenAICompatEngine("vllm", f"http://127.0.0.1:{listener.getsockname()[1]}",
+                                timeout=TIMEOUT, max_retries=0, client=client)
+    engine.transport  # noqa: B018 - built (openai imported) before the clock starts
+    started = time.monotonic()
+    try:
+        with pytest.raises(EngineError, match="did not answer in time"):
+            engine.list_models()
+    finally:
+        stop.set()
+        engine.close()
+        thread.join(5)
+        listener.close()
+    assert time.monotonic() - started < BUDGET + 1

@@ -269,6 +269,10 @@ class OpenAITransport:
         return mapped
 
     def _open(self, params: dict[str, Any], deadline: Deadline) -> Any:
+        return self._request(lambda: self.client.chat.completions.with_streaming_response.create(
+            **params).__enter__(), deadline)
+
+    def _request(self, open_response: Any, deadline: Deadline) -> Any:
         """Send the request; the response once its headers are in (errors as WireError).
 
         The openai client does not show its socket before the headers are in, so until then
@@ -285,8 +289,7 @@ class OpenAITransport:
 
         def send() -> None:
             try:
-                response = self.client.chat.completions.with_streaming_response.create(
-                    **params).__enter__()
+                response = open_response()
             except BaseException as exc:  # noqa: BLE001 - handed to the waiting caller
                 box.set_exception(exc)
                 return
@@ -352,10 +355,24 @@ class OpenAITransport:
             response.close()
 
     def models(self) -> list[str]:
+        deadline = Deadline(self.timeout)
         try:
-            return [m.id for m in self.client.models.list().data]
-        except Exception as exc:
-            raise openai_wire_error(exc, self.timeout) from exc
+            response = self._request(
+                lambda: self.client.models.with_streaming_response.list().__enter__(), deadline)
+            try:
+                raw = read_body(response.iter_bytes(), deadline, self.max_response_bytes)
+            except Exception as exc:
+                raise self._error(exc, deadline) from exc
+            finally:
+                response.close()
+        finally:
+            deadline.cancel()
+        try:
+            data = json.loads(raw)
+        except (ValueError, RecursionError) as exc:
+            raise WireError("protocol", f"the model list is not JSON: {raw[:200]!r}") from exc
+        items = data.get("data") if isinstance(data, dict) else None
+        return [str(m["id"]) for m in items or [] if isinstance(m, dict) and m.get("id")]
 
     def close(self) -> None:
         self.client.close()
