@@ -302,9 +302,13 @@ class Jarvis:
         from jarvis.tools.executor import ToolExecutor
 
         run_id = new_run_id()
+        tc = self.config.tools
         executor = ToolExecutor(built, bus=self.bus, approver=_approver(approver, approved_tools),
-                                default_timeout=self.config.tools.default_timeout,
-                                max_output_chars=self.config.tools.max_output_chars, run_id=run_id)
+                                default_timeout=tc.default_timeout,
+                                max_output_chars=tc.max_output_chars, run_id=run_id,
+                                approved_tools=approved_tools or (),
+                                max_abandoned_per_tool=tc.max_abandoned_per_tool,
+                                max_abandoned=tc.max_abandoned_threads)
         system_prompt = system if system is not None else (
             spec.instructions if spec is not None and spec.instructions else self.config.agent.system)
         context_text, sources = self._memory_context(query, context)
@@ -314,6 +318,7 @@ class Jarvis:
         runner = agent_cls(engine, use_model, executor=executor, bus=self.bus,
                            system=system_prompt or None, max_turns=turns,
                            max_repeats=self.config.agent.max_repeats,
+                           max_tool_calls_per_turn=self.config.agent.max_tool_calls_per_turn,
                            temperature=temperature if temperature is not None
                            else self.config.engine.temperature,
                            max_tokens=max_tokens if max_tokens is not None

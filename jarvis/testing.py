@@ -13,6 +13,9 @@ A script item is one of:
     `{"content": ..., "tool_calls": [{"name": ..., "arguments": {...}}]}`;
   - `HTTPFailure(status, message)` / `{"status": 503, "error": "..."}`: answer with an error;
   - `Disconnect()` / `{"disconnect": true}`: drop the connection without answering;
+  - `Misbehave(kind, ...)` / `{"misbehave": kind, "interval": ..., "seconds": ...}`: an answer
+    that never ends well (keep-alive comments, empty deltas, one byte at a time, or an
+    endless flood), to test a client's deadlines and size limits;
   - a callable `fn(request_body) -> item`, to answer from the request itself.
 
 From the command line (for tests that run the server in another process):
@@ -37,6 +40,7 @@ from jarvis.errors import EngineError
 
 __all__ = [
     "Disconnect",
+    "Misbehave",
     "FakeOpenAIServer",
     "HTTPFailure",
     "ScriptedEngine",
@@ -59,6 +63,32 @@ class HTTPFailure:
 @dataclass(slots=True)
 class Disconnect:
     """A scripted dropped connection: the server closes the socket without answering."""
+
+
+@dataclass(slots=True)
+class Misbehave:
+    """A scripted hostile answer, for testing deadlines and limits (streamed or not).
+
+    kind:
+      "keepalive"     streamed: an SSE comment line every `interval` s, never an answer;
+                      plain: a JSON body that is only whitespace, one byte every `interval` s
+      "empty_deltas"  streamed: a chunk with an empty delta every `interval` s; plain: as
+                      keepalive
+      "trickle"       a valid answer ("slow answer"), one byte every `interval` s
+      "flood"         an answer that never ends: `chunk`-byte pieces of text as fast as the
+                      client reads
+      "slow_headers"  the status line and headers themselves, one byte every `interval` s
+    The server gives up after `seconds` (or when the client leaves).
+    """
+
+    kind: str
+    interval: float = 0.05
+    seconds: float = 60.0
+    chunk: int = 64 * 1024
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("keepalive", "empty_deltas", "trickle", "flood", "slow_headers"):
+            raise ValueError(f"unknown misbehaviour {self.kind!r}")
 
 
 @dataclass(slots=True)
@@ -116,6 +146,9 @@ def _normalize(item: ScriptItem, request: dict[str, Any]) -> Any:
     elif isinstance(item, dict):
         if item.get("disconnect"):
             return Disconnect()
+        if item.get("misbehave"):
+            return Misbehave(str(item["misbehave"]), float(item.get("interval", 0.05)),
+                             float(item.get("seconds", 60.0)), int(item.get("chunk", 64 * 1024)))
         if "status" in item or "error" in item:
             return HTTPFailure(int(item.get("status", 500)), str(item.get("error", "scripted failure")),
                                item.get("retry_after"))
@@ -131,7 +164,7 @@ def _normalize(item: ScriptItem, request: dict[str, Any]) -> Any:
         if not result.model:
             result.model = str(request.get("model") or "")
         return result
-    if isinstance(item, (HTTPFailure, Disconnect, BaseException)):
+    if isinstance(item, (HTTPFailure, Disconnect, Misbehave, BaseException)):
         return item
     raise TypeError(f"cannot use {type(item).__name__} as a scripted reply")
 
@@ -218,6 +251,8 @@ class ScriptedEngine:
             raise EngineError(f"scripted engine failure {item.status}: {item.message}")
         if isinstance(item, Disconnect):
             raise EngineError("scripted engine dropped the connection")
+        if isinstance(item, Misbehave):
+            raise EngineError("Misbehave needs the loopback FakeOpenAIServer, not ScriptedEngine")
         return item
 
     def generate(self, messages: Sequence[MessageLike], *, tools: list[dict[str, Any]] | None = None,
@@ -343,7 +378,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(item.status, _error_body(item.message, _error_type(item.status)),
                             headers)
             return
-        if body.get("stream"):
+        if isinstance(item, Misbehave):
+            self._misbehave(item, bool(body.get("stream")))
+        elif body.get("stream"):
             self._stream(item, body)
         else:
             self._send_json(200, _completion(item, owner.next_id()))
@@ -381,6 +418,69 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(b"data: " + json.dumps(usage_chunk).encode() + b"\n\n")
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
+
+
+    def _misbehave(self, how: Misbehave, stream: bool) -> None:
+        if how.kind == "slow_headers":
+            self.close_connection = True
+            head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Slow: " + b"x" * 4096
+            end = time.monotonic() + how.seconds
+            try:
+                for i in range(len(head)):
+                    if time.monotonic() > end:
+                        break
+                    self.wfile.write(head[i:i + 1])
+                    self.wfile.flush()
+                    time.sleep(how.interval)
+            except OSError:
+                pass  # the client gave up: that is the point
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream" if stream else "application/json")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        self.wfile.flush()
+        end = time.monotonic() + how.seconds
+
+        def pieces() -> Iterator[bytes]:
+            if how.kind == "flood":
+                text = json.dumps("x" * how.chunk)[1:-1]
+                if stream:
+                    piece = ('data: {"choices": [{"index": 0, "delta": {"content": "' + text
+                             + '"}}]}\n\n').encode()
+                    while True:
+                        yield piece
+                yield b'{"choices": [{"index": 0, "message": {"role": "assistant", "content": "'
+                while True:
+                    yield text.encode()
+            if how.kind == "trickle":
+                answer = reply("slow answer", model="test-model")
+                answer.usage = {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}
+                if stream:
+                    chunk = {"choices": [{"index": 0, "delta": {"content": "slow answer"},
+                                          "finish_reason": "stop"}], "model": "test-model"}
+                    data = b"data: " + json.dumps(chunk).encode() + b"\n\ndata: [DONE]\n\n"
+                else:
+                    data = json.dumps(_completion(answer, "chatcmpl-slow")).encode()
+                for i in range(len(data)):
+                    yield data[i:i + 1]
+                return
+            empty = b'data: {"choices": [{"index": 0, "delta": {}}]}\n\n'
+            unit = (b": keep-alive\n\n" if how.kind == "keepalive" else empty) if stream else b" "
+            while True:
+                yield unit
+
+        try:
+            for piece in pieces():
+                if time.monotonic() > end:
+                    break
+                self.wfile.write(piece)
+                self.wfile.flush()
+                if how.kind != "flood":
+                    time.sleep(how.interval)
+        except OSError:
+            pass  # the client gave up: that is the point
 
 
 MAX_REQUEST_BYTES = 64 * 1024 * 1024  # a fake server for tests: refuse absurd bodies

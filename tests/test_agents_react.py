@@ -151,3 +151,85 @@ def test_hostile_replies_parse_quickly_and_never_raise():
         assert step.kind in ("error", "final", "action")
     assert parse_react(replies[2]).kind == "error"
     assert strip_thinking("a<THINK>x</Think>b<think>y</think>c<think>open") == "abc<think>open"
+
+
+def test_tool_call_tags_and_fences_parse_in_linear_time():
+    import time as _time
+
+    from jarvis.agents.react_parser import parse_react
+
+    hostile = ["<tool_call>x" + " " * 200_000,  # was > 90 s
+               "<tool_call>x" + " " * 200_000 + "y",
+               "<tool_call>x" + " \n" * 100_000 + "y",
+               "```" + "a" * 199_000,
+               "<tool_call>" * 20_000]
+    for text in hostile:
+        start = _time.perf_counter()
+        step = parse_react(text)
+        assert _time.perf_counter() - start < 2.0  # a hang guard, not a figure
+        assert step.kind in ("error", "final")
+    # What the tags and fences mean is unchanged.
+    closed = parse_react('<TOOL_CALL> {"name": "calculator", "arguments": {"expression": "2"}} '
+                         "</tool_call> then text")
+    assert (closed.kind, closed.tool, closed.arguments) == ("action", "calculator",
+                                                           {"expression": "2"})
+    unclosed = parse_react('<tool_call>\n```json\n{"name": "think", "arguments": {}}\n```\n')
+    assert (unclosed.kind, unclosed.tool) == ("action", "think")
+    fenced = parse_react('```json\n{"name": "think", "arguments": {"thought": "x"}}\n```')
+    assert (fenced.kind, fenced.arguments) == ("action", {"thought": "x"})
+    assert parse_react("<tool_call>not json").error.startswith("the <tool_call> block is not")
+
+
+def _forwarded(text: str, sizes: list[int]) -> str:
+    from jarvis.agents.react import _AnswerStream
+
+    out: list[str] = []
+    stream = _AnswerStream(out.append)
+    pos = 0
+    for i in range(len(text)):
+        if pos >= len(text):
+            break
+        size = sizes[i % len(sizes)]
+        stream(text[pos:pos + size])
+        pos += size
+    return "".join(out)
+
+
+def test_the_answer_filter_gives_the_same_text_however_the_reply_is_cut():
+    replies = {
+        "Thought: easy\nFinal Answer: 42 is it": "42 is it",
+        "**Final Answer:**  The answer\nspans lines": "The answer\nspans lines",
+        "Thought: x\nAction: calc\nAction Input: {}\nFinal Answer: invented": "",
+        "Action Input: {}\nFinal   Answer : y": "y",
+        "Thought: " + "long " * 50 + "\nfinal answer:ok": "ok",
+        "A Final Answer: is not at a line start\nFinal Answer: z": "z",
+        "Thought: Action: in a thought line is no action\nFinal Answer: w": "w",
+        "   \t  \n\nFinal Answer:\n\nlater": "later",
+    }
+    for text, expected in replies.items():
+        for sizes in ([1], [2], [3, 1, 7], [len(text)]):
+            assert _forwarded(text, sizes) == expected, (text, sizes)
+
+
+def test_the_answer_filter_is_linear_in_the_number_of_deltas():
+    import time as _time
+
+    thought = "Thought: " + "x" * 39_950 + "\nFinal Answer: done"
+    start = _time.perf_counter()
+    assert _forwarded(thought, [1]) == "done"  # 40 000 one-character deltas, was 10.8 s
+    spaces = " " * 39_980 + "\nFinal Answer: ok"
+    assert _forwarded(spaces, [1]) == "ok"
+    assert _time.perf_counter() - start < 2.0  # a hang guard, not a figure
+
+
+def test_react_streams_a_long_reply_from_the_loopback_engine():
+    from jarvis.engine.openai_compat import OpenAICompatEngine
+    from jarvis.testing import FakeOpenAIServer
+
+    long_thought = "Thought: " + "x " * 20_000 + "\nFinal Answer: done here"
+    with FakeOpenAIServer([long_thought]) as server:  # ~10 000 streamed deltas
+        engine = OpenAICompatEngine("vllm", server.url, model="test-model", client="http")
+        tokens: list[str] = []
+        result = ReActAgent(engine, on_token=tokens.append).run("think long")
+        engine.close()
+    assert "".join(tokens) == "done here" == result.content

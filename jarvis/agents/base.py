@@ -25,6 +25,7 @@ from jarvis.tools.base import BaseTool
 from jarvis.tools.executor import ToolExecutor
 
 TokenHandler = Callable[[str], Any]
+DEFAULT_MAX_TOOL_CALLS_PER_TURN = 32
 
 
 class BaseAgent:
@@ -39,6 +40,8 @@ class BaseAgent:
         system: the system prompt.
         max_turns: engine calls allowed per run.
         max_repeats: identical tool calls allowed per run (see LoopGuard).
+        max_tool_calls_per_turn: tool calls run from one model reply; each call beyond it
+            gets a failed result (error_type denied) the model reads.
         on_token: called with each piece of the answer as it streams (None: no streaming).
     """
 
@@ -57,7 +60,8 @@ class BaseAgent:
                  tools: Iterable[BaseTool] | None = None, executor: ToolExecutor | None = None,
                  bus: EventBus | None = None, system: str | None = None, max_turns: int = 10,
                  max_repeats: int = 2, temperature: float | None = None,
-                 max_tokens: int | None = None, on_token: TokenHandler | None = None) -> None:
+                 max_tokens: int | None = None, on_token: TokenHandler | None = None,
+                 max_tool_calls_per_turn: int = DEFAULT_MAX_TOOL_CALLS_PER_TURN) -> None:
         self.engine = engine
         self.model = model
         self.executor = executor if executor is not None else ToolExecutor(tools or (), bus=bus)
@@ -68,6 +72,7 @@ class BaseAgent:
         self.system = system
         self.max_turns = max(1, int(max_turns))
         self.max_repeats = max_repeats
+        self.max_tool_calls_per_turn = max(1, int(max_tool_calls_per_turn))
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.on_token = on_token
@@ -152,6 +157,19 @@ class BaseAgent:
             self.bus.publish(EventType.AGENT_TURN_END, {"agent": self.agent_id, "turn": state.turns,
                                                         "turns": state.turns,
                                                         "run_id": self.executor.run_id})
+
+
+def refused_call(call: ToolCall, limit: int) -> ToolResult:
+    """The failed result of a call beyond the per-reply limit (it never ran)."""
+    from jarvis.core.types import ErrorType
+
+    name = call.name if isinstance(call.name, str) else str(call.name)
+    result = ToolResult.failure(
+        name[:100], f"refused: more than {limit} tool calls in one reply; only the first "
+        f"{limit} ran. Make at most {limit} calls per reply (the limit is [agent] "
+        f"max_tool_calls_per_turn)", ErrorType.DENIED, limit=limit)
+    result.call_id = call.id
+    return result
 
 
 def observation_text(result: ToolResult) -> str:

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from jarvis.agents.base import BaseAgent, _RunState, observation_text
-from jarvis.core.types import AgentResult, Message, ToolCall
+from jarvis.agents.base import BaseAgent, _RunState, observation_text, refused_call
+from jarvis.core.types import AgentResult, Message, ToolCall, ToolResult
 from jarvis.errors import UserError
 
 MODES = ("function_calling", "structured")
@@ -73,18 +73,32 @@ class OrchestratorAgent(BaseAgent):
                              f"(raise max_turns to allow more).")
 
     def _run_calls(self, calls: list[ToolCall], messages: list[Message], state: _RunState) -> bool:
-        """Run the allowed calls of one turn; answer every call id. True if any call ran."""
+        """Run the allowed calls of one turn; answer every call id. True if any call ran.
+
+        Calls beyond `max_tool_calls_per_turn` never run: each gets a failed result saying so.
+        """
+        limit = self.max_tool_calls_per_turn
+        refused: dict[int, ToolResult] = {}
         blocked: dict[int, str] = {}
         allowed: list[ToolCall] = []
         for index, call in enumerate(calls):
+            if index >= limit:
+                refused[index] = refused_call(call, limit)
+                continue
             reason = state.guard.check(call.name, call.arguments)
             if reason is None:
                 allowed.append(call)
             else:
                 blocked[index] = reason
+        if len(calls) > limit:
+            state.flags["refused_tool_calls"] = (state.flags.get("refused_tool_calls", 0)
+                                                 + len(calls) - limit)
         results = iter(self.executor.execute_many(allowed))
         for index, call in enumerate(calls):
-            if index in blocked:
+            if index in refused:
+                state.record(call, refused[index])
+                text = observation_text(refused[index])
+            elif index in blocked:
                 text = blocked[index]
             else:
                 tool_result = next(results)

@@ -28,8 +28,13 @@ _ACTION_INPUT = re.compile(r"^[ \t*]*Action[ \t]*Input[ \t*]*:[ \t*]*", re.MULTI
 _OBSERVATION = re.compile(r"^[ \t*]*Observation[ \t*]*:", re.MULTILINE | re.IGNORECASE)
 _FINAL = re.compile(r"^[ \t*]*Final[ \t]*Answer[ \t*]*:[ \t*]*", re.MULTILINE | re.IGNORECASE)
 _THOUGHT = re.compile(r"^[ \t*]*Thought[ \t*]*:", re.MULTILINE | re.IGNORECASE)
-_TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL | re.IGNORECASE)
-_FENCE = re.compile(r"```[a-zA-Z0-9_-]*[ \t]*\n?(.*?)```", re.DOTALL)
+# Tags and fences are found with plain searches, not one regex with a lazy body: a pattern
+# like `<tool_call>\s*(.*?)\s*(?:</tool_call>|$)` retries the trailing `\s*` from every
+# position of an unclosed body, which is quadratic (minutes on a hostile 200 000-character
+# reply). See bench/bench_react.py.
+_TOOL_OPEN = re.compile(r"<tool_call>", re.IGNORECASE)
+_TOOL_CLOSE = re.compile(r"</tool_call>", re.IGNORECASE)
+_FENCE_TAG = re.compile(r"[a-zA-Z0-9_-]*[ \t]*\n?")
 
 _NAME_KEYS = ("name", "tool", "tool_name", "action", "function")
 _ARG_KEYS = ("arguments", "parameters", "action_input", "input", "args")
@@ -68,11 +73,47 @@ def strip_thinking(text: str) -> str:
     return "".join(kept).strip()
 
 
+@dataclass(slots=True, frozen=True)
+class _Found:
+    """Where a tagged or fenced block is: its span and its body."""
+
+    start: int
+    end: int
+    body: str
+
+
+def find_tool_call(text: str) -> _Found | None:
+    """The first `<tool_call>` block: its body runs to `</tool_call>`, else to the end of the
+    text (a model that stopped before closing the tag). Linear in the text."""
+    opened = _TOOL_OPEN.search(text)
+    if opened is None:
+        return None
+    closed = _TOOL_CLOSE.search(text, opened.end())
+    end = closed.start() if closed else len(text)
+    return _Found(opened.start(), closed.end() if closed else len(text),
+                  text[opened.end():end].strip())
+
+
+def find_fence(text: str) -> _Found | None:
+    """The first ``` fenced block (an optional language tag, then the body up to the next
+    ```). Linear: a tag never holds a backtick, so the closing fence is the first ``` after
+    the tag, and with none after the first opening there is none after any later one."""
+    start = text.find("```")
+    if start < 0:
+        return None
+    tag = _FENCE_TAG.match(text, start + 3)
+    body_start = tag.end() if tag else start + 3
+    close = text.find("```", body_start)
+    if close < 0:
+        return None
+    return _Found(start, close + 3, text[body_start:close])
+
+
 def _strip_fences(text: str) -> str:
     text = text.strip()
-    match = _FENCE.search(text)
-    if match:
-        return match.group(1).strip()
+    fenced = find_fence(text)
+    if fenced is not None:
+        return fenced.body.strip()
     return text.strip("`").strip()
 
 
@@ -137,15 +178,15 @@ def parse_react(raw: str) -> ReactStep:
     final = _FINAL.search(text)
     if action is not None and (final is None or action.start() < final.start()):
         return _parse_action(text, action)
-    tagged = _TOOL_CALL.search(text)
-    if tagged is not None and (final is None or tagged.start() < final.start()):
+    tagged = find_tool_call(text)
+    if tagged is not None and (final is None or tagged.start < final.start()):
         try:
-            obj = _first_json_object(_strip_fences(tagged.group(1)))
+            obj = _first_json_object(_strip_fences(tagged.body))
         except ValueError as exc:
-            return ReactStep("error", text=text[:tagged.end()],
+            return ReactStep("error", text=text[:tagged.end],
                              error=f"the <tool_call> block is not valid JSON: {exc}")
-        step = _from_object(obj, text[:tagged.end()])
-        return step or ReactStep("error", text=text[:tagged.end()],
+        step = _from_object(obj, text[:tagged.end])
+        return step or ReactStep("error", text=text[:tagged.end],
                                  error='a <tool_call> block needs {"name": ..., "arguments": {...}}')
     if final is not None:
         return ReactStep("final", answer=text[final.end():].strip(), text=text)
@@ -191,8 +232,8 @@ def _parse_action(text: str, action: re.Match[str]) -> ReactStep:
 
 
 def _parse_json_reply(text: str) -> ReactStep | None:
-    fenced = _FENCE.search(text)
-    candidates = [fenced.group(1)] if fenced else []
+    fenced = find_fence(text)
+    candidates = [fenced.body] if fenced else []
     stripped = text.strip()
     if stripped.startswith("{"):
         candidates.append(stripped)

@@ -105,6 +105,9 @@ def run_tool(name: str, arguments: str, yes: bool, as_json: bool) -> None:
             [t], bus=j.bus, approver=terminal_approver(yes),
             default_timeout=j.config.tools.default_timeout,
             max_output_chars=j.config.tools.max_output_chars,
+            max_abandoned_per_tool=j.config.tools.max_abandoned_per_tool,
+            max_abandoned=j.config.tools.max_abandoned_threads,
+            by_person=True,  # typed by a person: schedule_task may grant what they ask for
         )
         result = executor.execute(ToolCall(id="cli", name=name, arguments=arguments))
     if as_json:

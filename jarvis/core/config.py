@@ -61,6 +61,8 @@ class EngineConfig(_Section):
     retry_backoff: float = Field(0.5, ge=0, le=60, description="seconds before the first retry; "
                                  "doubles each time")
     connect_timeout: float = Field(5.0, gt=0, description="seconds to open a connection")
+    max_response_bytes: int = Field(64 * 1024 * 1024, ge=1024, description="largest reply "
+                                    "accepted, streamed or not; a larger one is an error")
     client: Literal["auto", "openai", "http"] = Field(
         "auto", description="HTTP client: the openai package, or jarvis's built-in one (fast "
         "start-up); auto: built-in for `jarvis ask`, openai for the SDK")
@@ -74,6 +76,8 @@ class AgentConfig(_Section):
     system: str = ""
     max_repeats: int = Field(2, ge=1, le=20, description="identical tool calls allowed per run "
                              "before the loop guard blocks them")
+    max_tool_calls_per_turn: int = Field(32, ge=1, le=10_000, description="tool calls run from "
+                                         "one model reply; the rest get a failed result")
 
 
 class ToolsConfig(BaseModel):
@@ -85,6 +89,9 @@ class ToolsConfig(BaseModel):
     enabled: list[str] | None = Field(None, description="tools available; None means all")
     default_timeout: float = Field(30.0, gt=0)
     max_output_chars: int = Field(100_000, gt=0)
+    max_abandoned_per_tool: int = Field(8, ge=1, description="timed-out calls of one tool whose "
+                                        "threads still run before its calls fail at once")
+    max_abandoned_threads: int = Field(64, ge=1, description="the same, for all tools together")
 
     @property
     def settings(self) -> dict[str, dict[str, Any]]:
@@ -122,6 +129,12 @@ class SchedulerConfig(_Section):
                                     "finish on SIGINT/SIGTERM")
     runner: str = Field("", description="module:factory of a TaskRunner; empty runs prompts "
                         "through the SDK like `jarvis ask`")
+    model_max_active_tasks: int = Field(100, ge=0, description="active tasks that models (the "
+                                        "schedule_task tool) may have at once")
+    model_min_interval_seconds: float = Field(60.0, ge=0, description="shortest time between "
+                                              "two runs of a task a model schedules")
+    model_max_prompt_chars: int = Field(4_000, ge=1, le=20_000, description="longest prompt of "
+                                        "a task a model schedules")
 
 
 class McpServerConfig(_Section):

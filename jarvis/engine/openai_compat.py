@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 from jarvis.core.types import ToolCall
 from jarvis.engine.backends import BACKENDS, Backend, base_url, check_base_url
 from jarvis.engine.base import GenerateResult, MessageLike, StreamChunk, empty_usage, to_wire
-from jarvis.engine.transport import HTTPTransport, OpenAITransport, WireError
+from jarvis.engine.transport import MAX_RESPONSE_BYTES, HTTPTransport, OpenAITransport, WireError
 from jarvis.errors import ConfigError, EngineError, UnknownNameError
 
 T = TypeVar("T")
@@ -73,7 +73,8 @@ class OpenAICompatEngine:
         host: the server (e.g. http://localhost:11434); default: the backend's usual address.
         api_key: default: the backend's key variable (OPENAI_API_KEY, ...) or a placeholder.
         model: the default model for requests that name none.
-        timeout: seconds per request.
+        timeout: seconds one request may take in all (first byte, every gap, the total).
+        max_response_bytes: largest reply read, streamed or not (larger: an EngineError).
         max_retries: extra attempts after a transient failure.
         retry_backoff: seconds before the first retry; doubles each time.
         client: "openai" (the openai package) or "http" (the built-in client: same protocol,
@@ -83,7 +84,8 @@ class OpenAICompatEngine:
     def __init__(self, backend: str = "openai", host: str | None = None, *,
                  api_key: str | None = None, model: str = "", timeout: float = 120.0,
                  connect_timeout: float = 5.0, max_retries: int = 3, retry_backoff: float = 0.5,
-                 models: Sequence[str] | None = None, client: str = "openai") -> None:
+                 models: Sequence[str] | None = None, client: str = "openai",
+                 max_response_bytes: int = MAX_RESPONSE_BYTES) -> None:
         spec = BACKENDS.get(backend)
         if spec is None:
             raise UnknownNameError("engine", backend, BACKENDS)
@@ -105,6 +107,7 @@ class OpenAICompatEngine:
         self.connect_timeout = min(connect_timeout, timeout)
         self.max_retries = max(0, max_retries)
         self.retry_backoff = max(0.0, retry_backoff)
+        self.max_response_bytes = max(1, int(max_response_bytes))
         self._models: list[str] | None = list(models) if models is not None else None
         self._transport: Any = None
         self._aclient: Any = None
@@ -124,7 +127,8 @@ class OpenAICompatEngine:
                 if self._transport is None:
                     kind = HTTPTransport if self.client_kind == "http" else OpenAITransport
                     self._transport = kind(self.base_url, self.api_key, self.timeout,
-                                           self.connect_timeout)
+                                           self.connect_timeout,
+                                           max_response_bytes=self.max_response_bytes)
         return self._transport
 
     @property
@@ -200,8 +204,14 @@ class OpenAICompatEngine:
         attempt = 0
         while True:
             try:
-                response = await self.async_client.chat.completions.create(**params)
+                # wait_for: the timeout bounds the whole call, not only each read.
+                response = await asyncio.wait_for(
+                    self.async_client.chat.completions.create(**params), self.timeout)
                 return self._parse(response.model_dump(), params)
+            except TimeoutError:
+                delay = self._classify(WireError(
+                    "timeout", f"no complete reply within {self.timeout:g} s (the [engine] "
+                               f"timeout bounds the whole request)"), params, attempt)
             except Exception as exc:  # classified below; anything unknown is re-raised
                 delay = self._classify(openai_wire_error(exc, self.timeout), params, attempt)
             attempt += 1
@@ -253,6 +263,8 @@ class OpenAICompatEngine:
                         slot["name"] += fn.get("name") or ""
                         slot["arguments"] += fn.get("arguments") or ""
         except WireError as exc:
+            if exc.kind in ("timeout", "too_large"):
+                self._classify(exc, params, self.max_retries)  # raises the clear EngineError
             raise EngineError(f"the stream from {self.engine_id} at {self.base_url} broke off: "
                               f"{exc.message}") from exc
         except (AttributeError, TypeError) as exc:  # a chunk whose parts have the wrong shapes
@@ -337,6 +349,9 @@ class OpenAICompatEngine:
             raise EngineError(f"{where} did not answer in time ({exc.message}; model "
                               f"{params['model']}); raise [engine] timeout or use a smaller "
                               f"model") from exc
+        if exc.kind == "too_large":
+            raise EngineError(f"{where} sent too much: {exc.message} (model "
+                              f"{params['model']})") from exc
         if exc.kind == "refused":
             # Nothing listens there: retrying only delays the message the user needs.
             hint = self.backend.start_hint

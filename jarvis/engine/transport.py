@@ -20,21 +20,14 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
+from jarvis.engine.wire import Deadline, WireError, read_body, sse_events
+
 MAX_ERROR_BODY = 64_000
-MAX_RESPONSE_BYTES = 64 * 1024 * 1024  # a reply larger than this is not a chat completion
+MAX_RESPONSE_BYTES = 64 * 1024 * 1024  # default [engine] max_response_bytes
 MAX_SSE_LINE = 8 * 1024 * 1024
+READ_SIZE = 64 * 1024
 
-
-class WireError(Exception):
-    """A failed request. kind: status | refused | reset | timeout | protocol."""
-
-    def __init__(self, kind: str, message: str, status: int | None = None,
-                 retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.message = message
-        self.status = status
-        self.retry_after = retry_after
+__all__ = ["HTTPTransport", "OpenAITransport", "WireError", "error_message", "openai_wire_error"]
 
 
 def error_message(body: Any, fallback: str) -> str:
@@ -78,7 +71,7 @@ class HTTPTransport:
     """A minimal OpenAI-wire client on http.client (thread-safe, keep-alive pool)."""
 
     def __init__(self, base_url: str, api_key: str, timeout: float, connect_timeout: float,
-                 max_idle: int = 4) -> None:
+                 max_idle: int = 4, max_response_bytes: int = MAX_RESPONSE_BYTES) -> None:
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) URL: {base_url!r}")
@@ -90,6 +83,7 @@ class HTTPTransport:
         self.timeout = timeout
         self.connect_timeout = connect_timeout
         self.max_idle = max_idle
+        self.max_response_bytes = max_response_bytes
         self._idle: list[http.client.HTTPConnection] = []
         self._lock = threading.Lock()
 
@@ -142,16 +136,19 @@ class HTTPTransport:
             headers["Content-Type"] = "application/json"
         return headers
 
-    def _send(self, method: str, path: str, body: dict[str, Any] | None
+    def _send(self, method: str, path: str, body: dict[str, Any] | None, deadline: Deadline
               ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
         data = json.dumps(body).encode() if body is not None else None
         for attempt in range(2):
             conn, reused = self._checkout()
+            deadline.arm(conn.sock)
             try:
                 conn.request(method, self.prefix + path, body=data, headers=self._headers(data is not None))
                 return conn, conn.getresponse()
             except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError) as exc:
                 conn.close()
+                if deadline.expired:
+                    raise deadline.error() from exc
                 if reused and attempt == 0:
                     continue  # a kept-alive connection the server had closed: use a new one
                 raise WireError("reset", f"connection lost: {exc}") from exc
@@ -160,6 +157,8 @@ class HTTPTransport:
                 raise WireError("timeout", f"no answer within {self.timeout:g} s") from exc
             except (OSError, http.client.HTTPException) as exc:
                 conn.close()
+                if deadline.expired:
+                    raise deadline.error() from exc
                 raise WireError("reset", f"{type(exc).__name__}: {exc}") from exc
         raise AssertionError("unreachable")
 
@@ -177,20 +176,32 @@ class HTTPTransport:
                          _retry_after(response.getheader("Retry-After")))
 
     def _json(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-        conn, response = self._send(method, path, body)
-        if response.status >= 400:
-            raise self._fail(conn, response)
+        deadline = Deadline(self.timeout)
         try:
-            raw = response.read(MAX_RESPONSE_BYTES + 1)
-        except TimeoutError as exc:
-            conn.close()
-            raise WireError("timeout", f"no answer within {self.timeout:g} s") from exc
-        except (OSError, http.client.HTTPException) as exc:
-            conn.close()
-            raise WireError("reset", f"connection lost while reading: {exc}") from exc
-        if len(raw) > MAX_RESPONSE_BYTES:
-            conn.close()
-            raise WireError("protocol", f"the reply is larger than {MAX_RESPONSE_BYTES} bytes")
+            conn, response = self._send(method, path, body, deadline)
+            if response.status >= 400:
+                raise self._fail(conn, response)
+            try:
+                raw = read_body(iter(lambda: response.read1(READ_SIZE), b""), deadline,
+                                self.max_response_bytes)
+                if not response.isclosed():
+                    response.read()  # read1 leaves a drained response open; read() ends it
+            except WireError:
+                response.close()
+                conn.close()
+                raise
+            except TimeoutError as exc:
+                response.close()
+                conn.close()
+                raise WireError("timeout", f"no answer within {self.timeout:g} s") from exc
+            except (OSError, http.client.HTTPException) as exc:
+                response.close()
+                conn.close()
+                if deadline.expired:
+                    raise deadline.error() from exc
+                raise WireError("reset", f"connection lost while reading: {exc}") from exc
+        finally:
+            deadline.cancel()
         if response.will_close:
             conn.close()
         else:
@@ -208,36 +219,30 @@ class HTTPTransport:
 
     def chat_stream(self, params: dict[str, Any]) -> Iterator[dict[str, Any]]:
         """Send the request now (errors raise here); iterate the returned chunks."""
-        conn, response = self._send("POST", "/chat/completions", params)
-        if response.status >= 400:
-            raise self._fail(conn, response)
-        return self._events(conn, response)
-
-    def _events(self, conn: http.client.HTTPConnection,
-                response: http.client.HTTPResponse) -> Iterator[dict[str, Any]]:
+        deadline = Deadline(self.timeout)
         try:
-            while True:
-                line = response.readline(MAX_SSE_LINE)
-                if not line:
-                    break
-                line = line.strip()
-                if not line.startswith(b"data:"):
-                    continue  # comments, event: lines, keep-alives
-                payload = line[5:].strip()
-                if payload == b"[DONE]":
-                    break
-                try:
-                    chunk = json.loads(payload)
-                except (ValueError, RecursionError) as exc:
-                    raise WireError("protocol", f"bad stream chunk: {payload[:200]!r}") from exc
-                if isinstance(chunk, dict) and "error" in chunk and not chunk.get("choices"):
-                    raise WireError("status", error_message(chunk, "stream error"), 500)
-                yield chunk
+            conn, response = self._send("POST", "/chat/completions", params, deadline)
+            if response.status >= 400:
+                raise self._fail(conn, response)
+        except BaseException:
+            deadline.cancel()
+            raise
+        return self._events(conn, response, deadline)
+
+    def _events(self, conn: http.client.HTTPConnection, response: http.client.HTTPResponse,
+                deadline: Deadline) -> Iterator[dict[str, Any]]:
+        try:
+            yield from sse_events(iter(lambda: response.read1(READ_SIZE), b""), deadline,
+                                  self.max_response_bytes, MAX_SSE_LINE, error_message)
         except TimeoutError as exc:
             raise WireError("timeout", f"the stream stalled for {self.timeout:g} s") from exc
         except (OSError, http.client.HTTPException) as exc:
+            if deadline.expired:
+                raise deadline.error() from exc
             raise WireError("reset", f"the stream broke off: {exc}") from exc
         finally:
+            deadline.cancel()
+            response.close()
             conn.close()  # streams end with the connection; never reuse it
 
     def models(self) -> list[str]:
@@ -247,46 +252,151 @@ class HTTPTransport:
 
 
 class OpenAITransport:
-    """The same surface on the `openai` package (sync client, no retries of its own)."""
+    """The same surface on the `openai` package (sync client, no retries of its own).
 
-    def __init__(self, base_url: str, api_key: str, timeout: float, connect_timeout: float) -> None:
+    Bodies are read as raw bytes (`with_streaming_response`), so the deadline and the byte
+    budget apply here exactly as in HTTPTransport; the engine parses the same JSON either way.
+    """
+
+    def __init__(self, base_url: str, api_key: str, timeout: float, connect_timeout: float,
+                 max_response_bytes: int = MAX_RESPONSE_BYTES) -> None:
         from openai import OpenAI, Timeout
 
         self.client = OpenAI(base_url=base_url, api_key=api_key,
                              timeout=Timeout(timeout, connect=connect_timeout), max_retries=0)
         self.timeout = timeout
+        self.max_response_bytes = max_response_bytes
+
+    def _error(self, exc: BaseException, deadline: Deadline) -> BaseException:
+        if deadline.expired:
+            return deadline.error()
+        if isinstance(exc, WireError):
+            return exc
+        mapped = openai_wire_error(exc, self.timeout)
+        if mapped is exc and type(exc).__module__.split(".")[0].startswith(("httpx", "httpcore")):
+            # Raised while reading the body (openai wraps only the request itself).
+            if "Timeout" in type(exc).__name__:
+                return WireError("timeout", f"no answer within {self.timeout:g} s")
+            return WireError("reset", f"connection lost while reading: {exc}")
+        return mapped
+
+    def _open(self, params: dict[str, Any], deadline: Deadline) -> Any:
+        return self._request(lambda: self.client.chat.completions.with_streaming_response.create(
+            **params).__enter__(), deadline)
+
+    def _request(self, open_response: Any, deadline: Deadline) -> Any:
+        """Send the request; the response once its headers are in (errors as WireError).
+
+        The openai client does not show its socket before the headers are in, so until then
+        the request runs on a helper thread and the caller waits only until the deadline (a
+        server that trickles its headers would otherwise hold it); a response that arrives
+        after the caller gave up is closed by the helper.
+        """
+        from concurrent.futures import Future
+        from concurrent.futures import TimeoutError as FutureTimeout
+
+        box: Future[Any] = Future()
+        lock = threading.Lock()
+        gave_up = [False]
+
+        def send() -> None:
+            try:
+                response = open_response()
+            except BaseException as exc:  # noqa: BLE001 - handed to the waiting caller
+                box.set_exception(exc)
+                return
+            with lock:
+                if not gave_up[0]:
+                    box.set_result(response)
+                    return
+            response.close()
+
+        threading.Thread(target=send, name="jarvis-engine-request", daemon=True).start()
+        try:
+            response = box.result(timeout=max(0.0, deadline.remaining()))
+        except FutureTimeout:
+            with lock:
+                gave_up[0] = True
+                late = box.done() and box.exception() is None
+            if late:  # it arrived as the deadline passed: ours to close
+                box.result().close()
+            deadline.expired = True
+            raise deadline.error() from None
+        except Exception as exc:
+            raise self._error(exc, deadline) from exc
+        deadline.arm(_socket_of(response.http_response))
+        return response
 
     def chat(self, params: dict[str, Any]) -> dict[str, Any]:
+        deadline = Deadline(self.timeout)
         try:
-            return self.client.chat.completions.create(**params).model_dump(warnings=False)
-        except Exception as exc:
-            raise openai_wire_error(exc, self.timeout) from exc
+            response = self._open(params, deadline)
+            try:
+                raw = read_body(response.iter_bytes(), deadline, self.max_response_bytes)
+            except Exception as exc:
+                raise self._error(exc, deadline) from exc
+            finally:
+                response.close()
+        finally:
+            deadline.cancel()
+        try:
+            data = json.loads(raw)
+        except (ValueError, RecursionError) as exc:
+            raise WireError("protocol", f"the reply is not JSON: {raw[:200]!r}") from exc
+        if not isinstance(data, dict):
+            raise WireError("protocol", "the reply is not a JSON object")
+        return data
 
     def chat_stream(self, params: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        deadline = Deadline(self.timeout)
         try:
-            stream = self.client.chat.completions.create(**params)
-        except Exception as exc:
-            raise openai_wire_error(exc, self.timeout) from exc
-        return self._events(stream)
+            response = self._open(params, deadline)
+        except BaseException:
+            deadline.cancel()
+            raise
+        return self._events(response, deadline)
 
-    def _events(self, stream: Any) -> Iterator[dict[str, Any]]:
+    def _events(self, response: Any, deadline: Deadline) -> Iterator[dict[str, Any]]:
         try:
-            for chunk in stream:
-                # warnings=False: a malformed chunk is the engine's to report, not a pydantic warning
-                yield chunk.model_dump(warnings=False)
+            yield from sse_events(response.iter_bytes(), deadline, self.max_response_bytes,
+                                  MAX_SSE_LINE, error_message)
         except Exception as exc:
-            raise openai_wire_error(exc, self.timeout) from exc
+            raise self._error(exc, deadline) from exc
         finally:
-            stream.close()
+            deadline.cancel()
+            response.close()
 
     def models(self) -> list[str]:
+        deadline = Deadline(self.timeout)
         try:
-            return [m.id for m in self.client.models.list().data]
-        except Exception as exc:
-            raise openai_wire_error(exc, self.timeout) from exc
+            response = self._request(
+                lambda: self.client.models.with_streaming_response.list().__enter__(), deadline)
+            try:
+                raw = read_body(response.iter_bytes(), deadline, self.max_response_bytes)
+            except Exception as exc:
+                raise self._error(exc, deadline) from exc
+            finally:
+                response.close()
+        finally:
+            deadline.cancel()
+        try:
+            data = json.loads(raw)
+        except (ValueError, RecursionError) as exc:
+            raise WireError("protocol", f"the model list is not JSON: {raw[:200]!r}") from exc
+        items = data.get("data") if isinstance(data, dict) else None
+        return [str(m["id"]) for m in items or [] if isinstance(m, dict) and m.get("id")]
 
     def close(self) -> None:
         self.client.close()
+
+
+def _socket_of(response: Any) -> Any:
+    """The socket under an httpx response (its network_stream extension), if it says."""
+    try:
+        stream = response.extensions.get("network_stream")
+        return stream.get_extra_info("socket") if stream is not None else None
+    except Exception:  # noqa: BLE001 - without it, the deadline is checked between reads
+        return None
 
 
 def openai_wire_error(exc: BaseException, timeout: float) -> BaseException:

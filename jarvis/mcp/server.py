@@ -111,7 +111,10 @@ def _version() -> str:
 def make_executor(tools: list[BaseTool], config: Any, approved: set[str]) -> ToolExecutor:
     approver = (lambda spec, arguments: spec.name in approved) if approved else None
     return ToolExecutor(tools, approver=approver, default_timeout=config.tools.default_timeout,
-                        max_output_chars=config.tools.max_output_chars, run_id="mcp-serve")
+                        max_output_chars=config.tools.max_output_chars, run_id="mcp-serve",
+                        approved_tools=approved,
+                        max_abandoned_per_tool=config.tools.max_abandoned_per_tool,
+                        max_abandoned=config.tools.max_abandoned_threads)
 
 
 def _announce(tools: list[BaseTool], where: str) -> None:

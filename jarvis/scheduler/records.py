@@ -70,7 +70,13 @@ class Task:
             "retry_backoff_seconds": self.retry_backoff_seconds,
             "on_crash": self.on_crash,
             "grace_seconds": self.grace_seconds,
+            "created_by": self.created_by,
         }
+
+    @property
+    def created_by(self) -> str:
+        """"model" for a task a model scheduled (the schedule_task tool), else "person"."""
+        return str((self.metadata or {}).get("created_by") or "person")
 
 
 @dataclass(slots=True)

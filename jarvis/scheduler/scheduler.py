@@ -26,7 +26,7 @@ from jarvis.errors import EngineError, JarvisError, UserError
 from jarvis.scheduler.records import CRASH_POLICIES, TASK_STATUSES, Run, Task
 from jarvis.scheduler.runner import FunctionRunner, RunOutcome, SdkRunner, TaskRunner
 from jarvis.scheduler.schedules import iso, parse_schedule
-from jarvis.scheduler.store import Claim, SchedulerStore, owner_id
+from jarvis.scheduler.store import Claim, QuotaError, SchedulerStore, owner_id
 
 log = logging.getLogger("jarvis.scheduler")
 
@@ -84,6 +84,10 @@ class TaskScheduler:
         self.shutdown_timeout = (shutdown_timeout if shutdown_timeout is not None
                                  else settings.shutdown_timeout)
         self.default_timeout = settings.default_timeout
+        # What a model may schedule (the schedule_task tool); a person is not limited by these.
+        self.model_max_active_tasks = settings.model_max_active_tasks
+        self.model_min_interval_seconds = settings.model_min_interval_seconds
+        self.model_max_prompt_chars = settings.model_max_prompt_chars
         self.owner = owner_id()
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -100,15 +104,28 @@ class TaskScheduler:
                     timeout_seconds: float | None = None, max_retries: int = 0,
                     retry_backoff_seconds: float = 30.0, on_crash: str = "retry",
                     grace_seconds: float | None = None,
-                    metadata: dict[str, Any] | None = None) -> Task:
-        """Validate and store a new active task; raise UserError naming what is wrong."""
+                    metadata: dict[str, Any] | None = None,
+                    created_by: str = "person") -> Task:
+        """Validate and store a new active task; raise UserError naming what is wrong.
+
+        `created_by="model"` (what the schedule_task tool passes for a model's call) applies
+        the [scheduler] model_* quotas, refusing with a QuotaError; it is recorded on the task.
+        """
+        if created_by not in ("person", "model"):
+            raise UserError(f"created_by must be 'person' or 'model', not {created_by!r}")
         now = self.clock()
         if not isinstance(prompt, str) or not prompt.strip():
             raise UserError("the task prompt is empty; give the question or instruction to run")
         if len(prompt) > MAX_PROMPT_CHARS:
             raise UserError(f"the task prompt is {len(prompt)} characters; the limit is "
                             f"{MAX_PROMPT_CHARS}")
+        if created_by == "model" and len(prompt) > self.model_max_prompt_chars:
+            raise QuotaError(f"refused: the task prompt is {len(prompt)} characters; a task a "
+                             f"model schedules may have at most {self.model_max_prompt_chars} "
+                             f"([scheduler] model_max_prompt_chars)")
         schedule = parse_schedule(schedule_type, schedule_value, timezone, now=now)
+        if created_by == "model":
+            self._check_model_interval(schedule, now)
         tool_names = _names(tools, "tools")
         approved = _names(approved_tools, "approved tools")
         stray = [n for n in approved if tool_names and n not in tool_names]
@@ -140,13 +157,18 @@ class TaskScheduler:
             grace_seconds=None if grace_seconds is None else float(grace_seconds),
             metadata=dict(metadata or {}),
         )
+        if created_by == "model":
+            task.metadata["created_by"] = "model"
+        else:
+            task.metadata.pop("created_by", None)  # only this argument says who created it
         task.next_run = (schedule.next_interval(now, now) if schedule.type == "interval"
                          else max(schedule.next_after(now - 5) or now, now)
                          if schedule.type == "once" else schedule.next_after(now))
         for _ in range(8):
             task.id = secrets.token_hex(4)
             try:
-                self.store.add_task(task)
+                self.store.add_task(task, max_live=self.model_max_active_tasks
+                                    if created_by == "model" else None)
                 break
             except sqlite3.IntegrityError:
                 continue  # id collision: draw another
@@ -154,6 +176,31 @@ class TaskScheduler:
             raise JarvisError("could not allocate a task id; try again")
         self._wake.set()
         return task
+
+    def _check_model_interval(self, schedule: Any, now: float) -> None:
+        """Refuse a schedule a model set that runs more often than model_min_interval_seconds."""
+        least = self.model_min_interval_seconds
+        if least <= 0 or schedule.type == "once":
+            return
+        if schedule.type == "interval":
+            gap = float(schedule.value)
+        else:
+            # A cron gap shows within one matching hour (at most 60 minutes fire), so the next
+            # 121 occurrences hold its shortest gap, wrap-around to the next hour included.
+            gap = float("inf")
+            last = schedule.next_after(now)
+            for _ in range(120):
+                if last is None:
+                    break
+                nxt = schedule.next_after(last)
+                if nxt is None:
+                    break
+                gap = min(gap, nxt - last)
+                last = nxt
+        if gap < least:
+            raise QuotaError(f"refused: this schedule runs every {gap:g} s; a task a model "
+                             f"schedules may run at most once every {least:g} s ([scheduler] "
+                             f"model_min_interval_seconds)")
 
     def add(self, prompt: str, *, cron: str | None = None, every: float | None = None,
             at: str | None = None, tz: str = "UTC", **options: Any) -> Task:

@@ -44,6 +44,10 @@ class TaskNotFoundError(UserError):
                          f"`jarvis schedule list`")
 
 
+class QuotaError(UserError):
+    """A limit on what a model may schedule was reached (see [scheduler] model_*)."""
+
+
 @dataclass(slots=True)
 class Claim:
     """A run this process now owns, with its task as it was when claimed."""
@@ -190,10 +194,23 @@ class SchedulerStore:
             return [dict(zip(cols, row, strict=True)) for row in cursor.fetchall()]
 
     # --- tasks -------------------------------------------------------------------------
-    def add_task(self, task: Task) -> Task:
+    def add_task(self, task: Task, *, max_live: int | None = None) -> Task:
+        """Store a new task. With `max_live`, refuse (QuotaError) when its creator (metadata
+        created_by) already has that many active or paused tasks; counted and inserted in one
+        transaction, so concurrent creators cannot overshoot."""
         row = _task_row(task)
         row["updated_at"] = task.created_at
         with self.immediate() as conn:
+            if max_live is not None:
+                creator = (task.metadata or {}).get("created_by", "person")
+                live = conn.execute(
+                    "SELECT count(*) FROM tasks WHERE status IN ('active', 'paused') AND "
+                    "json_extract(metadata, '$.created_by') = ?", (creator,)).fetchone()[0]
+                if live >= max_live:
+                    raise QuotaError(
+                        f"refused: models already have {live} active or paused scheduled tasks, "
+                        f"the most allowed ([scheduler] model_max_active_tasks = {max_live}); "
+                        f"cancel some first")
             names = ", ".join(row)
             marks = ", ".join(f":{k}" for k in row)
             conn.execute(f"INSERT INTO tasks ({names}) VALUES ({marks})", row)

@@ -5,8 +5,12 @@ constructor injection (`ScheduleTaskTool(scheduler=...)`, which is what the SDK 
 assignment (`tool._scheduler = scheduler`, as in the reference). With none, every call is a
 failed result saying the scheduler is unavailable and how to wire it.
 
-A model cannot approve confirmation-gated tools for a task it schedules: approval is only
-given by a person (`jarvis schedule add --approve-tools`, or the Python API).
+What a model may grant: a task scheduled through the executor by a model gets at most the
+tools of the run that scheduled it (naming none gives it exactly those), and may approve
+only the confirmation-gated tools that run had approved by name; anything more is a failed
+result naming what was not granted. Such tasks are recorded as created by "model" and
+count against the [scheduler] model_* quotas. A person calling the tool directly (Python,
+or `jarvis tools run`) is not limited: `jarvis schedule add` is the person's way anyway.
 This module stays cheap to import: the scheduler itself is imported only when used.
 """
 
@@ -42,12 +46,22 @@ class _SchedulerTool(BaseTool):
         return self._SPEC
 
     def execute(self, **params: Any) -> ToolResult:
+        return self._respond(lambda scheduler: self._run(scheduler, params))
+
+    def _respond(self, work: Any) -> ToolResult:
+        """`work(scheduler)`'s data as a JSON result; errors as failed results."""
         name = self._SPEC.name
         if self._scheduler is None:
             return ToolResult.failure(name, UNAVAILABLE, ErrorType.EXECUTION)
         try:
-            data = self._run(self._scheduler, params)
+            data = work(self._scheduler)
+        except _Refused as exc:
+            return ToolResult.failure(name, str(exc), ErrorType.DENIED)
         except UserError as exc:
+            from jarvis.scheduler.store import QuotaError  # loaded already: the scheduler is
+
+            if isinstance(exc, QuotaError):  # a quota, not a malformed argument
+                return ToolResult.failure(name, str(exc), ErrorType.DENIED)
             return ToolResult.failure(name, str(exc), ErrorType.INVALID_ARGS)
         except JarvisError as exc:
             return ToolResult.failure(name, str(exc), ErrorType.EXECUTION)
@@ -62,6 +76,10 @@ class _SchedulerTool(BaseTool):
         if not isinstance(task_id, str) or not task_id.strip() or len(task_id) > 64:
             raise UserError("task_id must be a task ID string, as returned by schedule_task")
         return task_id.strip()
+
+
+class _Refused(JarvisError):
+    """A model asked to grant more than its run was given."""
 
 
 @ToolRegistry.register("schedule_task")
@@ -92,23 +110,77 @@ class ScheduleTaskTool(_SchedulerTool):
                 "timezone": {"type": "string", "maxLength": 64,
                              "description": "IANA time zone for cron expressions and times "
                                             "without an offset (default: UTC)"},
+                "approved_tools": {"type": "string", "maxLength": 2_000,
+                                   "description": "Comma-separated confirmation-gated tools "
+                                                  "the task may run without asking (only "
+                                                  "those approved for this run)"},
             },
             "required": ["prompt", "schedule_type", "schedule_value"],
         },
         category="scheduler",
     )
 
-    def _run(self, scheduler: Any, params: dict[str, Any]) -> Any:
+    def invoke(self, arguments: dict[str, Any], context: Any = None) -> Any:
+        # Through the executor: the context says what the calling run was given.
+        grant = getattr(context, "grant", None)
+        if grant is None or grant.by_person:
+            return self.execute(**arguments)
+        run_id = getattr(context, "run_id", None)
+        return self._respond(lambda scheduler: self._run(scheduler, arguments, grant, run_id))
+
+    def _run(self, scheduler: Any, params: dict[str, Any], grant: Any = None,
+             run_id: str | None = None) -> Any:
+        tools = params.get("tools") or None
+        approved = params.get("approved_tools") or None
+        options: dict[str, Any] = {}
+        if grant is not None:
+            tools, approved = _within_grant(grant, tools, approved)
+            options = {"created_by": "model",
+                       "metadata": {"created_in_run": run_id}}
         task = scheduler.create_task(
             params.get("prompt", ""), str(params.get("schedule_type", "")),
             str(params.get("schedule_value", "")),
             timezone=params.get("timezone") or "UTC",
             agent=params.get("agent") or None,
-            tools=params.get("tools") or None,
+            tools=tools, approved_tools=approved, **options,
         )
         data = task.to_dict()
-        return {"task_id": task.id, "next_run": data["next_run"], "status": task.status,
-                "schedule": data["schedule"]}
+        out = {"task_id": task.id, "next_run": data["next_run"], "status": task.status,
+               "schedule": data["schedule"]}
+        if grant is not None:
+            out["tools"] = list(task.tools)
+        return out
+
+
+def _split(value: Any) -> list[str]:
+    if value is None:
+        return []
+    items = value.split(",") if isinstance(value, str) else list(value)
+    return list(dict.fromkeys(str(n).strip() for n in items if str(n).strip()))
+
+
+def _within_grant(grant: Any, tools: Any, approved: Any) -> tuple[list[str], list[str]]:
+    """The task's tools and approvals for a model's call, or _Refused naming the excess.
+
+    No tools named: the task gets exactly the calling run's tools (never the configured
+    defaults, which may be more).
+    """
+    wanted = _split(tools)
+    allowed = sorted(grant.tools)
+    extra = [n for n in wanted if n not in grant.tools]
+    if extra:
+        raise _Refused(f"refused: tool(s) not granted: {', '.join(extra[:20])}. A task you "
+                       f"schedule may use only the tools of this run: {', '.join(allowed)}. "
+                       f"(A person can add tools with `jarvis schedule add --tools`.)")
+    approvals = _split(approved)
+    not_approved = [n for n in approvals if n not in grant.approved_tools]
+    if not_approved:
+        held = ", ".join(sorted(grant.approved_tools)) or "none"
+        raise _Refused(f"refused: approval not granted for: {', '.join(not_approved[:20])}. "
+                       f"A task you schedule may approve only tools approved by name for this "
+                       f"run (here: {held}). (A person can approve with `jarvis schedule add "
+                       f"--approve-tools`.)")
+    return (wanted or allowed), approvals
 
 
 @ToolRegistry.register("list_scheduled_tasks")

@@ -143,6 +143,8 @@ def build_app(settings: ServeSettings | None = None, *, config: Any = None, tool
     env = OrsEnvironment(settings.env_name, list(tools), approver=approver,
                          default_timeout=config.tools.default_timeout,
                          max_output_chars=config.tools.max_output_chars,
+                         max_abandoned_per_tool=config.tools.max_abandoned_per_tool,
+                         max_abandoned=config.tools.max_abandoned_threads,
                          max_sessions=settings.max_sessions,
                          max_body_bytes=settings.max_body_bytes,
                          session_idle_seconds=settings.session_idle_seconds)

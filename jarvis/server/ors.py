@@ -93,12 +93,15 @@ class OrsEnvironment:
     def __init__(self, name: str, tools: list[BaseTool], *, approver: Any = None,
                  default_timeout: float = 30.0, max_output_chars: int = 100_000,
                  max_sessions: int = 256, max_body_bytes: int = 1_048_576,
-                 session_idle_seconds: float = 900.0, max_concurrent_calls: int = 64) -> None:
+                 session_idle_seconds: float = 900.0, max_concurrent_calls: int = 64,
+                 max_abandoned_per_tool: int = 8, max_abandoned: int = 64) -> None:
         self.name = name
         self.tools = {t.spec.name: t for t in tools}
         self.approver = approver
         self.default_timeout = default_timeout
         self.max_output_chars = max_output_chars
+        self.abandoned_caps = {"max_abandoned_per_tool": max_abandoned_per_tool,
+                               "max_abandoned": max_abandoned}
         self.max_sessions = max_sessions
         self.max_body_bytes = max_body_bytes
         self.session_idle_seconds = session_idle_seconds
@@ -208,7 +211,7 @@ class OrsEnvironment:
         names = self._task_tools(task_spec)
         executor = ToolExecutor([self.tools[n] for n in names], run_id=sid, approver=self.approver,
                                 default_timeout=self.default_timeout,
-                                max_output_chars=self.max_output_chars)
+                                max_output_chars=self.max_output_chars, **self.abandoned_caps)
         self.sessions[sid] = Session(sid, executor, names, task_spec)
         return JSONResponse({"sid": sid})
 

@@ -10,6 +10,10 @@ the event bus, and hands out pooled resources:
 A run's resources are released when the run ends (`jarvis.resources.release_run`). Without a
 run id (a lone `jarvis tools run`), "run" means this one call: the executor releases the
 resource when the call returns (`close()`).
+
+`context.grant` says what the run itself was given (its tools and standing approvals) and
+whether a person or a model made the call, so a tool that hands out work for later
+(`schedule_task`) never grants more than that.
 """
 
 from __future__ import annotations
@@ -22,6 +26,21 @@ if TYPE_CHECKING:
     from jarvis.resources import ResourceManager, ResourceSpec
 
 
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """What the run a call belongs to was given.
+
+    tools: the names of the tools the run has; approved_tools: the confirmation-gated tools
+    approved for the whole run by name (an interactive yes or `--yes` approves calls, not
+    names, so it is not here); by_person: the call was typed by a person (`jarvis tools
+    run`), not chosen by a model.
+    """
+
+    tools: frozenset[str] = frozenset()
+    approved_tools: frozenset[str] = frozenset()
+    by_person: bool = False
+
+
 @dataclass(slots=True)
 class ToolContext:
     run_id: str | None = None
@@ -30,6 +49,7 @@ class ToolContext:
     bus: EventBus | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     resources: ResourceManager | None = None
+    grant: Grant | None = None
     _call_owner: str | None = field(default=None, repr=False, init=False)
 
     @property

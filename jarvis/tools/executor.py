@@ -26,7 +26,7 @@ from jarvis.tools.base import (
     run_coroutine_sync,
     strict_arguments,
 )
-from jarvis.tools.context import ToolContext
+from jarvis.tools.context import Grant, ToolContext
 from jarvis.tools.spec import ToolSpec
 from jarvis.tools.validation import SchemaValidator
 
@@ -39,6 +39,8 @@ CallLike = ToolCall | ToolCallAction | dict[str, Any]
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_MAX_OUTPUT_CHARS = 100_000
 DEFAULT_MAX_ARGUMENT_CHARS = 1_000_000
+DEFAULT_MAX_ABANDONED_PER_TOOL = 8
+DEFAULT_MAX_ABANDONED = 64
 MAX_ERROR_CHARS = 2_000
 
 
@@ -107,24 +109,98 @@ def _close(context: ToolContext | None) -> None:
         context.close()
 
 
-def _start_thread(fn: Callable[[], Any], name: str) -> Future[Any]:
+class _Abandoned:
+    """Threads of timed-out calls that are still running, per tool and in all (process-wide:
+    every executor's threads share the one process).
+
+    Python cannot stop a thread, so a tool that hangs keeps its thread after the executor
+    gave up on it. The executor refuses new calls of a tool (or of any tool) while too many
+    of those are still running, and a thread leaves the count when it finally ends.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.by_tool: dict[str, int] = {}
+        self.total = 0
+
+    def add(self, name: str) -> None:
+        with self._lock:
+            self.by_tool[name] = self.by_tool.get(name, 0) + 1
+            self.total += 1
+
+    def remove(self, name: str) -> None:
+        with self._lock:
+            left = self.by_tool.get(name, 0) - 1
+            if left > 0:
+                self.by_tool[name] = left
+            else:
+                self.by_tool.pop(name, None)
+            self.total -= 1
+
+    def counts(self, name: str) -> tuple[int, int]:
+        with self._lock:
+            return self.by_tool.get(name, 0), self.total
+
+
+ABANDONED = _Abandoned()
+
+
+def abandoned_threads() -> dict[str, int]:
+    """Timed-out tool calls whose threads are still running, per tool name."""
+    with ABANDONED._lock:
+        return dict(ABANDONED.by_tool)
+
+
+class _Watch:
+    """One call's thread, as seen by the caller that may give up on it."""
+
+    __slots__ = ("future", "lock", "done", "abandoned", "name")
+
+    def __init__(self, future: Future[Any], name: str) -> None:
+        self.future = future
+        self.lock = threading.Lock()
+        self.done = False
+        self.abandoned = False
+        self.name = name
+
+    def abandon(self) -> None:
+        """The caller stopped waiting: count the thread until it really ends."""
+        with self.lock:
+            if self.done or self.abandoned:
+                return
+            self.abandoned = True
+        ABANDONED.add(self.name)
+
+    def finished(self) -> None:
+        with self.lock:
+            self.done = True
+            counted = self.abandoned
+        if counted:
+            ABANDONED.remove(self.name)
+
+
+def _start_thread(fn: Callable[[], Any], name: str) -> _Watch:
     """Run `fn` in a fresh daemon thread. A hung tool only ever holds its own thread."""
     # Imported here: concurrent.futures pulls in logging (~6 ms) and inline tools never
     # need it.
     from concurrent.futures import Future
 
     future: Future[Any] = Future()
+    watch = _Watch(future, name)
 
     def runner() -> None:
-        if not future.set_running_or_notify_cancel():
-            return
         try:
-            future.set_result(fn())
-        except BaseException as exc:  # noqa: BLE001 - handed to the waiting caller
-            future.set_exception(exc)
+            if not future.set_running_or_notify_cancel():
+                return
+            try:
+                future.set_result(fn())
+            except BaseException as exc:  # noqa: BLE001 - handed to the waiting caller
+                future.set_exception(exc)
+        finally:
+            watch.finished()
 
     threading.Thread(target=runner, name=f"jarvis-tool-{name}", daemon=True).start()
-    return future
+    return watch
 
 
 def _cut(text: str, limit: int) -> tuple[str, int]:
@@ -149,13 +225,22 @@ class ToolExecutor:
         max_argument_chars: longest JSON argument string accepted (longer: invalid_args).
         max_concurrency: how many calls of one `execute_many` run at once.
         run_id: passed to tools in their ToolContext and in events.
+        approved_tools: confirmation-gated tools approved by name for the whole run (tools
+            see them in `context.grant`; the approver still decides each call).
+        by_person: calls come from a person (`jarvis tools run`), not from a model.
+        max_abandoned_per_tool / max_abandoned: timed-out calls whose threads still run,
+            allowed per tool and in all (process-wide); beyond that a call of the tool fails
+            at once (error_type timeout) instead of starting another thread.
     """
 
     def __init__(self, tools: Iterable[BaseTool] = (), bus: EventBus | None = None, *,
                  approver: Approver | None = None, default_timeout: float = DEFAULT_TIMEOUT,
                  max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
                  max_argument_chars: int = DEFAULT_MAX_ARGUMENT_CHARS,
-                 max_concurrency: int = 8, run_id: str | None = None) -> None:
+                 max_concurrency: int = 8, run_id: str | None = None,
+                 approved_tools: Iterable[str] = (), by_person: bool = False,
+                 max_abandoned_per_tool: int = DEFAULT_MAX_ABANDONED_PER_TOOL,
+                 max_abandoned: int = DEFAULT_MAX_ABANDONED) -> None:
         self.bus = bus
         self.approver = approver
         self.default_timeout = default_timeout
@@ -163,6 +248,11 @@ class ToolExecutor:
         self.max_argument_chars = max_argument_chars
         self.max_concurrency = max(1, max_concurrency)
         self.run_id = run_id
+        self.approved_tools = frozenset(approved_tools)
+        self.by_person = by_person
+        self.max_abandoned_per_tool = max(1, int(max_abandoned_per_tool))
+        self.max_abandoned = max(1, int(max_abandoned))
+        self._grant: Grant | None = None
         self._entries: dict[str, _Entry] = {}
         # One approval at a time: concurrent calls of one turn must not prompt a user at once.
         self._approve_lock = threading.Lock()
@@ -192,9 +282,18 @@ class ToolExecutor:
             tool=tool, spec=spec, validate=validate, inline=bool(tool.inline) and not is_async,
             is_async=is_async, wants_context=_wants_context(tool),
             sequential=bool(tool.sequential), stats=tool.stats)
+        self._grant = None
 
     def remove(self, name: str) -> None:
         self._entries.pop(name, None)
+        self._grant = None
+
+    @property
+    def grant(self) -> Grant:
+        """What this run was given (its tools and approvals), as tools see it in their context."""
+        if self._grant is None:
+            self._grant = Grant(frozenset(self._entries), self.approved_tools, self.by_person)
+        return self._grant
 
     @property
     def tools(self) -> list[BaseTool]:
@@ -308,7 +407,29 @@ class ToolExecutor:
         if not prep.entry.wants_context:
             return None
         return ToolContext(run_id=self.run_id, call_id=prep.call_id,
-                           tool_name=prep.entry.spec.name, bus=self.bus)
+                           tool_name=prep.entry.spec.name, bus=self.bus, grant=self.grant)
+
+    def _over_abandoned(self, prep: _Prepared) -> ToolResult | None:
+        """A failed result when too many timed-out calls still hold threads (None: go on)."""
+        name = prep.entry.spec.name
+        mine, total = ABANDONED.counts(name)
+        if mine >= self.max_abandoned_per_tool:
+            message = (f"tool {name} was not started: {mine} earlier calls of it timed out and "
+                       f"are still running (the limit is {self.max_abandoned_per_tool}, "
+                       f"[tools] max_abandoned_per_tool); try again later")
+            cap, limit = "max_abandoned_per_tool", self.max_abandoned_per_tool
+        elif total >= self.max_abandoned:
+            message = (f"tool {name} was not started: {total} timed-out tool calls are still "
+                       f"running (the limit is {self.max_abandoned}, [tools] "
+                       f"max_abandoned_threads); try again later")
+            cap, limit = "max_abandoned_threads", self.max_abandoned
+        else:
+            return None
+        result = ToolResult.failure(name, message, ErrorType.TIMEOUT, cap=cap, limit=limit)
+        result.call_id = prep.call_id
+        prep.entry.stats.record(None, False)
+        self._publish_end(result, prep.arguments)
+        return result
 
     def _timeout_for(self, prep: _Prepared) -> float:
         timeout = prep.entry.spec.timeout_seconds
@@ -393,11 +514,17 @@ class ToolExecutor:
                     _close(context)
         from concurrent.futures import TimeoutError as FutureTimeout
 
+        refusal = self._over_abandoned(prep)
+        if refusal is not None:
+            _close(context)
+            return refusal
         start = time.perf_counter()
-        future = _start_thread(job, entry.spec.name)
+        watch = _start_thread(job, entry.spec.name)
+        future = watch.future
         try:
             outcome = future.result(timeout=self._timeout_for(prep))
         except FutureTimeout:
+            watch.abandon()
             return self._finish(prep, None, None, time.perf_counter() - start, timed_out=True)
         except (Exception, SystemExit) as exc:  # a tool's sys.exit() must not end the run
             return self._finish(prep, None, exc, time.perf_counter() - start)
@@ -473,6 +600,7 @@ class ToolExecutor:
                 _close(context)
             return self._finish(prep, outcome, None, time.perf_counter() - start)
         arguments = prep.arguments
+        watch: _Watch | None = None
         if entry.is_async:
             task: asyncio.Future[Any] = asyncio.ensure_future(tool.ainvoke(arguments, context))
             if context is not None:  # runs when the coroutine really ends
@@ -484,11 +612,18 @@ class ToolExecutor:
                 finally:
                     _close(context)
 
-            task = asyncio.wrap_future(_start_thread(job, entry.spec.name))
+            refusal = self._over_abandoned(prep)
+            if refusal is not None:
+                _close(context)
+                return refusal
+            watch = _start_thread(job, entry.spec.name)
+            task = asyncio.wrap_future(watch.future)
         # asyncio.wait (not wait_for) so a tool that swallows cancellation cannot hold us.
         done, _ = await asyncio.wait({task}, timeout=self._timeout_for(prep))
         if not done:
             task.cancel()
+            if watch is not None:
+                watch.abandon()
             return self._finish(prep, None, None, time.perf_counter() - start, timed_out=True)
         if task.cancelled():
             return self._finish(prep, None, RuntimeError("the tool's task was cancelled"),

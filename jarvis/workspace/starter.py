@@ -20,13 +20,16 @@ STARTER_CONFIG = """\
 # Model name; empty: the engine's first listed model. Env: JARVIS_MODEL.
 # model = ""
 # temperature = 0.7
-# Seconds per request, to open a connection, and per probe when discovering an engine.
+# Seconds a whole request may take (first byte, every gap, the total), to open a
+# connection, and per probe when discovering an engine.
 # timeout = 120.0
 # connect_timeout = 5.0
 # discovery_timeout = 0.4
 # Extra attempts after a transient failure, the first one after retry_backoff seconds.
 # max_retries = 3
 # retry_backoff = 0.5
+# Largest reply accepted, streamed or not (bytes).
+# max_response_bytes = 67108864
 
 [engine.hosts]
 # Env: OLLAMA_HOST, VLLM_HOST, LLAMACPP_HOST, LMSTUDIO_HOST, SGLANG_HOST, OPENAI_BASE_URL.
@@ -48,12 +51,17 @@ STARTER_CONFIG = """\
 # system = ""
 # Identical tool calls allowed per run before the loop guard blocks them.
 # max_repeats = 2
+# Tool calls run from one model reply; the rest are refused in their results.
+# max_tool_calls_per_turn = 32
 
 [tools]
 # Tools that exist at all (built-in, tools/, plugins, MCP); unset: every registered tool.
 # enabled = ["calculator", "think", "file_read"]
 # default_timeout = 30.0
 # max_output_chars = 100000
+# Timed-out calls still running (per tool, in all) before new calls fail at once.
+# max_abandoned_per_tool = 8
+# max_abandoned_threads = 64
 
 # One table per tool for its settings.
 [tools.file_read]
@@ -83,6 +91,10 @@ allowed_dirs = ["."]
 # lease_seconds = 60.0
 # default_timeout = 600.0
 # shutdown_timeout = 30.0
+# What a model may schedule (schedule_task): active tasks, shortest interval, prompt size.
+# model_max_active_tasks = 100
+# model_min_interval_seconds = 60.0
+# model_max_prompt_chars = 4000
 
 [runs]
 # Log every run. Env: JARVIS_RUN_LOG, JARVIS_RUNS_DB.

@@ -1,0 +1,151 @@
+"""Bounds on one engine request, shared by both transports: a deadline and a byte budget.
+
+`[engine] timeout` bounds the whole request (the first byte, every gap between bytes, and the
+total), not only each socket read: a server that sends keep-alive comments, empty deltas or
+one byte a second would otherwise hold a caller forever. `[engine] max_response_bytes`
+bounds what is read, streamed or not, so an endless answer cannot exhaust memory.
+
+A blocked read cannot be interrupted by a flag, so the Deadline shuts the request's socket
+down when it expires (a timer thread, started only once the socket is known); reads then
+fail at once, and the failure is reported as the timeout it is.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+
+class WireError(Exception):
+    """A failed request. kind: status | refused | reset | timeout | protocol | too_large."""
+
+    def __init__(self, kind: str, message: str, status: int | None = None,
+                 retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.status = status
+        self.retry_after = retry_after
+
+
+class Deadline:
+    """The end of one request; `arm(sock)` shuts the socket down when it passes."""
+
+    __slots__ = ("seconds", "end", "expired", "_sock", "_timer", "_lock")
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.end = time.monotonic() + seconds
+        self.expired = False
+        self._sock: socket.socket | None = None
+        self._timer: threading.Timer | None = None
+        self._lock = threading.Lock()
+
+    def remaining(self) -> float:
+        return self.end - time.monotonic()
+
+    def error(self) -> WireError:
+        return WireError("timeout", f"no complete reply within {self.seconds:g} s (the [engine] "
+                                    f"timeout bounds the whole request)")
+
+    def check(self) -> None:
+        """Raise the timeout once the deadline has passed (between reads)."""
+        if self.expired or time.monotonic() >= self.end:
+            self.expired = True
+            raise self.error()
+
+    def arm(self, sock: socket.socket | None) -> None:
+        """Shut `sock` down at the deadline, so a read blocked on it returns."""
+        if sock is None:
+            return
+        with self._lock:
+            self._sock = sock
+            if self._timer is None:
+                self._timer = threading.Timer(max(0.0, self.remaining()), self._fire)
+                self._timer.daemon = True
+                self._timer.start()
+
+    def _fire(self) -> None:
+        with self._lock:
+            self.expired = True
+            sock = self._sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # already closed: nothing is blocked on it
+
+    def cancel(self) -> None:
+        with self._lock:
+            timer, self._timer = self._timer, None
+            self._sock = None
+        if timer is not None:
+            timer.cancel()
+
+
+def too_large(limit: int, streamed: bool) -> WireError:
+    what = "streamed reply" if streamed else "reply"
+    return WireError("too_large", f"the {what} is larger than {limit} bytes (the limit is "
+                                  f"[engine] max_response_bytes)")
+
+
+def read_body(chunks: Iterable[bytes], deadline: Deadline, limit: int) -> bytes:
+    """A whole (non-streamed) body from `chunks`, within the deadline and `limit` bytes."""
+    parts: list[bytes] = []
+    size = 0
+    for chunk in chunks:
+        deadline.check()
+        size += len(chunk)
+        if size > limit:
+            raise too_large(limit, streamed=False)
+        parts.append(chunk)
+    deadline.check()  # a socket shut by the deadline reads as an early end
+    return b"".join(parts)
+
+
+def sse_events(chunks: Iterable[bytes], deadline: Deadline, limit: int,
+               max_line: int, error_message: Any) -> Iterator[dict[str, Any]]:
+    """The JSON events of a server-sent-event stream of byte `chunks`.
+
+    Lines are split here (not by a readline that would wait for a newline that never comes),
+    so the deadline is checked after every chunk, whatever the server sends: keep-alive
+    comments, empty deltas or single bytes all count against the same deadline and budget.
+    """
+    buffer = bytearray()
+    size = 0
+    for chunk in chunks:
+        deadline.check()
+        size += len(chunk)
+        if size > limit:
+            raise too_large(limit, streamed=True)
+        # Only the new bytes can hold a newline: a long line is not searched again per chunk.
+        searched = len(buffer)
+        buffer += chunk
+        start = 0
+        while True:
+            end = buffer.find(b"\n", max(start, searched))
+            if end < 0:
+                break
+            line = bytes(buffer[start:end]).strip()
+            start = end + 1
+            if not line.startswith(b"data:"):
+                continue  # comments, event: lines, keep-alives
+            payload = line[5:].strip()
+            if payload == b"[DONE]":
+                return
+            try:
+                event = json.loads(payload)
+            except (ValueError, RecursionError) as exc:
+                raise WireError("protocol", f"bad stream chunk: {payload[:200]!r}") from exc
+            if isinstance(event, dict) and "error" in event and not event.get("choices"):
+                raise WireError("status", error_message(event, "stream error"), 500)
+            yield event
+            deadline.check()
+        del buffer[:start]
+        if len(buffer) > max_line:
+            raise WireError("protocol", f"a stream line is longer than {max_line} bytes")
+    deadline.check()  # a socket shut by the deadline reads as an early end

@@ -1,0 +1,191 @@
+"""Engine replies that never end well: `[engine] timeout` bounds the whole request and
+`[engine] max_response_bytes` the reply, on both transports, streamed or not, and `jarvis ask`
+ends with one clear line. The loopback server misbehaves on purpose (jarvis.testing.Misbehave)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from jarvis.engine.openai_compat import OpenAICompatEngine
+from jarvis.errors import EngineError
+from jarvis.testing import FakeOpenAIServer, Misbehave
+
+TIMEOUT = 1.0
+BUDGET = TIMEOUT + 2.0  # the deadline plus scheduling slack on a busy machine
+CLIENTS = ["http", "openai"]
+
+
+def engine_for(server: FakeOpenAIServer, client: str, **options) -> OpenAICompatEngine:
+    options.setdefault("timeout", TIMEOUT)
+    return OpenAICompatEngine("vllm", server.url, model="test-model", max_retries=0,
+                              client=client, **options)
+
+
+def ask(engine: OpenAICompatEngine, stream: bool) -> str:
+    messages = [{"role": "user", "content": "hi"}]
+    if not stream:
+        return engine.generate(messages).content
+    text = []
+    for chunk in engine.stream(messages):
+        if chunk.delta:
+            text.append(chunk.delta)
+    return "".join(text)
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize(("kind", "stream"), [("keepalive", True), ("empty_deltas", True),
+                                              ("trickle", True), ("keepalive", False),
+                                              ("trickle", False), ("slow_headers", True),
+                                              ("slow_headers", False)])
+def test_a_reply_that_never_ends_is_cut_at_the_timeout(client, kind, stream):
+    # 0.05 s between bytes: every socket read succeeds, so only a whole-call deadline helps.
+    with FakeOpenAIServer([Misbehave(kind, interval=0.05, seconds=30)]) as server:
+        engine = engine_for(server, client)
+        engine.transport  # noqa: B018 - built (openai imported) before the clock starts
+        started = time.monotonic()
+        with pytest.raises(EngineError) as caught:
+            ask(engine, stream)
+        took = time.monotonic() - started
+        engine.close()
+    assert TIMEOUT * 0.9 <= took < BUDGET, took
+    message = str(caught.value)
+    assert "did not answer in time" in message and "no complete reply within 1 s" in message
+    assert "[engine] timeout" in message
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_slow_but_complete_reply_within_the_timeout_is_fine(client):
+    # The trickled answer is ~60 bytes (streamed) at 5 ms a byte: well inside 3 s.
+    with FakeOpenAIServer([Misbehave("trickle", interval=0.005)]) as server:
+        engine = engine_for(server, client, timeout=5.0)
+        assert ask(engine, stream=True) == "slow answer"
+        engine.close()
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize("stream", [True, False])
+def test_an_endless_reply_is_cut_at_max_response_bytes(client, stream):
+    limit = 256 * 1024
+    with FakeOpenAIServer([Misbehave("flood", seconds=30)]) as server:
+        engine = engine_for(server, client, timeout=30.0, max_response_bytes=limit)
+        started = time.monotonic()
+        with pytest.raises(EngineError) as caught:
+            ask(engine, stream)
+        took = time.monotonic() - started
+        engine.close()
+    assert took < 10, took
+    message = str(caught.value)
+    assert f"larger than {limit} bytes" in message and "[engine] max_response_bytes" in message
+    assert ("streamed reply" in message) == stream
+
+
+def test_max_response_bytes_comes_from_config(monkeypatch):
+    from jarvis.core.config import load_config
+    from jarvis.engine.discovery import get_engine
+
+    config = load_config(overrides={"engine.max_response_bytes": 4096, "engine.timeout": 3})
+    with FakeOpenAIServer() as server:
+        engine = get_engine(config, "vllm", server.url, "test-model", default_client="http")
+        assert engine.max_response_bytes == 4096 and engine.timeout == 3
+        engine.close()
+
+
+# --- jarvis ask as a real subprocess -----------------------------------------------------------
+
+def run_ask(cli_env, tmp_path, server, *args, config="timeout = 1\n"):
+    (tmp_path / "config.toml").write_text(
+        f'[engine]\ndefault = "vllm"\nmodel = "test-model"\nmax_retries = 0\n'
+        f'{config}[engine.hosts]\nvllm = "{server.url}"\n[runs]\nenabled = false\n')
+    env = dict(cli_env, JARVIS_CONFIG=str(tmp_path / "config.toml"))
+    started = time.monotonic()
+    out = subprocess.run([sys.executable, "-m", "jarvis.cli", "ask", *args, "hello"], env=env,
+                         text=True, capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+    return out, time.monotonic() - started
+
+
+@pytest.mark.parametrize(("kind", "args"), [("keepalive", ()), ("empty_deltas", ()),
+                                            ("trickle", ()), ("trickle", ("--no-stream",))])
+def test_jarvis_ask_ends_with_one_line_when_the_engine_stalls(cli_env, tmp_path, kind, args):
+    with FakeOpenAIServer([Misbehave(kind, interval=0.05, seconds=30)]) as server:
+        out, took = run_ask(cli_env, tmp_path, server, *args)
+    assert out.returncode == 1, (out.stdout, out.stderr)
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in out.stderr, out.stderr
+    assert lines[0].startswith("Error: ") and "did not answer in time" in lines[0]
+    assert took < 15, took  # start-up (imports) plus the 1 s deadline
+
+
+@pytest.mark.parametrize("args", [(), ("--no-stream",)])
+def test_jarvis_ask_ends_with_one_line_on_an_oversized_reply(cli_env, tmp_path, args):
+    with FakeOpenAIServer([Misbehave("flood", seconds=30)]) as server:
+        out, _ = run_ask(cli_env, tmp_path, server, *args,
+                         config="timeout = 30\nmax_response_bytes = 1048576\n")
+    assert out.returncode == 1, (out.stdout, out.stderr)
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "MemoryError" not in out.stderr, out.stderr
+    assert "larger than 1048576 bytes" in lines[0]
+
+
+def test_the_async_client_is_bounded_too():
+    import asyncio
+
+    with FakeOpenAIServer([Misbehave("keepalive", interval=0.05, seconds=30)]) as server:
+        engine = engine_for(server, "openai")
+        engine.async_client  # noqa: B018 - built (openai imported) before the clock starts
+        started = time.monotonic()
+        with pytest.raises(EngineError, match="no complete reply within 1 s"):
+            asyncio.run(engine.agenerate([{"role": "user", "content": "hi"}]))
+        took = time.monotonic() - started
+        asyncio.run(engine.aclose())
+    assert took < BUDGET, took
+
+
+def test_misbehaviour_can_be_scripted_as_json_for_a_server_in_another_process():
+    # The dict form is what `python -m jarvis.testing serve --script FILE` reads.
+    with FakeOpenAIServer([{"misbehave": "trickle", "interval": 0.001}]) as server:
+        engine = engine_for(server, "http", timeout=10.0)
+        assert ask(engine, stream=False) == "slow answer"
+        engine.close()
+    with pytest.raises(ValueError, match="unknown misbehaviour"):
+        Misbehave("sulk")
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_listing_models_is_bounded_too(client):
+    # A raw-socket server: any request gets headers, then one space every 50 ms.
+    import socket
+    import threading
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            try:
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n")
+                while not stop.wait(0.05):
+                    conn.sendall(b" ")
+            except OSError:
+                pass
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    engine = OpenAICompatEngine("vllm", f"http://127.0.0.1:{listener.getsockname()[1]}",
+                                timeout=TIMEOUT, max_retries=0, client=client)
+    engine.transport  # noqa: B018 - built (openai imported) before the clock starts
+    started = time.monotonic()
+    try:
+        with pytest.raises(EngineError, match="did not answer in time"):
+            engine.list_models()
+    finally:
+        stop.set()
+        engine.close()
+        thread.join(5)
+        listener.close()
+    assert time.monotonic() - started < BUDGET + 1
