@@ -9,6 +9,7 @@ key and the file. Relative paths in the file are relative to the file's folder.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -35,6 +36,9 @@ ENV_OVERRIDES: dict[str, str] = {
     "JARVIS_RUNS_DB": "runs.db_path",
     "JARVIS_RUN_LOG": "runs.enabled",
 }
+
+
+_CHANNEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 
 
 class _Section(BaseModel):
@@ -211,6 +215,25 @@ class ServeConfig(_Section):
                                  "answered 503 at once")
 
 
+class ChannelConfig(_Section):
+    """[channels.NAME]: a notification channel (an Apprise URL)."""
+
+    url: str = Field(description="any Apprise URL (tgram://, mailto://, ntfy://, json://, ...); "
+                     "${ENV} is replaced from the environment")
+    confirm: bool = Field(True, description="channel_send asks a person before sending")
+    title: str = Field("", description="default title when a message has none")
+    description: str = ""
+    retries: int = Field(3, ge=0, le=9, description="scheduled deliveries: retries after a "
+                         "failed send")
+    retry_backoff: float = Field(2.0, ge=0, le=300, description="seconds before the first "
+                                 "retry; doubles each time")
+
+    def model_post_init(self, __context: Any) -> None:
+        if "://" not in self.url:
+            raise ValueError(f"url must be an Apprise URL such as ntfy://host/topic, got "
+                             f"{self.url[:40]!r}")
+
+
 class JarvisConfig(_Section):
     engine: EngineConfig = Field(default_factory=EngineConfig)
     agent: AgentConfig = Field(default_factory=AgentConfig)
@@ -221,11 +244,19 @@ class JarvisConfig(_Section):
     workspace: WorkspaceConfig = Field(default_factory=WorkspaceConfig)
     runs: RunsConfig = Field(default_factory=RunsConfig)
     serve: ServeConfig = Field(default_factory=ServeConfig)
+    channels: dict[str, ChannelConfig] = Field(default_factory=dict)
 
     # Not part of the file: where it came from, for relative paths and `config show`.
     _source: Path | None = None
+
     # dotted key -> where its value came from: the file's path, an env var name, "override"
     _provenance: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    def model_post_init(self, __context: Any) -> None:
+        for name in self.channels:
+            if not _CHANNEL_NAME.match(name):
+                raise ValueError(f"channels.{name}: a channel name is 1-64 letters, digits, "
+                                 f"'_' or '-'")
 
     @property
     def source(self) -> Path | None:

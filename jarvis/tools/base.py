@@ -221,6 +221,12 @@ class BaseTool(ABC):
                 "_jarvis_validator", SchemaValidator(self.spec, strict=strict_arguments(self)))
         return validator.validate(arguments)
 
+    def needs_confirmation(self, arguments: dict[str, Any]) -> bool:
+        """Whether this one call needs a person's approval even though the spec does not say
+        so for every call (http_request: methods that change things; channel_send: channels
+        that ask). Called by the executor with validated arguments, only when overridden."""
+        return False
+
     def invoke(self, arguments: dict[str, Any], context: ToolContext | None = None) -> Any:
         """Run with validated arguments (sync tools)."""
         return self.execute(**arguments)

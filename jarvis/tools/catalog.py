@@ -25,6 +25,10 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "jarvis.tools.memory_tools",
     "jarvis.tools.repl",
     "jarvis.tools.code_interpreter",
+    "jarvis.tools.http_request",
+    "jarvis.tools.web_fetch",
+    "jarvis.tools.web_search",
+    "jarvis.channels.tools",
 )
 
 

@@ -56,6 +56,7 @@ class _Entry:
     wants_context: bool
     sequential: bool
     stats: ToolStats
+    per_call_confirm: bool = False  # the tool overrides needs_confirmation(arguments)
 
 
 @dataclass(slots=True)
@@ -212,6 +213,13 @@ def _cut(text: str, limit: int) -> tuple[str, int]:
             cut)
 
 
+def _per_call_confirm(tool: BaseTool, arguments: dict[str, Any]) -> bool:
+    try:
+        return bool(tool.needs_confirmation(arguments))
+    except Exception:  # a check that breaks must not wave the call through
+        return True
+
+
 class ToolExecutor:
     """Run tool calls: validation, confirmation, timeouts, output limits, events, stats.
 
@@ -281,7 +289,8 @@ class ToolExecutor:
         self._entries[spec.name] = _Entry(
             tool=tool, spec=spec, validate=validate, inline=bool(tool.inline) and not is_async,
             is_async=is_async, wants_context=_wants_context(tool),
-            sequential=bool(tool.sequential), stats=tool.stats)
+            sequential=bool(tool.sequential), stats=tool.stats,
+            per_call_confirm=type(tool).needs_confirmation is not BaseTool.needs_confirmation)
         self._grant = None
 
     def remove(self, name: str) -> None:
@@ -353,7 +362,8 @@ class ToolExecutor:
         except RecursionError:
             return self._failed(name, call_id, ErrorType.INVALID_ARGS,
                                 f"arguments for {name} are nested too deeply", None, entry)
-        if entry.spec.requires_confirmation:
+        if entry.spec.requires_confirmation or (entry.per_call_confirm
+                                                and _per_call_confirm(entry.tool, arguments)):
             denial = self._confirm(entry.spec, arguments)
             if denial is not None:
                 return self._failed(name, call_id, ErrorType.DENIED, denial, arguments, entry)

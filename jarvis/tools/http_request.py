@@ -1,0 +1,221 @@
+"""http_request: one HTTP request through the SSRF-safe client (jarvis.security.net).
+
+GET and HEAD run freely; POST, PUT, PATCH and DELETE change things somewhere, so each such call
+needs a person's approval (the executor asks, per call). Only public addresses are reached
+unless the user lists exceptions in `[tools.http_request] allowed_hosts`; bodies are read up to
+`max_bytes` (1 MiB) and cut with a marker; text and JSON come back as text, binary bodies are
+described, never dumped. Status, headers and the final URL are in the result's metadata.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from jarvis.core.registry import ToolRegistry
+from jarvis.core.types import ErrorType, ToolResult
+from jarvis.tools.base import BaseTool
+from jarvis.tools.spec import ToolSpec
+
+METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
+SAFE_METHODS = frozenset({"GET", "HEAD"})
+MAX_HEADERS = 50
+MAX_HEADER_CHARS = 8_192
+MAX_BODY_CHARS = 1_000_000
+_TEXT_TYPES = ("application/json", "application/xml", "application/javascript",
+               "application/x-www-form-urlencoded", "application/x-ndjson",
+               "application/ld+json", "application/rss+xml", "application/atom+xml",
+               "image/svg+xml")
+
+
+def net_client(tool: str, allowed_hosts: Any, blocked_hosts: Any, max_bytes: int,
+               timeout: float, max_redirects: int) -> Any:
+    """The SafeHttpClient for a tool's settings (shared by http_request and web_fetch)."""
+    from jarvis.security.net import NetPolicy, SafeHttpClient
+
+    return SafeHttpClient(NetPolicy.make(allowed_hosts, blocked_hosts, max_bytes=int(max_bytes),
+                                         timeout=float(timeout),
+                                         max_redirects=int(max_redirects),
+                                         setting=f"[tools.{tool}] allowed_hosts"))
+
+
+def is_text(content_type: str, body: bytes) -> bool:
+    """Whether a body is text a model can read (by its type; unknown types are sniffed)."""
+    if content_type.startswith("text/") or content_type in _TEXT_TYPES:
+        return True
+    if content_type.endswith(("+json", "+xml")):
+        return True
+    if content_type and content_type != "application/octet-stream":
+        return False
+    sample = body[:4096]
+    if b"\x00" in sample:
+        return False
+    try:
+        sample.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return exc.start >= len(sample) - 3  # a character cut by the sample's end
+    return True
+
+
+def decode(body: bytes, charset: str | None) -> str:
+    try:
+        return body.decode(charset or "utf-8", errors="replace")
+    except LookupError:  # an unknown charset name from the server
+        return body.decode("utf-8", errors="replace")
+
+
+def describe_binary(content_type: str, size: int, truncated: bool, body: bytes) -> str:
+    more = " (at least; the rest was not read)" if truncated else ""
+    return (f"[binary body not shown: {content_type or 'unknown type'}, {size} bytes{more}, "
+            f"sha256 of what was read {hashlib.sha256(body).hexdigest()[:16]}…]")
+
+
+def response_metadata(response: Any) -> dict[str, Any]:
+    headers: dict[str, str] = {}
+    for key, value in response.headers:
+        key = key.lower()
+        headers[key] = f"{headers[key]}, {value}" if key in headers else value
+    return {"status": response.status, "reason": response.reason, "url": response.url,
+            "headers": headers, "content_type": response.content_type,
+            "bytes": len(response.body), "truncated": response.truncated,
+            "redirects": list(response.redirects), "address": response.address,
+            "elapsed_seconds": round(response.elapsed, 3)}
+
+
+def net_failure(tool: str, exc: Exception) -> ToolResult:
+    from jarvis.security.net import BlockedURLError
+
+    if isinstance(exc, BlockedURLError):
+        return ToolResult.failure(tool, f"refused: {exc}", ErrorType.DENIED)
+    return ToolResult.failure(tool, str(exc), ErrorType.TRANSPORT)
+
+
+@ToolRegistry.register("http_request")
+class HttpRequestTool(BaseTool):
+    """Make an HTTP request to a public address (SSRF-safe)."""
+
+    tool_id = "http_request"
+
+    def __init__(self, allowed_hosts: list[str] | None = None,
+                 blocked_hosts: list[str] | None = None, max_bytes: int = 1_048_576,
+                 timeout: float = 30.0, max_redirects: int = 5) -> None:
+        self._settings = (allowed_hosts, blocked_hosts, max_bytes, timeout, max_redirects)
+        self.timeout = float(timeout)
+        self._client: Any = None
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            self._client = net_client("http_request", *self._settings)
+        return self._client
+
+    @property
+    def spec(self) -> ToolSpec:
+        return ToolSpec(
+            name="http_request",
+            description="Make an HTTP request (GET, HEAD, POST, PUT, PATCH, DELETE) to a public "
+                        "http(s) URL and return the response body as text; status and headers "
+                        "are in the metadata. Private, loopback and cloud-metadata addresses are "
+                        "refused. POST, PUT, PATCH and DELETE need the user's approval.",
+            parameters={
+                "type": "object",
+                "properties": {
+                    "url": {"type": "string", "minLength": 1, "maxLength": 8192,
+                            "description": "http:// or https:// URL"},
+                    "method": {"type": "string", "enum": list(METHODS), "default": "GET",
+                               "description": "HTTP method"},
+                    "headers": {"type": "object", "additionalProperties": {"type": "string"},
+                                "description": "Request headers"},
+                    "query": {"type": "object",
+                              "additionalProperties": {"type": ["string", "number", "boolean"]},
+                              "description": "Query-string parameters added to the URL"},
+                    "body": {"type": "string", "maxLength": MAX_BODY_CHARS,
+                             "description": "Raw request body (text)"},
+                    "json": {"description": "A JSON request body (instead of body)"},
+                    "timeout": {"type": "number", "exclusiveMinimum": 0,
+                                "description": f"Seconds for the whole request (at most "
+                                               f"{self.timeout:g})"},
+                },
+                "required": ["url"],
+            },
+            category="http",
+            latency_estimate=0.5,
+            timeout_seconds=self.timeout + 5.0,
+            metadata={"confirmation": "per call: POST, PUT, PATCH and DELETE"},
+        )
+
+    def needs_confirmation(self, arguments: dict[str, Any]) -> bool:
+        return str(arguments.get("method") or "GET").upper() not in SAFE_METHODS
+
+    def execute(self, **params: Any) -> ToolResult:
+        method = str(params.get("method") or "GET").upper()
+        if method not in METHODS:
+            return ToolResult.failure("http_request", f"method must be one of {', '.join(METHODS)}",
+                                      ErrorType.INVALID_ARGS)
+        try:
+            headers, query, content = _request_parts(params)
+        except ValueError as exc:
+            return ToolResult.failure("http_request", str(exc), ErrorType.INVALID_ARGS)
+        if content is not None and "json" in params and params["json"] is not None:
+            headers.setdefault("Content-Type", "application/json")
+        timeout = params.get("timeout")
+        from jarvis.security.net import BlockedURLError, FetchError
+
+        try:
+            response = self.client.request(method, params.get("url"), headers=headers,
+                                           params=query, content=content, timeout=timeout)
+        except (BlockedURLError, FetchError) as exc:
+            return net_failure("http_request", exc)
+        metadata = response_metadata(response)
+        if method == "HEAD":
+            text = ""
+        elif is_text(response.content_type, response.body):
+            text = decode(response.body, response.charset)
+            if response.truncated:
+                text += (f"\n[... body cut at {len(response.body)} bytes (the max_bytes limit); "
+                         f"the rest was not read ...]")
+        else:
+            text = describe_binary(response.content_type, len(response.body), response.truncated,
+                                   response.body)
+            metadata["binary"] = True
+        status_line = f"HTTP {response.status} {response.reason}".strip()
+        if response.status >= 400:
+            return ToolResult(tool_name="http_request", content=f"{status_line}\n{text}".rstrip(),
+                              success=False, error_type=ErrorType.EXECUTION, metadata=metadata)
+        if not text:
+            text = f"{status_line} (empty body)"
+        return ToolResult(tool_name="http_request", content=text, metadata=metadata)
+
+
+def _request_parts(params: dict[str, Any]) -> tuple[dict[str, str], dict[str, Any], bytes | None]:
+    headers = params.get("headers") or {}
+    if not isinstance(headers, dict) or len(headers) > MAX_HEADERS:
+        raise ValueError(f"headers must be an object of at most {MAX_HEADERS} string values")
+    clean: dict[str, str] = {}
+    for key, value in headers.items():
+        if (not isinstance(value, str) or len(key) + len(value) > MAX_HEADER_CHARS
+                or any(c in key + value for c in "\r\n\x00")):
+            raise ValueError(f"header {key[:50]!r} must be a single-line string under "
+                             f"{MAX_HEADER_CHARS} characters")
+        clean[key] = value
+    query = params.get("query") or {}
+    if not isinstance(query, dict) or len(query) > 100:
+        raise ValueError("query must be an object of at most 100 values")
+    query = {k: (str(v).lower() if isinstance(v, bool) else v) for k, v in query.items()}
+    body, data = params.get("body"), params.get("json")
+    if body is not None and data is not None:
+        raise ValueError("give either body or json, not both")
+    if data is not None:
+        try:
+            text = json.dumps(data, ensure_ascii=False)
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise ValueError(f"json is not serializable: {exc}") from None
+        if len(text) > MAX_BODY_CHARS:
+            raise ValueError(f"the json body is over {MAX_BODY_CHARS} characters")
+        return clean, query, text.encode("utf-8")
+    if body is not None:
+        if not isinstance(body, str):
+            raise ValueError("body must be a string")
+        return clean, query, body.encode("utf-8")
+    return clean, query, None

@@ -1,0 +1,148 @@
+"""web_fetch: a web page's main text (Markdown-ish), its title and its final URL.
+
+The page comes through the same SSRF-safe client as http_request (`[tools.web_fetch]` has its
+own allowed_hosts / blocked_hosts / max_bytes / timeout). HTML goes through trafilatura, which
+drops navigation, ads and footers; plain text, Markdown and JSON are returned as they are;
+PDFs and other binary bodies are refused with a description (type and size), never dumped.
+trafilatura is the `web` extra: `pip install 'jarvis[web]'`.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import Any
+
+from jarvis.core.registry import ToolRegistry
+from jarvis.core.types import ErrorType, ToolResult
+from jarvis.tools.base import BaseTool
+from jarvis.tools.http_request import (
+    decode,
+    describe_binary,
+    is_text,
+    net_client,
+    net_failure,
+    response_metadata,
+)
+from jarvis.tools.spec import ToolSpec
+
+DEFAULT_MAX_CHARS = 20_000
+MAX_CHARS = 200_000
+INSTALL_WEB = "pip install 'jarvis[web]'"
+_HTML_TYPES = ("text/html", "application/xhtml+xml")
+_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.I | re.S)
+
+
+def _missing(tool: str, package: str) -> ToolResult:
+    return ToolResult.failure(tool, f"{tool} needs the {package} package, which is not "
+                                    f"installed: {INSTALL_WEB}", ErrorType.EXECUTION)
+
+
+def html_to_text(page: str, url: str) -> tuple[str, str]:
+    """(title, main text as Markdown) of an HTML page; raises ImportError without trafilatura."""
+    import trafilatura
+
+    text = trafilatura.extract(page, url=url, output_format="markdown", include_links=False,
+                               include_images=False, include_tables=True, favor_recall=True,
+                               include_comments=False) or ""
+    title = ""
+    meta = trafilatura.extract_metadata(page, default_url=url)
+    if meta is not None and meta.title:
+        title = meta.title
+    if not title:
+        match = _TITLE.search(page[:200_000])
+        title = " ".join(html.unescape(match.group(1)).split()) if match else ""
+    return title.strip(), text.strip()
+
+
+@ToolRegistry.register("web_fetch")
+class WebFetchTool(BaseTool):
+    """Fetch a web page and return its main text, title and final URL."""
+
+    tool_id = "web_fetch"
+
+    def __init__(self, allowed_hosts: list[str] | None = None,
+                 blocked_hosts: list[str] | None = None, max_bytes: int = 2_097_152,
+                 timeout: float = 30.0, max_redirects: int = 5) -> None:
+        self._settings = (allowed_hosts, blocked_hosts, max_bytes, timeout, max_redirects)
+        self.timeout = float(timeout)
+        self._client: Any = None
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            self._client = net_client("web_fetch", *self._settings)
+        return self._client
+
+    @property
+    def spec(self) -> ToolSpec:
+        return ToolSpec(
+            name="web_fetch",
+            description="Fetch a web page (http/https, public addresses only) and return its "
+                        "title, final URL and main text as Markdown, without navigation, ads "
+                        "and footers. PDFs and other binary files are refused.",
+            parameters={
+                "type": "object",
+                "properties": {
+                    "url": {"type": "string", "minLength": 1, "maxLength": 8192,
+                            "description": "The page's http:// or https:// URL"},
+                    "max_chars": {"type": "integer", "minimum": 100, "maximum": MAX_CHARS,
+                                  "default": DEFAULT_MAX_CHARS,
+                                  "description": "Longest text returned; longer is cut"},
+                },
+                "required": ["url"],
+            },
+            category="web",
+            latency_estimate=1.0,
+            timeout_seconds=self.timeout + 10.0,
+        )
+
+    def execute(self, **params: Any) -> ToolResult:
+        max_chars = params.get("max_chars") or DEFAULT_MAX_CHARS
+        if not isinstance(max_chars, int) or isinstance(max_chars, bool) or not (
+                100 <= max_chars <= MAX_CHARS):
+            return ToolResult.failure("web_fetch", f"max_chars must be an integer from 100 to "
+                                                   f"{MAX_CHARS}", ErrorType.INVALID_ARGS)
+        from jarvis.security.net import BlockedURLError, FetchError
+
+        try:
+            response = self.client.request(
+                "GET", params.get("url"),
+                headers={"Accept": "text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.5"})
+        except (BlockedURLError, FetchError) as exc:
+            return net_failure("web_fetch", exc)
+        metadata = response_metadata(response)
+        kind = response.content_type
+        if response.status >= 400:
+            return ToolResult.failure("web_fetch", f"HTTP {response.status} {response.reason} "
+                                                   f"from {response.url}", ErrorType.EXECUTION,
+                                      **metadata)
+        if kind == "application/pdf" or response.body[:5] == b"%PDF-":
+            return ToolResult.failure(
+                "web_fetch", f"{response.url} is a PDF document ({len(response.body)} bytes"
+                f"{' or more' if response.truncated else ''}); web_fetch reads HTML and text "
+                f"pages only", ErrorType.EXECUTION, **metadata)
+        if not is_text(kind, response.body):
+            return ToolResult.failure(
+                "web_fetch", f"{response.url} is not a text page: "
+                f"{describe_binary(kind, len(response.body), response.truncated, response.body)}",
+                ErrorType.EXECUTION, **metadata)
+        page = decode(response.body, response.charset)
+        title = ""
+        if kind in _HTML_TYPES or (not kind and "<html" in page[:2000].lower()):
+            try:
+                title, text = html_to_text(page, response.url)
+            except ImportError:
+                return _missing("web_fetch", "trafilatura")
+            if not text:
+                text = "[no main text found on this page]"
+        else:
+            text = page.strip()
+        cut = len(text) - max_chars
+        if cut > 0:
+            text = text[:max_chars] + f"\n[... {cut} more characters cut (max_chars) ...]"
+        if response.truncated:
+            text += f"\n[... the page was larger than {len(response.body)} bytes; only that much was read ...]"
+        head = (f"# {title}\n" if title else "") + f"URL: {response.url}\n\n"
+        metadata.update(title=title, text_chars=len(text), cut_chars=max(cut, 0))
+        return ToolResult(tool_name="web_fetch", content=head + text, metadata=metadata)
