@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "plugins": ("jarvis.commands.plugins:plugins", "List tool plugins and what they added."),
     "schedule": ("jarvis.commands.schedule:schedule", "Add, list and manage scheduled tasks."),
     "scheduler": ("jarvis.commands.schedule:scheduler", "Run the daemon that runs scheduled tasks."),
+    "channels": ("jarvis.commands.channels:channels", "List notification channels; send a test."),
     "serve": ("jarvis.commands.serve:serve", "Serve tools (ORS) and agents (OpenAI API) over HTTP."),
 }
 

@@ -13,7 +13,7 @@ from jarvis.scheduler.records import Run, Task
 from jarvis.scheduler.runner import RunOutcome
 from jarvis.scheduler.scheduler import TaskScheduler
 from jarvis.scheduler.schedules import iso, parse_iso
-from jarvis.scheduler.store import SchedulerStore, TaskNotFoundError
+from jarvis.scheduler.store import MIGRATIONS, SchedulerStore, TaskNotFoundError
 
 T0 = parse_iso("2026-06-01T12:00:00Z")
 
@@ -54,12 +54,12 @@ def make(store, runner=None, clock=None, **kw) -> TaskScheduler:
 
 def test_store_uses_wal_migrations_and_an_index_on_next_run(store, tmp_path):
     assert store.db.journal_mode == "wal"
-    assert store.schema_version == 1
+    assert store.schema_version == len(MIGRATIONS)
     plan = store.db.execute("EXPLAIN QUERY PLAN SELECT * FROM tasks WHERE status = 'active' "
                             "AND next_run <= 1 ORDER BY next_run LIMIT 5").fetchall()
     assert "tasks_due" in " ".join(str(r) for r in plan)
     again = SchedulerStore(db_path=tmp_path / "sched.db")  # reopening does not re-migrate
-    assert again.schema_version == 1
+    assert again.schema_version == len(MIGRATIONS)
     again.close()
 
 

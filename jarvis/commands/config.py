@@ -22,7 +22,13 @@ def _flatten(data: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
 
 def _masked(dotted: str, value: Any) -> Any:
     """The value as `config show` prints it: secrets hidden by name (any key: MCP env and
-    headers, tool settings...), passwords and tokens in URLs, secret options in MCP args."""
+    headers, tool settings...), passwords and tokens in URLs, secret options in MCP args;
+    channel URLs (tokens in their path) masked as a whole."""
+    parts = dotted.split(".")
+    if len(parts) == 3 and parts[0] == "channels" and parts[2] == "url" and value:
+        from jarvis.channels.channels import mask_url  # channel URLs carry tokens and passwords
+
+        return mask_url(value)
     from jarvis.security.redact import redact_value
 
     return redact_value(dotted.rsplit(".", 1)[-1], value)
@@ -52,7 +58,7 @@ def show(as_json: bool) -> None:
     Secrets are shown as ***: values whose name says key, token, secret, password, pat,
     auth, credential, cookie or session (MCP env and headers included), passwords and
     tokens inside URLs (user:***@host, ?api_key=***), and secret options in MCP args
-    (--token ***, --api-key=***).
+    (--token ***, --api-key=***), and channel URLs.
     """
     from jarvis.commands._common import load_cli_config
 

@@ -101,11 +101,13 @@ def schedule() -> None:
               "it failed.")
 @click.option("--grace", type=float, default=None, metavar="SECONDS",
               help="How late a missed run may still run (default: [scheduler] grace_seconds).")
+@click.option("--notify", "notify", default=None, metavar="CHANNEL",
+              help="Send each run's answer (or failure) to this channel ([channels.CHANNEL]).")
 @click.option("--json", "as_json", is_flag=True, help="Print the new task as JSON.")
 def add_task(prompt: str, cron: str | None, tz: str, every: float | None, at: str | None,
              agent: str | None, tools: str | None, approve_tools: str | None,
              timeout: float | None, retries: int, retry_backoff: float, on_crash: str,
-             grace: float | None, as_json: bool) -> None:
+             grace: float | None, notify: str | None, as_json: bool) -> None:
     """Schedule PROMPT: exactly one of --cron, --every or --at.
 
     \b
@@ -126,7 +128,7 @@ def add_task(prompt: str, cron: str | None, tz: str, every: float | None, at: st
     task = scheduler.add(prompt, cron=cron, every=every, at=at, tz=tz, agent=agent,
                             tools=tools, approved_tools=approve_tools, timeout_seconds=timeout,
                             max_retries=retries, retry_backoff_seconds=retry_backoff,
-                            on_crash=on_crash, grace_seconds=grace)
+                            on_crash=on_crash, grace_seconds=grace, notify=notify)
     for problem in problems:
         click.echo(f"Warning: {problem}; runs of task {task.id} will fail unless it is "
                    f"available where the scheduler runs", err=True)
@@ -209,6 +211,11 @@ def run_task(task_id: str, runner: str | None, as_json: bool) -> None:
         echo_json(run.to_dict())
     elif run.status == "succeeded":
         click.echo(run.answer or "")
+    if run.delivery:
+        sent = run.delivery.get("status") == "delivered"
+        click.echo(f"delivery to {run.delivery.get('channel')}: {run.delivery.get('status')}"
+                   + ("" if sent else f" after {run.delivery.get('attempts')} attempt(s): "
+                                      f"{run.delivery.get('error')}"), err=True)
     if run.status != "succeeded":
         click.echo(f"Error ({run.error_type or 'failed'}): {run.error}", err=True)
         sys.exit(1)
@@ -237,6 +244,8 @@ def list_runs(task_id: str | None, limit: int, as_json: bool) -> None:
         else:
             detail = f"{run.error_type}: {one_line(run.error or '', 60)}"
         took = f"{data['duration_seconds']:.2f}s" if data["duration_seconds"] is not None else "-"
+        if run.delivery:
+            detail += f"  [-> {run.delivery.get('channel')}: {run.delivery.get('status')}]"
         click.echo(f"#{run.id}  {run.task_id}  {run.status:<9}  for {data['scheduled_for']}  "
                    f"try {run.attempt}  {took:>7}  {detail}")
 

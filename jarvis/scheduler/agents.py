@@ -1,8 +1,8 @@
 """Keep scheduler tasks in step with the workspace agents that declare a `schedule`.
 
 Each such agent owns one task, marked in its metadata with `agent_schedule = NAME`. Syncing
-creates the missing ones, replaces those whose schedule, zone or prompt changed, and cancels
-the tasks of agents that no longer exist or no longer have a schedule. Tasks made by hand are
+creates the missing ones, replaces those whose schedule, zone, prompt or notify channel
+changed, and cancels the tasks of agents that no longer exist or no longer have a schedule. Tasks made by hand are
 never touched. Runs at every daemon start (`jarvis scheduler start`, also with `--once`).
 """
 
@@ -41,7 +41,8 @@ def sync_agent_schedules(scheduler: Any, config: Any) -> AgentSyncReport:
         for task in tasks:
             same = (spec is not None and keep is None and task.schedule_type == "cron"
                     and task.schedule_value == spec.schedule and task.timezone == spec.timezone
-                    and task.prompt == spec.prompt)
+                    and task.prompt == spec.prompt
+                    and task.notify == getattr(spec, "notify", None))
             if same:
                 keep = task
                 continue
@@ -53,7 +54,8 @@ def sync_agent_schedules(scheduler: Any, config: Any) -> AgentSyncReport:
     for name, spec in wanted.items():
         try:
             scheduler.create_task(spec.prompt, "cron", spec.schedule, timezone=spec.timezone,
-                                  agent=name, metadata={MANAGED_KEY: name})
+                                  agent=name, metadata={MANAGED_KEY: name},
+                                  notify=getattr(spec, "notify", None))
         except JarvisError as exc:
             report.errors.append(f"agent {name}: {exc}")
             continue

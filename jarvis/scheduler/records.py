@@ -37,6 +37,7 @@ class Task:
     on_crash: str = "retry"
     grace_seconds: float | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    notify: str | None = None  # channel that gets each finished run's answer or failure
 
     @property
     def schedule(self) -> Schedule:
@@ -71,6 +72,7 @@ class Task:
             "on_crash": self.on_crash,
             "grace_seconds": self.grace_seconds,
             "created_by": self.created_by,
+            "notify": self.notify,
         }
 
     @property
@@ -105,6 +107,8 @@ class Run:
     run_log_id: str | None = None
     skipped_count: int = 0
     skipped_until: float | None = None
+    # How sending the outcome to the task's channel went: {channel, status, attempts, error, at}
+    delivery: dict[str, Any] | None = None
 
     @property
     def duration(self) -> float | None:
@@ -130,4 +134,6 @@ class Run:
             "claimed_by": self.claimed_by,
             "skipped_count": self.skipped_count,
             "skipped_until": iso(self.skipped_until),
+            "delivery": None if self.delivery is None else
+            {**self.delivery, "at": iso(self.delivery.get("at"))},
         }

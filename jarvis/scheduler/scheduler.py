@@ -54,13 +54,18 @@ class TaskScheduler:
                  poll_seconds: float | None = None, lease_seconds: float | None = None,
                  grace_seconds: float | None = None,
                  shutdown_timeout: float | None = None,
-                 poll_interval: float | None = None) -> None:
+                 poll_interval: float | None = None,
+                 notifier: Callable[[Task, Run], dict[str, Any] | None] | None = None) -> None:
         if poll_interval is not None:  # OpenJarvis's name for poll_seconds
             if poll_seconds is not None and poll_seconds != poll_interval:
                 raise UserError("pass poll_seconds or poll_interval (the same setting), not both")
             poll_seconds = poll_interval
         if config is None and system is not None:
             config = getattr(system, "config", None)
+        self.config = config
+        # Sends a finished run of a task with `notify` to its channel and returns the delivery
+        # record; default: jarvis.channels.delivery.ChannelNotifier(config), made when needed.
+        self.notifier = notifier
         settings = _settings(config)
         if store is None:
             from jarvis.core.paths import state_path
@@ -105,7 +110,7 @@ class TaskScheduler:
                     retry_backoff_seconds: float = 30.0, on_crash: str = "retry",
                     grace_seconds: float | None = None,
                     metadata: dict[str, Any] | None = None,
-                    created_by: str = "person") -> Task:
+                    created_by: str = "person", notify: str | None = None) -> Task:
         """Validate and store a new active task; raise UserError naming what is wrong.
 
         `created_by="model"` (what the schedule_task tool passes for a model's call) applies
@@ -148,6 +153,7 @@ class TaskScheduler:
         # `not x >= 0` also rejects NaN, which would otherwise skip every missed run.
         if grace_seconds is not None and not float(grace_seconds) >= 0:
             raise UserError(f"grace seconds must be 0 or more, got {grace_seconds}")
+        notify = self._check_notify(notify)
         task = Task(
             id="", prompt=prompt, schedule_type=schedule.type, schedule_value=schedule.value,
             timezone=schedule.timezone, agent=agent or None, tools=tool_names,
@@ -155,7 +161,7 @@ class TaskScheduler:
             timeout_seconds=timeout, max_retries=max_retries,
             retry_backoff_seconds=float(retry_backoff_seconds), on_crash=on_crash,
             grace_seconds=None if grace_seconds is None else float(grace_seconds),
-            metadata=dict(metadata or {}),
+            metadata=dict(metadata or {}), notify=notify,
         )
         if created_by == "model":
             task.metadata["created_by"] = "model"
@@ -201,6 +207,19 @@ class TaskScheduler:
             raise QuotaError(f"refused: this schedule runs every {gap:g} s; a task a model "
                              f"schedules may run at most once every {least:g} s ([scheduler] "
                              f"model_min_interval_seconds)")
+
+    def _check_notify(self, notify: Any) -> str | None:
+        """A task's channel name: well formed, and configured when the config is known."""
+        if notify is None or notify == "":
+            return None
+        if not isinstance(notify, str) or not _TOOL_NAME.match(notify):
+            raise UserError(f"invalid channel name {str(notify)[:64]!r}")
+        channels = getattr(self.config, "channels", None)
+        if channels is not None and notify not in channels:
+            listed = ", ".join(sorted(channels)) or "none (add a [channels.NAME] table)"
+            raise UserError(f"unknown channel {notify!r} for --notify; configured channels: "
+                            f"{listed}")
+        return notify
 
     def add(self, prompt: str, *, cron: str | None = None, every: float | None = None,
             at: str | None = None, tz: str = "UTC", **options: Any) -> Task:
@@ -486,7 +505,31 @@ class TaskScheduler:
         else:
             log.warning("task %s: run %d failed (%s) after %.2f s: %s", task.id, run.id,
                         finished.error_type, took, (finished.error or "")[:300])
+        if task.notify:
+            finished = self._deliver(task, finished)
         return finished
+
+    def _deliver(self, task: Task, run: Run) -> Run:
+        """Send a finished run to the task's channel and record how it went. The run (answer
+        or failure) is already recorded, so a failed delivery loses nothing."""
+        if self.notifier is None:
+            from jarvis.channels.delivery import ChannelNotifier
+
+            self.notifier = ChannelNotifier(self.config)
+        try:
+            record = self.notifier(task, run)
+        except Exception as exc:  # a broken notifier must not take the run or the daemon down
+            record = {"channel": task.notify, "status": "failed", "attempts": 0,
+                      "error": f"{type(exc).__name__}: {exc}", "at": self.clock()}
+        if not isinstance(record, dict):
+            return run
+        try:
+            return self.store.record_delivery(run.id, record)
+        except sqlite3.Error as exc:
+            log.warning("task %s: could not record the delivery of run %d: %s", task.id, run.id,
+                        exc)
+            run.delivery = record
+            return run
 
 
     def _record(self, run: Run, outcome: RunOutcome) -> Run | None:

@@ -80,7 +80,13 @@ def _migration_1(db: Any) -> None:
     db["runs"].create_index(["status", "run_after"], index_name="runs_pending")
 
 
-MIGRATIONS: tuple[Callable[[Any], None], ...] = (_migration_1,)
+def _migration_2(db: Any) -> None:
+    # Result delivery to channels: the task's channel, and how each run's delivery went.
+    db["tasks"].add_column("notify", str)
+    db["runs"].add_column("delivery", str)
+
+
+MIGRATIONS: tuple[Callable[[Any], None], ...] = (_migration_1, _migration_2)
 
 _TASK_FIELDS = tuple(f.name for f in fields(Task))
 _RUN_FIELDS = tuple(f.name for f in fields(Run))
@@ -479,6 +485,13 @@ class SchedulerStore:
                 recovered.append(run)
         return recovered
 
+    def record_delivery(self, run_id: int, delivery: dict[str, Any]) -> Run:
+        """Store how sending a finished run to its task's channel went."""
+        with self.immediate() as conn:
+            conn.execute("UPDATE runs SET delivery = ? WHERE id = ?",
+                         (json.dumps(delivery, default=str), run_id))
+        return self.get_run(run_id)
+
     def interrupt(self, run_id: int, owner: str, *, now: float, reason: str) -> Run | None:
         """Give up a run this owner holds (shutdown before it ended); on_crash policy applies."""
         with self.immediate() as conn:
@@ -558,4 +571,5 @@ def _task(row: dict[str, Any]) -> Task:
 def _run(row: dict[str, Any]) -> Run:
     data = {k: row[k] for k in _RUN_FIELDS if k in row}
     data["skipped_count"] = data.get("skipped_count") or 0
+    data["delivery"] = json.loads(data["delivery"]) if data.get("delivery") else None
     return Run(**data)

@@ -114,6 +114,10 @@ class ScheduleTaskTool(_SchedulerTool):
                                    "description": "Comma-separated confirmation-gated tools "
                                                   "the task may run without asking (only "
                                                   "those approved for this run)"},
+                "notify": {"type": "string", "maxLength": 64,
+                           "description": "Channel that receives each run's answer (see "
+                                          "channel_list); only channels that allow sending "
+                                          "without approval"},
             },
             "required": ["prompt", "schedule_type", "schedule_value"],
         },
@@ -137,19 +141,37 @@ class ScheduleTaskTool(_SchedulerTool):
             tools, approved = _within_grant(grant, tools, approved)
             options = {"created_by": "model",
                        "metadata": {"created_in_run": run_id}}
+        notify = params.get("notify") or None
+        if notify is not None and grant is not None:
+            _check_model_notify(scheduler, notify, grant)
         task = scheduler.create_task(
             params.get("prompt", ""), str(params.get("schedule_type", "")),
             str(params.get("schedule_value", "")),
             timezone=params.get("timezone") or "UTC",
             agent=params.get("agent") or None,
-            tools=tools, approved_tools=approved, **options,
+            tools=tools, approved_tools=approved, notify=notify, **options,
         )
         data = task.to_dict()
         out = {"task_id": task.id, "next_run": data["next_run"], "status": task.status,
                "schedule": data["schedule"]}
         if grant is not None:
             out["tools"] = list(task.tools)
+        if task.notify:
+            out["notify"] = task.notify
         return out
+
+
+def _check_model_notify(scheduler: Any, notify: Any, grant: Any) -> None:
+    """A model may not grant itself unattended sends: a task it schedules may notify only a
+    channel that sends without asking (confirm = false), or any channel when channel_send is
+    approved by name for the calling run. A person adds others with `schedule add --notify`."""
+    channels = getattr(getattr(scheduler, "config", None), "channels", None) or {}
+    channel = channels.get(notify) if isinstance(notify, str) else None
+    if channel is not None and channel.confirm and "channel_send" not in grant.approved_tools:
+        raise _Refused(f"refused: channel {notify!r} asks before each message, so a task you "
+                       f"schedule cannot send to it on its own. (A person can add it with "
+                       f"`jarvis schedule add --notify {notify}`, or set confirm = false in "
+                       f"[channels.{notify}].)")
 
 
 def _split(value: Any) -> list[str]:

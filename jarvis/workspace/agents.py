@@ -9,6 +9,7 @@ An agent file names a base loop, a prompt and tools; it never holds code:
     tools = ["memory_search", "think"]
     max_turns = 8
     schedule = "0 7 * * *"     # optional: the scheduler runs it on this cron expression
+    notify = "phone"           # optional: each scheduled run's answer goes to this channel
 
 Files are validated with a pydantic model (extra="forbid"): a typo'd key, a wrong type or bad
 TOML is a ConfigError naming the file and the key. One broken file never hides the others:
@@ -54,6 +55,9 @@ class AgentSpec(BaseModel):
     timezone: str = Field("UTC", description="IANA time zone the schedule is read in")
     prompt: str = Field("Do your scheduled task now.",
                         description="what a scheduled run asks the agent")
+    notify: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$",
+                               description="channel ([channels.NAME]) that receives each "
+                               "scheduled run's answer")
 
     _source: Path | None = PrivateAttr(None)
 
