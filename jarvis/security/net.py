@@ -487,7 +487,7 @@ def _read_body(response: Any, limit: int, deadline: float, total: float) -> tupl
     chunks: list[bytes] = []
     size = 0
     try:
-        for raw in response.iter_raw(65_536):
+        for raw in response.iter_raw():  # as received: a chunk size would wait to fill it
             if time.monotonic() > deadline:
                 raise FetchError(f"reading the body took longer than {total:g} s (the deadline)")
             data = raw

@@ -33,9 +33,10 @@ _HTML_TYPES = ("text/html", "application/xhtml+xml")
 _TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.I | re.S)
 
 
-def _missing(tool: str, package: str) -> ToolResult:
-    return ToolResult.failure(tool, f"{tool} needs the {package} package, which is not "
-                                    f"installed: {INSTALL_WEB}", ErrorType.EXECUTION)
+def _missing(tool: str, package: str, exc: ImportError) -> ToolResult:
+    return ToolResult.failure(tool, f"{tool} needs the {package} package, which cannot be "
+                                    f"imported ({exc.name or exc}): {INSTALL_WEB}",
+                              ErrorType.EXECUTION)
 
 
 def html_to_text(page: str, url: str) -> tuple[str, str]:
@@ -132,8 +133,8 @@ class WebFetchTool(BaseTool):
         if kind in _HTML_TYPES or (not kind and "<html" in page[:2000].lower()):
             try:
                 title, text = html_to_text(page, response.url)
-            except ImportError:
-                return _missing("web_fetch", "trafilatura")
+            except ImportError as exc:
+                return _missing("web_fetch", "trafilatura", exc)
             if not text:
                 text = "[no main text found on this page]"
         else:
