@@ -110,3 +110,94 @@ def serving(routes: dict[str, Route]) -> Iterator[LoopbackServer]:
 
 def fixture(name: str) -> str:
     return (FIXTURES / name).read_text(encoding="utf-8")
+
+
+class MitmProxy:
+    """An HTTP proxy on loopback that answers CONNECT itself: it terminates TLS with a
+    certificate from a test CA (trustme) and serves `handler(method, path, headers, body)`
+    as if it were the real site. The seam for clients we cannot point at a base URL (ddgs):
+    give them `proxy=proxy.url` and `verify=proxy.ca_path`."""
+
+    def __init__(self, hosts: list[str], handler: Callable[[str, str, dict[str, str], bytes],
+                                                             tuple[int, str, bytes]],
+                 ca_dir: Path) -> None:
+        import socket
+        import ssl
+
+        import trustme
+
+        self.ca = trustme.CA()
+        self.ca_path = str(ca_dir / "test-ca.pem")
+        self.ca.cert_pem.write_to_path(self.ca_path)
+        self.context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        self.ca.issue_cert(*hosts).configure_cert(self.context)
+        self.context.set_alpn_protocols(["http/1.1"])
+        self.handler = handler
+        self.connects: list[str] = []
+        self.requests: list[tuple[str, str, dict[str, str], bytes]] = []
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    def __enter__(self) -> MitmProxy:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self.sock.close()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+
+    @staticmethod
+    def _read_head(stream: Any) -> bytes:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = stream.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+        return data
+
+    def _handle(self, conn: Any) -> None:
+        with contextlib.suppress(OSError), conn:
+            head = self._read_head(conn)
+            line = head.split(b"\r\n", 1)[0].decode("latin-1")
+            method, target, _ = (line.split(" ") + ["", "", ""])[:3]
+            if method != "CONNECT":
+                conn.sendall(b"HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\n\r\n")
+                return
+            self.connects.append(target)
+            conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            with self.context.wrap_socket(conn, server_side=True) as tls:
+                self._exchange(tls)
+
+    def _exchange(self, tls: Any) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                data = self._read_head(tls)
+                if not data:
+                    return
+                head_part, _, rest = data.partition(b"\r\n\r\n")
+                lines = head_part.decode("latin-1").split("\r\n")
+                req_method, path, _ = lines[0].split(" ", 2)
+                headers = {k.strip().lower(): v.strip() for k, _, v in
+                           (h.partition(":") for h in lines[1:])}
+                length = int(headers.get("content-length") or 0)
+                while len(rest) < length:
+                    chunk = tls.recv(65536)
+                    if not chunk:
+                        break
+                    rest += chunk
+                self.requests.append((req_method, path, headers, rest[:length]))
+                status, ctype, body = self.handler(req_method, path, headers, rest[:length])
+                tls.sendall(f"HTTP/1.1 {status} OK\r\nContent-Type: {ctype}\r\n"
+                            f"Content-Length: {len(body)}\r\n\r\n".encode() + body)

@@ -16,7 +16,10 @@ A missing key, package or an unreachable backend is one failed result naming the
 
 from __future__ import annotations
 
+import html
 import json
+import os
+import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -32,6 +35,7 @@ KEY_ENV = {"brave": "BRAVE_API_KEY", "tavily": "TAVILY_API_KEY"}
 MAX_RESULTS = 20
 MAX_QUERY_CHARS = 500
 MAX_SNIPPET_CHARS = 500
+_TAG = re.compile(r"<[^>]{0,200}>")
 
 
 @dataclass(slots=True)
@@ -47,7 +51,9 @@ class SearchError(Exception):
 
 
 def _clip(text: Any, limit: int = MAX_SNIPPET_CHARS) -> str:
-    text = " ".join(str(text or "").split())
+    # Brave marks matches with <strong>; entities (&quot;) come through from several APIs.
+    text = html.unescape(_TAG.sub("", str(text or "")))
+    text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -188,8 +194,6 @@ class WebSearchTool(BaseTool):
     def _key(self) -> str:
         from jarvis.core.envvars import expand_env
         from jarvis.errors import ConfigError
-
-        import os
 
         key = self.api_key or os.environ.get(KEY_ENV[self.backend], "")
         try:
