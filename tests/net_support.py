@@ -201,3 +201,47 @@ class MitmProxy:
                 status, ctype, body = self.handler(req_method, path, headers, rest[:length])
                 tls.sendall(f"HTTP/1.1 {status} OK\r\nContent-Type: {ctype}\r\n"
                             f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+
+
+class SmtpReceiver:
+    """A real SMTP server (aiosmtpd) on 127.0.0.1 with a port chosen by the OS; the messages
+    it accepted are in `messages` as (mail_from, rcpt_tos, parsed email.message.Message)."""
+
+    def __init__(self) -> None:
+        self.messages: list[tuple[str, list[str], Any]] = []
+        self.port = 0
+        self._loop: Any = None
+        self._server: Any = None
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:  # noqa: N802
+        import email
+
+        self.messages.append((envelope.mail_from, list(envelope.rcpt_tos),
+                              email.message_from_bytes(envelope.original_content)))
+        return "250 OK"
+
+    def _run(self) -> None:
+        import asyncio
+
+        from aiosmtpd.smtp import SMTP
+
+        self._loop = asyncio.new_event_loop()
+        self._server = self._loop.run_until_complete(
+            self._loop.create_server(lambda: SMTP(self), "127.0.0.1", 0))
+        self.port = self._server.sockets[0].getsockname()[1]
+        self._ready.set()
+        self._loop.run_forever()
+        self._server.close()
+        self._loop.run_until_complete(self._server.wait_closed())
+        self._loop.close()
+
+    def __enter__(self) -> SmtpReceiver:
+        self._thread.start()
+        self._ready.wait(10)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
