@@ -109,10 +109,13 @@ def test_documented_add_examples_run_as_written(env):
     lines = [line.split("#")[0] for line in docs.splitlines() + help_text.splitlines()
              if re.match(r"\s*jarvis schedule add ", line)]
     assert len(lines) >= 6 and any("--at" in line for line in lines), lines
+    # The --notify example names this channel; every tool the examples name must exist.
+    Path("config.toml").write_text('[channels.phone]\nurl = "ntfy://ntfy.example/alerts"\n')
     for line in lines:
         args = shlex.split(line)[1:]
         result = jarvis(env, *args)
         assert result.returncode == 0, (line, result.stderr)
+        assert "unknown tool" not in result.stderr, (line, result.stderr)
 
 
 def test_a_failed_manual_run_exits_1_with_the_error(env):
