@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+from net_support import Reply, SmtpReceiver, serving
 
 from jarvis.channels.channels import ChannelError, channel_status, mask_url, send
 from jarvis.channels.tools import ChannelListTool, ChannelSendTool, ChannelStatusTool
@@ -16,7 +17,6 @@ from jarvis.core.config import JarvisConfig, load_config
 from jarvis.core.types import ToolCall
 from jarvis.errors import ConfigError
 from jarvis.tools.executor import ToolExecutor
-from net_support import Reply, SmtpReceiver, serving
 
 
 def config_with(**channels):

@@ -7,12 +7,12 @@ import subprocess
 import sys
 
 import pytest
+from net_support import Reply, fixture, serving
 
 from jarvis.core.types import ToolCall
 from jarvis.tools.executor import ToolExecutor
 from jarvis.tools.http_request import HttpRequestTool
 from jarvis.tools.web_fetch import WebFetchTool
-from net_support import Reply, fixture, serving
 
 
 def call(tool, approver=None, **arguments):

@@ -9,6 +9,7 @@ import threading
 import time
 
 import pytest
+from net_support import Reply, serving
 
 from jarvis.security.net import (
     BlockedURLError,
@@ -19,7 +20,6 @@ from jarvis.security.net import (
     check_url,
     legacy_ipv4,
 )
-from net_support import Reply, serving
 
 DENY_ALL = NetPolicy()
 

@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from net_support import Reply, SmtpReceiver, serving
+from scheduler_support import TESTS, ScriptRunner
 
 from jarvis.channels.delivery import ChannelNotifier
 from jarvis.core.config import JarvisConfig
@@ -20,8 +22,6 @@ from jarvis.scheduler.runner import RunOutcome
 from jarvis.scheduler.scheduler import TaskScheduler
 from jarvis.scheduler.store import SchedulerStore
 from jarvis.scheduler.tools import ScheduleTaskTool
-from net_support import Reply, SmtpReceiver, serving
-from scheduler_support import TESTS, ScriptRunner
 
 
 def closed_port() -> int:

@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from net_support import MitmProxy, Reply, fixture, serving
 
 from jarvis.core.types import ToolCall
 from jarvis.tools.executor import ToolExecutor
 from jarvis.tools.web_search import WebSearchTool
-from net_support import MitmProxy, Reply, fixture, serving
 
 
 def search(tool, **arguments):

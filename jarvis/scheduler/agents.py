@@ -2,8 +2,9 @@
 
 Each such agent owns one task, marked in its metadata with `agent_schedule = NAME`. Syncing
 creates the missing ones, replaces those whose schedule, zone, prompt or notify channel
-changed, and cancels the tasks of agents that no longer exist or no longer have a schedule. Tasks made by hand are
-never touched. Runs at every daemon start (`jarvis scheduler start`, also with `--once`).
+changed, and cancels the tasks of agents that no longer exist or no longer have a schedule.
+Tasks made by hand are never touched. Runs at every daemon start (`jarvis scheduler start`,
+also with `--once`).
 """
 
 from __future__ import annotations

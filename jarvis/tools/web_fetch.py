@@ -143,7 +143,8 @@ class WebFetchTool(BaseTool):
         if cut > 0:
             text = text[:max_chars] + f"\n[... {cut} more characters cut (max_chars) ...]"
         if response.truncated:
-            text += f"\n[... the page was larger than {len(response.body)} bytes; only that much was read ...]"
+            text += (f"\n[... the page was larger than {len(response.body)} bytes; only that "
+                     f"much was read ...]")
         head = (f"# {title}\n" if title else "") + f"URL: {response.url}\n\n"
         metadata.update(title=title, text_chars=len(text), cut_chars=max(cut, 0))
         return ToolResult(tool_name="web_fetch", content=head + text, metadata=metadata)
