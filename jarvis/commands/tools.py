@@ -47,12 +47,16 @@ def list_tools(as_json: bool) -> None:
             "latency_estimate": spec.latency_estimate,
             "requires_confirmation": spec.requires_confirmation,
         })
+        if spec.metadata.get("confirmation"):
+            # A tool that asks for some calls only (http_request: POST, PUT, PATCH, DELETE).
+            rows[-1]["confirmation"] = spec.metadata["confirmation"]
     if as_json:
         echo_json(rows)
         return
     width = max((len(r["name"]) for r in rows), default=4)
     for r in rows:
-        flags = " [confirm]" if r["requires_confirmation"] else ""
+        flags = (" [confirm]" if r["requires_confirmation"] else
+                 " [confirm per call]" if r.get("confirmation") else "")
         first_line = r["description"].splitlines()[0] if r["description"] else ""
         click.echo(f"{r['name']:<{width}}  {r['category'] or '-':<11} "
                    f"${r['cost_estimate']:.4f} ~{r['latency_estimate']:g}s{flags}  {first_line}")
