@@ -220,3 +220,12 @@ def test_web_fetch_uses_the_ssrf_policy():
         assert "[tools.web_fetch] allowed_hosts" in result.content and server.seen == []
         result = call(WebFetchTool(), url="http://169.254.169.254/latest/meta-data/")
     assert not result.success and "link-local" in result.content
+
+
+def test_naming_http_request_for_mcp_serve_approves_its_calls_like_other_gated_tools():
+    from jarvis.core.config import JarvisConfig
+    from jarvis.mcp.server import select_tools
+
+    tools, approved = select_tools(JarvisConfig(), ["http_request", "calculator"])
+    assert [t.spec.name for t in tools] == ["http_request", "calculator"]
+    assert approved == {"http_request"}

@@ -147,3 +147,12 @@ def test_duckduckgo_unreachable_is_a_clear_failure(tmp_path):
         url = proxy.url
     result = search(WebSearchTool(backend="duckduckgo", proxy=url, timeout=2), query="x")
     assert not result.success and result.content.startswith("web_search backend duckduckgo")
+
+
+def test_hostile_arguments_are_clear_failures():
+    tool = WebSearchTool(backend="searxng", base_url="http://127.0.0.1:9")
+    for arguments, expected in (({"query": "x" * 501}, "invalid arguments"),
+                                ({"query": "   "}, "query must be 1-500 characters"),
+                                ({"query": "x", "max_results": 500}, "invalid arguments")):
+        result = search(tool, **arguments)
+        assert not result.success and expected in result.content, (arguments, result.content)

@@ -54,7 +54,9 @@ def select_tools(config: Any, names: list[str] | None) -> tuple[list[BaseTool], 
         for name in names:
             ToolRegistry.get(name)  # unknown names fail before anything is served
         tools = [build_tool(name, deps, settings.get(name)) for name in names]
-        approved = {t.spec.name for t in tools if t.spec.requires_confirmation}
+        # Tools that ask for some calls only (http_request's POST) are approved the same way.
+        approved = {t.spec.name for t in tools
+                    if t.spec.requires_confirmation or t.spec.metadata.get("confirmation")}
         return tools, approved
     entries = ToolRegistry.snapshot()[0]  # what is registered now: starts no MCP server
     enabled = config.tools.enabled
