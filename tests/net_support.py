@@ -245,3 +245,22 @@ class SmtpReceiver:
     def __exit__(self, *exc: Any) -> None:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
+
+
+@contextlib.contextmanager
+def serving_tls(routes: dict[str, Route], hostname: str, ca_dir: Path) -> Iterator[tuple[Any, str]]:
+    """A LoopbackServer speaking HTTPS with a certificate for `hostname` from a test CA;
+    yields (server, path of the CA's PEM file)."""
+    import ssl
+
+    import trustme
+
+    ca = trustme.CA()
+    ca_path = ca_dir / "tls-ca.pem"
+    ca.cert_pem.write_to_path(str(ca_path))
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert(hostname).configure_cert(context)
+    server = LoopbackServer(routes)
+    server.httpd.socket = context.wrap_socket(server.httpd.socket, server_side=True)
+    with server:
+        yield server, str(ca_path)

@@ -301,3 +301,22 @@ def test_proxy_environment_variables_are_ignored(monkeypatch):
         monkeypatch.setenv("ALL_PROXY", "http://127.0.0.1:1")
         response = SafeHttpClient(NetPolicy.make([server.hostport])).request("GET", server.url("/"))
     assert response.body == b"direct"
+
+
+def test_tls_is_verified_against_the_name_while_connecting_to_the_pinned_address(tmp_path):
+    """The connection goes to the checked IP, but the certificate is checked for the URL's
+    name (SNI and Host stay the name), so pinning never weakens TLS."""
+    from net_support import serving_tls
+
+    with serving_tls({"/": lambda s: Reply(200, "over tls")}, "secure.test", tmp_path) as (server, ca):
+        resolver = lambda host, port: ["127.0.0.1"]  # noqa: E731
+        policy = NetPolicy.make([f"secure.test:{server.port}", f"wrong.test:{server.port}"])
+        client = SafeHttpClient(policy, resolver=resolver, verify=ca)
+        response = client.request("GET", f"https://secure.test:{server.port}/")
+        assert response.body == b"over tls" and response.address == "127.0.0.1"
+        assert server.seen[0].headers["host"] == f"secure.test:{server.port}"
+        with pytest.raises(FetchError, match="CERTIFICATE_VERIFY_FAILED|certificate"):
+            client.request("GET", f"https://wrong.test:{server.port}/")  # same IP, wrong name
+        with pytest.raises(FetchError, match="CERTIFICATE_VERIFY_FAILED|certificate"):
+            SafeHttpClient(policy, resolver=resolver).request(  # default CAs: the test CA is unknown
+                "GET", f"https://secure.test:{server.port}/")

@@ -398,6 +398,21 @@ class SafeHttpClient:
         self.policy = policy or NetPolicy()
         self.resolver = resolver
         self.verify = verify
+        self._ssl: Any = None  # built once: loading the CA bundle costs ~20 ms per client
+        self._ssl_lock = threading.Lock()
+
+    def _ssl_context(self) -> Any:
+        if not (self.verify is True or isinstance(self.verify, str)):
+            return self.verify  # False, or an SSLContext the caller made
+        with self._ssl_lock:
+            if self._ssl is None:
+                import ssl
+
+                import certifi
+
+                self._ssl = ssl.create_default_context(
+                    cafile=self.verify if isinstance(self.verify, str) else certifi.where())
+            return self._ssl
 
     def request(self, method: str, url: str, *, headers: dict[str, str] | None = None,
                 params: dict[str, Any] | None = None, content: bytes | None = None,
@@ -420,7 +435,7 @@ class SafeHttpClient:
             send_headers[key] = value
         pins: dict[tuple[str, int], list[str]] = {}
         connected: list[str] = []
-        transport = httpx.HTTPTransport(verify=self.verify, retries=0)
+        transport = httpx.HTTPTransport(verify=self._ssl_context(), retries=0)
         transport._pool._network_backend = _pinned_backend(pins, connected)  # noqa: SLF001
         redirects: list[str] = []
         current = url
