@@ -71,6 +71,14 @@ STARTER_CONFIG = """\
 allowed_dirs = ["."]
 # allowed_secret_paths = [".env"]
 
+# http_request, web_fetch: public addresses only; exact host:port exceptions open more.
+# [tools.http_request]
+# allowed_hosts = ["127.0.0.1:8123"]
+# blocked_hosts = ["*.ads.example"]
+# web_search: searxng (base_url), brave or tavily (api_key), duckduckgo (no key).
+# [tools.web_search]
+# backend = "duckduckgo"
+
 [memory]
 # enabled = true
 # SQLite file; empty: $JARVIS_HOME/memory.db. Env: JARVIS_MEMORY_DB.
@@ -124,4 +132,8 @@ allowed_dirs = ["."]
 # command = "npx"
 # args = ["-y", "@modelcontextprotocol/server-filesystem", "."]
 # timeout = 30.0
+
+# Notification channels (any Apprise URL; ${NAME} comes from the environment), one table each:
+# [channels.phone]
+# url = "ntfy://ntfy.sh/${NTFY_TOPIC}"
 """
