@@ -229,3 +229,22 @@ def test_naming_http_request_for_mcp_serve_approves_its_calls_like_other_gated_t
     tools, approved = select_tools(JarvisConfig(), ["http_request", "calculator"])
     assert [t.spec.name for t in tools] == ["http_request", "calculator"]
     assert approved == {"http_request"}
+
+
+def test_web_fetch_reads_the_charset_from_a_meta_tag():
+    page = ("<html><head><meta charset='iso-8859-1'><title>Caf\xe9 cr\xe8me</title></head><body>"
+            "<article><p>Le caf\xe9 cr\xe8me co\xfbte trois euros au comptoir, et un peu plus "
+            "en terrasse, \xe0 deux pas de la gare.</p></article></body></html>").encode("latin-1")
+    with serving({"/": lambda s: Reply(200, page, content_type="text/html")}) as server:
+        result = call(WebFetchTool(allowed_hosts=[server.hostport]), url=server.url("/"))
+    assert result.metadata["title"] == "Café crème"
+    assert "Le café crème coûte trois euros" in result.content
+
+
+def test_a_confirmation_check_that_breaks_asks_instead_of_running():
+    class Shaky(HttpRequestTool):
+        def needs_confirmation(self, arguments):
+            raise RuntimeError("cannot tell")
+
+    result = call(Shaky(), url="http://example.com/")
+    assert not result.success and result.error_type.value == "denied"

@@ -31,6 +31,7 @@ MAX_CHARS = 200_000
 INSTALL_WEB = "pip install 'jarvis[web]'"
 _HTML_TYPES = ("text/html", "application/xhtml+xml")
 _TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.I | re.S)
+_META_CHARSET = re.compile(rb"""<meta[^>]{0,200}?charset=["']?([A-Za-z0-9_-]{1,40})""", re.I)
 
 
 def _missing(tool: str, package: str, exc: ImportError) -> ToolResult:
@@ -128,7 +129,11 @@ class WebFetchTool(BaseTool):
                 "web_fetch", f"{response.url} is not a text page: "
                 f"{describe_binary(kind, len(response.body), response.truncated, response.body)}",
                 ErrorType.EXECUTION, **metadata)
-        page = decode(response.body, response.charset)
+        charset = response.charset
+        if charset is None and kind in _HTML_TYPES:  # many pages say it only in a <meta> tag
+            match = _META_CHARSET.search(response.body[:4096])
+            charset = match.group(1).decode("ascii") if match else None
+        page = decode(response.body, charset)
         title = ""
         if kind in _HTML_TYPES or (not kind and "<html" in page[:2000].lower()):
             try:
