@@ -108,13 +108,17 @@ def test_masking_hides_tokens_but_keeps_env_references():
 
 def test_config_show_masks_channel_urls(cli_env, tmp_path):
     config = tmp_path / "config.toml"
-    config.write_text('[channels.chat]\nurl = "tgram://123456:ABC-secret/987654"\n')
+    config.write_text('[channels.chat]\nurl = "tgram://123456:ABC-secret/987654"\n'
+                      '[tools.web_search]\nbackend = "brave"\napi_key = "BSA-secret"\n')
     proc = subprocess.run([sys.executable, "-m", "jarvis.cli", "config", "show", "--json"],
                           capture_output=True, text=True, timeout=60,
                           env=dict(cli_env, JARVIS_CONFIG=str(config)))
     assert proc.returncode == 0, proc.stderr
-    assert "ABC-secret" not in proc.stdout
-    assert json.loads(proc.stdout)["values"]["channels.chat.url"]["value"] == "tgram://***"
+    assert "ABC-secret" not in proc.stdout and "BSA-secret" not in proc.stdout
+    values = json.loads(proc.stdout)["values"]
+    assert values["channels.chat.url"]["value"] == "tgram://***"
+    assert values["tools.web_search.api_key"]["value"] == "***"
+    assert values["tools.web_search.backend"]["value"] == "brave"
 
 
 def test_channel_send_needs_approval_unless_the_channel_says_otherwise():
