@@ -324,3 +324,9 @@ def test_tls_is_verified_against_the_name_while_connecting_to_the_pinned_address
         with pytest.raises(FetchError, match="CERTIFICATE_VERIFY_FAILED|certificate"):
             SafeHttpClient(policy, resolver=resolver).request(  # default CAs: the test CA is unknown
                 "GET", f"https://secure.test:{server.port}/")
+
+
+def test_ipv6_exceptions_are_written_with_brackets():
+    with pytest.raises(BlockedURLError, match=r'add "\[::1\]:8080" to \[tools.http_request\]'):
+        check_url("http://[::1]:8080/", DENY_ALL)
+    assert check_url("http://[::1]:8080/", NetPolicy.make(["[::1]:8080"])).addresses == ["::1"]

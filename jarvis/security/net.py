@@ -276,7 +276,7 @@ def check_url(url: Any, policy: NetPolicy, resolver: Resolver = default_resolver
     if not host:
         raise BlockedURLError("the url has no host")
     port = parsed.port or (443 if scheme == "https" else 80)
-    where = f"{host}:{port}"
+    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     if policy.is_blocked(host, port):
         raise BlockedURLError(f"{where} is in blocked_hosts")
     if "%" in host:
@@ -303,8 +303,9 @@ def check_url(url: Any, policy: NetPolicy, resolver: Resolver = default_resolver
         why = blocked_reason(address)
         if why is not None:
             shown = host if address == host else f"{host} ({address})"
-            raise BlockedURLError(f"{shown} is a {why}: requests to non-public addresses are "
-                                  f"refused" + hint)
+            article = "an" if why.startswith(("IPv", "unspecified", "IETF", "NAT64")) else "a"
+            raise BlockedURLError(f"{shown} is {article} {why}: requests to non-public "
+                                  f"addresses are refused" + hint)
     return Target(str(parsed), scheme, host, port, addresses)
 
 
