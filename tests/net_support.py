@@ -81,7 +81,13 @@ class LoopbackServer:
 
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _handle
 
-        self.httpd = ThreadingHTTPServer((host, 0), Handler)
+        server_class = ThreadingHTTPServer
+        if ":" in host:
+            class V6Server(ThreadingHTTPServer):
+                address_family = __import__("socket").AF_INET6
+
+            server_class = V6Server
+        self.httpd = server_class((host, 0), Handler)
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
         self.host = host
@@ -89,7 +95,7 @@ class LoopbackServer:
 
     @property
     def hostport(self) -> str:
-        return f"{self.host}:{self.port}"
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
     def url(self, path: str = "/") -> str:
         return f"http://{self.hostport}{path}"

@@ -330,3 +330,12 @@ def test_ipv6_exceptions_are_written_with_brackets():
     with pytest.raises(BlockedURLError, match=r'add "\[::1\]:8080" to \[tools.http_request\]'):
         check_url("http://[::1]:8080/", DENY_ALL)
     assert check_url("http://[::1]:8080/", NetPolicy.make(["[::1]:8080"])).addresses == ["::1"]
+
+
+def test_an_allowed_ipv6_loopback_server_is_reached_on_its_pinned_address():
+    from net_support import LoopbackServer
+
+    with LoopbackServer({"/": lambda s: Reply(200, "v6")}, host="::1") as server:
+        client = SafeHttpClient(NetPolicy.make([server.hostport]))
+        response = client.request("GET", server.url("/"))
+    assert response.body == b"v6" and response.address == "::1"
