@@ -9,6 +9,7 @@ import click
 
 from jarvis.commands._common import echo_json
 
+
 def _flatten(data: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
     rows: list[tuple[str, Any]] = []
     for key, value in data.items():
