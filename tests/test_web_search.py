@@ -156,3 +156,14 @@ def test_hostile_arguments_are_clear_failures():
                                 ({"query": "x", "max_results": 500}, "invalid arguments")):
         result = search(tool, **arguments)
         assert not result.success and expected in result.content, (arguments, result.content)
+
+
+@pytest.mark.parametrize("body", ['[1, 2]', '{"results": "nope"}', '{"results": [null, 3, {"url": 5}]}',
+                                  '{"web": []}', '[' * 100_000])
+def test_hostile_backend_json_is_a_clear_result_not_a_crash(body):
+    with serving({"/search": lambda s: Reply(200, body, content_type="application/json")}) as server:
+        for backend in ("searxng", "brave", "tavily"):
+            tool = WebSearchTool(backend=backend, base_url=server.url("/search"), api_key="k")
+            result = search(tool, query="x")
+            assert result.error_type is None or result.error_type.value == "execution", result
+            assert result.content.startswith(("no results", "web_search backend")), result.content

@@ -64,12 +64,17 @@ def _result(title: Any, url: Any, snippet: Any, source: Any) -> SearchResult | N
     return SearchResult(_clip(title, 300) or url, url[:2000], _clip(snippet), _clip(source, 100))
 
 
+def _items(value: Any) -> list[Any]:
+    return value[:100] if isinstance(value, list) else []
+
+
 # --- backends: each turns the service's documented JSON into SearchResults ------------------
 def parse_searxng(data: Any) -> list[SearchResult]:
     out = []
-    for item in (data or {}).get("results") or []:
+    for item in _items(data.get("results")):
         if isinstance(item, dict):
-            engines = item.get("engines") or [item.get("engine")]
+            engines = item.get("engines")
+            engines = engines if isinstance(engines, list) else [item.get("engine")]
             source = "searxng: " + ", ".join(str(e) for e in engines if e)
             r = _result(item.get("title"), item.get("url"), item.get("content"), source)
             if r:
@@ -79,11 +84,13 @@ def parse_searxng(data: Any) -> list[SearchResult]:
 
 def parse_brave(data: Any) -> list[SearchResult]:
     out = []
-    for item in ((data or {}).get("web") or {}).get("results") or []:
+    web = data.get("web") if isinstance(data.get("web"), dict) else {}
+    for item in _items(web.get("results")):
         if isinstance(item, dict):
             profile = item.get("profile") or {}
-            source = "brave: " + str(profile.get("name") or item.get("meta_url", {}).get("hostname")
-                                     or "web")
+            meta_url = item.get("meta_url") if isinstance(item.get("meta_url"), dict) else {}
+            name = profile.get("name") if isinstance(profile, dict) else None
+            source = "brave: " + str(name or meta_url.get("hostname") or "web")
             r = _result(item.get("title"), item.get("url"), item.get("description"), source)
             if r:
                 out.append(r)
@@ -92,7 +99,7 @@ def parse_brave(data: Any) -> list[SearchResult]:
 
 def parse_tavily(data: Any) -> list[SearchResult]:
     out = []
-    for item in (data or {}).get("results") or []:
+    for item in _items(data.get("results")):
         if isinstance(item, dict):
             r = _result(item.get("title"), item.get("url"), item.get("content"), "tavily")
             if r:
@@ -102,7 +109,7 @@ def parse_tavily(data: Any) -> list[SearchResult]:
 
 def parse_ddgs(rows: Any) -> list[SearchResult]:
     out = []
-    for item in rows or []:
+    for item in _items(rows):
         if isinstance(item, dict):
             r = _result(item.get("title"), item.get("href"), item.get("body"), "duckduckgo")
             if r:
@@ -233,12 +240,16 @@ class WebSearchTool(BaseTool):
             raise SearchError(f"web_search backend {self.backend} at {url} answered HTTP "
                               f"{response.status} {response.reason}")
         try:
-            return json.loads(response.body.decode("utf-8", errors="replace"))
-        except ValueError:
+            data = json.loads(response.body.decode("utf-8", errors="replace"))
+        except (ValueError, RecursionError):
             hint = (" (SearXNG must allow the json format: search.formats in settings.yml)"
                     if self.backend == "searxng" else "")
             raise SearchError(f"web_search backend {self.backend} at {url} did not answer "
                               f"JSON{hint}") from None
+        if not isinstance(data, dict):
+            raise SearchError(f"web_search backend {self.backend} at {url} answered JSON that "
+                              f"is not a results object")
+        return data
 
     def _searxng(self, query: str, count: int) -> list[SearchResult]:
         url = self._endpoint().rstrip("/")
