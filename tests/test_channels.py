@@ -12,10 +12,10 @@ import pytest
 from net_support import Reply, SmtpReceiver, serving
 
 from jarvis.channels.channels import ChannelError, channel_status, mask_url, send
-from jarvis.channels.tools import ChannelListTool, ChannelSendTool, ChannelStatusTool
 from jarvis.core.config import JarvisConfig, load_config
 from jarvis.core.types import ToolCall
 from jarvis.errors import ConfigError
+from jarvis.tools.channel_tools import ChannelListTool, ChannelSendTool, ChannelStatusTool
 from jarvis.tools.executor import ToolExecutor
 
 

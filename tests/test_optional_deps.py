@@ -14,7 +14,7 @@ SCRIPT = textwrap.dedent("""
     import json, sys
     for name in ("trafilatura", "ddgs", "apprise"):
         sys.modules[name] = None  # `import name` now raises ImportError, as if not installed
-    from jarvis.channels.tools import ChannelSendTool
+    from jarvis.tools.channel_tools import ChannelSendTool
     from jarvis.core.config import JarvisConfig
     from jarvis.tools.web_fetch import WebFetchTool
     from jarvis.tools.web_search import WebSearchTool

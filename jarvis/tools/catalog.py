@@ -28,7 +28,7 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "jarvis.tools.http_request",
     "jarvis.tools.web_fetch",
     "jarvis.tools.web_search",
-    "jarvis.channels.tools",
+    "jarvis.tools.channel_tools",
 )
 
 

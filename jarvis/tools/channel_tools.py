@@ -1,4 +1,4 @@
-"""Channel tools: channel_send, channel_list, channel_status.
+"""Channel tools: channel_send, channel_list, channel_status (over jarvis.channels).
 
 They get the config by injection (`ChannelSendTool(config=...)`, which the SDK and the CLI
 do). channel_send needs a person's approval per call unless the channel sets `confirm = false`.
