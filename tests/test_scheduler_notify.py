@@ -137,17 +137,33 @@ def test_unknown_channels_are_refused_when_the_task_is_created(tmp_path):
 
 
 def test_a_model_may_only_notify_channels_open_to_unattended_sends(tmp_path):
+    from jarvis.core.types import ToolCall
+    from jarvis.tools.executor import ToolExecutor
+
     sched = scheduler_for(tmp_path, {"asks": {"url": "json://127.0.0.1:9/"},
                                      "open": {"url": "json://127.0.0.1:9/", "confirm": False}})
     tool = ScheduleTaskTool(scheduler=sched)
-    refused = tool.execute(prompt="echo x", schedule_type="interval", schedule_value="60",
-                           notify="asks")
-    assert not refused.success and "requires approval for each message" in refused.content
+
+    def schedule(executor, channel):
+        return executor.execute(ToolCall(id="1", name="schedule_task", arguments={
+            "prompt": "echo x", "schedule_type": "interval", "schedule_value": "3600",
+            "notify": channel}))
+
+    model = ToolExecutor([tool])  # a model's call: the run's grant applies
+    refused = schedule(model, "asks")
+    assert not refused.success and refused.error_type.value == "denied"
+    assert "asks before each message" in refused.content
     assert "jarvis schedule add --notify asks" in refused.content
-    ok = tool.execute(prompt="echo x", schedule_type="interval", schedule_value="60",
-                      notify="open")
+    ok = schedule(model, "open")
     assert ok.success and json.loads(ok.content)["notify"] == "open"
-    assert [t.notify for t in sched.list_tasks()] == ["open"]
+    # channel_send approved by name for the run: the model may name that channel too
+    approved = schedule(ToolExecutor([tool], approved_tools=["channel_send"]), "asks")
+    assert approved.success, approved.content
+    # a person's call (direct, or `jarvis tools run`) may name any configured channel
+    person = tool.execute(prompt="echo y", schedule_type="interval", schedule_value="3600",
+                          notify="asks")
+    assert person.success
+    assert sorted(t.notify for t in sched.list_tasks()) == ["asks", "asks", "open"]
 
 
 def test_a_version_1_database_is_migrated(tmp_path):
