@@ -35,6 +35,7 @@ ENV_OVERRIDES: dict[str, str] = {
     "JARVIS_SCHEDULER_DB": "scheduler.db_path",
     "JARVIS_RUNS_DB": "runs.db_path",
     "JARVIS_RUN_LOG": "runs.enabled",
+    "JARVIS_SANDBOX": "sandbox.isolation",
 }
 
 
@@ -234,6 +235,30 @@ class ChannelConfig(_Section):
                              f"{self.url[:40]!r}")
 
 
+class SandboxConfig(_Section):
+    """[sandbox]: where `repl` and `code_interpreter` run model-written code (see
+    jarvis.sandbox and docs/serve.md). Limits here are the defaults; [tools.repl] and
+    [tools.code_interpreter] may override timeout, cpu_seconds, memory_mb, ...."""
+
+    isolation: Literal["auto", "bwrap", "namespaces", "none"] = Field(
+        "auto", description="auto: the strongest this host supports (bwrap, then namespaces), "
+        "refusing to run code when neither works; none: no isolation (opt-out)")
+    network: bool = Field(False, description="give sandboxed code the host network")
+    read_only_paths: list[str] = Field(default_factory=list,
+                                       description="extra paths visible read-only")
+    writable_paths: list[str] = Field(default_factory=list,
+                                      description="extra folders visible read-write")
+    site_packages: bool = Field(True, description="installed libraries importable (read-only)")
+    timeout: float = Field(30.0, gt=0, description="wall-clock seconds per call")
+    cpu_seconds: int = Field(10, gt=0, description="CPU seconds per call, all threads")
+    session_cpu_seconds: int = Field(600, gt=0, description="CPU seconds per interpreter")
+    memory_mb: int = Field(512, gt=0)
+    max_output_chars: int = Field(20_000, gt=0)
+    max_file_mb: int = Field(50, gt=0)
+    max_open_files: int = Field(256, ge=16)
+    tmp_mb: int = Field(64, gt=0, description="size of the private work folder (/tmp)")
+
+
 class JarvisConfig(_Section):
     engine: EngineConfig = Field(default_factory=EngineConfig)
     agent: AgentConfig = Field(default_factory=AgentConfig)
@@ -245,6 +270,7 @@ class JarvisConfig(_Section):
     runs: RunsConfig = Field(default_factory=RunsConfig)
     serve: ServeConfig = Field(default_factory=ServeConfig)
     channels: dict[str, ChannelConfig] = Field(default_factory=dict)
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
 
     # Not part of the file: where it came from, for relative paths and `config show`.
     _source: Path | None = None
@@ -397,6 +423,10 @@ def _resolve_file_paths(config: JarvisConfig) -> None:
         value = getattr(getattr(config, section, None), key, None)
         if isinstance(value, str) and value and config.source_of(dotted) == file_origin:
             setattr(getattr(config, section), key, str(config.resolve_path(value)))
+    for key in ("read_only_paths", "writable_paths"):
+        if config.source_of(f"sandbox.{key}") == file_origin:
+            setattr(config.sandbox, key,
+                    [str(config.resolve_path(v)) for v in getattr(config.sandbox, key)])
     for name, server in config.mcp.servers.items():
         if server.cwd and config.source_of(f"mcp.servers.{name}.cwd") == file_origin:
             server.cwd = str(config.resolve_path(server.cwd))

@@ -1,9 +1,9 @@
-"""repl: a persistent Python interpreter per run, in a sandboxed child process.
+"""repl: a persistent Python interpreter per run, in a sandbox (see `jarvis.sandbox`).
 
-Variables, imports and files in its scratch folder survive between the calls of one run and
+Variables, imports and files in its work folder survive between the calls of one run and
 are gone when the run ends (the interpreter is a run-scoped pooled resource, see
-`jarvis.resources`). The code never runs in the jarvis process; limits are in
-`jarvis.resources.python_process.SandboxLimits`.
+`jarvis.resources`); between calls it is frozen. The code never runs in the jarvis process;
+limits are in `jarvis.sandbox.SandboxLimits`, isolation in `[sandbox]`.
 """
 
 from __future__ import annotations
@@ -42,31 +42,49 @@ def sandbox_result(tool_name: str, outcome: Any, *, fresh: bool | None = None) -
 
 
 class SandboxedPythonTool(BaseTool):
-    """What `repl` and `code_interpreter` share: settings, spec, limits and the pool."""
+    """What `repl` and `code_interpreter` share: settings, spec, policy and the pool.
+
+    Limits left as None come from the config's [sandbox] table (then the built-in defaults);
+    where the code runs (isolation, network, paths) comes only from [sandbox].
+    """
 
     tool_id = ""
     kind = ""
     description = ""
+    freeze_between_calls = True
 
-    def __init__(self, timeout: float = 30.0, cpu_seconds: int = 10, memory_mb: int = 512,
-                 max_output_chars: int = 20_000, max_code_chars: int = MAX_CODE_CHARS,
-                 max_processes: int = 4, acquire_timeout: float = 30.0,
-                 session_cpu_seconds: int = 600, requires_confirmation: bool = True) -> None:
-        from jarvis.resources.python_process import SandboxLimits
+    def __init__(self, timeout: float | None = None, cpu_seconds: int | None = None,
+                 memory_mb: int | None = None, max_output_chars: int | None = None,
+                 max_code_chars: int = MAX_CODE_CHARS, max_processes: int = 4,
+                 acquire_timeout: float = 30.0, session_cpu_seconds: int | None = None,
+                 requires_confirmation: bool = True, config: Any = None,
+                 isolation: str | None = None) -> None:
+        from jarvis.errors import ConfigError
+        from jarvis.sandbox.policy import ISOLATIONS, SandboxPolicy
 
         number = self._number
-        self.limits = SandboxLimits(
-            timeout=number("timeout", timeout, float),
-            cpu_seconds=number("cpu_seconds", cpu_seconds, int),
-            session_cpu_seconds=number("session_cpu_seconds", session_cpu_seconds, int),
-            memory_mb=number("memory_mb", memory_mb, int),
-            max_output_chars=number("max_output_chars", max_output_chars, int))
+        limits = {key: number(key, value, kind) for key, value, kind in (
+            ("timeout", timeout, float), ("cpu_seconds", cpu_seconds, int),
+            ("session_cpu_seconds", session_cpu_seconds, int), ("memory_mb", memory_mb, int),
+            ("max_output_chars", max_output_chars, int)) if value is not None}
+        self.policy = SandboxPolicy.from_config(config, **limits)
+        if isolation is not None:
+            if isolation not in ISOLATIONS:
+                raise ConfigError(f"[tools.{self.tool_id}] isolation must be one of "
+                                  f"{', '.join(ISOLATIONS)}, got {isolation!r}")
+            self.policy = self.policy.with_isolation(isolation)
+        self.limits = self.policy.limits
         self.max_code_chars = number("max_code_chars", max_code_chars, int)
         self.max_processes = number("max_processes", max_processes, int)
         self.acquire_timeout = number("acquire_timeout", acquire_timeout, float)
+        description = self.description
+        if self.policy.isolation == "none":
+            description = description.split("; no subprocesses")[0] + "; no subprocesses."
+        elif self.policy.network:
+            description = description.replace("no network, ", "")
         self._spec = ToolSpec(
             name=self.tool_id,
-            description=self.description,
+            description=description,
             parameters={
                 "type": "object",
                 "properties": {"code": {"type": "string", "description": "Python source to run",
@@ -84,8 +102,16 @@ class SandboxedPythonTool(BaseTool):
             metadata={"limits": {"timeout": self.limits.timeout,
                                  "cpu_seconds": self.limits.cpu_seconds,
                                  "memory_mb": self.limits.memory_mb,
-                                 "max_output_chars": self.limits.max_output_chars}},
+                                 "max_output_chars": self.limits.max_output_chars},
+                      "sandbox": {"isolation": self.policy.isolation,
+                                  "network": self.policy.network}},
         )
+
+    def sandbox_status(self) -> dict[str, Any]:
+        """Which mechanism is in force for this tool (probes the host once per process)."""
+        from jarvis.sandbox.probe import status
+
+        return status(self.policy.isolation, self.policy.network)
 
     def _number(self, key: str, value: Any, kind: type) -> Any:
         """A positive int/float setting, or a ConfigError naming the key."""
@@ -101,9 +127,21 @@ class SandboxedPythonTool(BaseTool):
         return self._spec
 
     def resource_spec(self) -> Any:
-        from jarvis.resources.python_process import python_spec
+        from jarvis.sandbox.process import python_spec
 
-        return python_spec(self.kind, self.limits, self.max_processes)
+        return python_spec(self.kind, self.policy, self.max_processes,
+                           freeze_between_calls=self.freeze_between_calls)
+
+    def _refusal(self) -> ToolResult | None:
+        """A failed result when no isolation mechanism works here (one line: why, the fix)."""
+        from jarvis.sandbox.probe import SandboxUnavailable, resolve
+
+        try:
+            resolve(self.policy.isolation)
+        except SandboxUnavailable as exc:
+            return ToolResult.failure(self.tool_id, str(exc), ErrorType.EXECUTION,
+                                      error_kind="unavailable")
+        return None
 
     def execute(self, **params: Any) -> ToolResult:
         """Run directly, outside an executor (as a lone call)."""
@@ -141,15 +179,19 @@ class ReplTool(SandboxedPythonTool):
         "Run Python code in a persistent interpreter (a sandboxed process). Variables, "
         "functions and imports persist between calls in this conversation; the value of a "
         "final expression is shown, as in a REPL. Limits per call: wall-clock time, CPU time, "
-        "memory and output size; no subprocesses.")
+        "memory and output size; no subprocesses, no network, files only in the work "
+        "folder (/tmp).")
 
     def invoke(self, arguments: dict[str, Any], context: ToolContext | None = None) -> Any:
         from jarvis.resources import ResourceBusyError
-        from jarvis.resources.python_process import SandboxError
+        from jarvis.sandbox.process import SandboxError
 
         code = self._check_code(arguments)
         if isinstance(code, ToolResult):
             return code
+        refusal = self._refusal()
+        if refusal is not None:
+            return refusal
         if context is None:
             return self.execute(**arguments)
         try:

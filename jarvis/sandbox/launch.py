@@ -1,0 +1,138 @@
+"""The command line that starts a sandboxed interpreter, for each mechanism.
+
+One mount plan (what the sandbox sees) serves both namespace mechanisms: bubblewrap gets it as
+arguments, jarvis's own launcher (`unshare_launcher.py`) as JSON. The same paths become the
+worker's Landlock rules, so a path is reachable only if both the mount and Landlock allow it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sysconfig
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from jarvis.sandbox.policy import SandboxPolicy, python_paths
+
+HERE = Path(__file__).parent
+WORKER = HERE / "worker.py"
+LAUNCHER = HERE / "unshare_launcher.py"
+# Where the worker script appears inside a sandbox.
+SANDBOX_WORKER = "/.jarvis/worker.py"
+WORK_DIR = "/tmp"
+# The unprivileged user the code runs as inside its user namespace.
+SANDBOX_UID = SANDBOX_GID = 65534
+# System folders the dynamic loader and the interpreter need (merged-/usr symlinks or dirs).
+SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin")
+SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/localtime")
+SANDBOX_ENV = {"HOME": WORK_DIR, "TMPDIR": WORK_DIR, "PATH": "/usr/bin:/bin",
+               "LANG": "C.UTF-8", "PYTHONIOENCODING": "utf-8", "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+@dataclass(slots=True)
+class MountPlan:
+    """What a sandbox sees. ops: ("ro"|"rw", src, dst), ("symlink", target, dst),
+    ("tmpfs", dst, bytes), ("hide", dst, 0) (an empty read-only tmpfs over dst)."""
+
+    ops: list[tuple[str, str, int | str]] = field(default_factory=list)
+    read_paths: list[str] = field(default_factory=list)   # Landlock: read + execute
+    write_paths: list[str] = field(default_factory=list)  # Landlock: everything
+    site_dirs: list[str] = field(default_factory=list)
+    python: str = ""
+
+
+def mount_plan(policy: SandboxPolicy) -> MountPlan:
+    python, prefixes, packages = python_paths(policy.site_packages)
+    plan = MountPlan(python=python, site_dirs=packages)
+
+    def ro(path: str) -> None:
+        if path not in [op[2] for op in plan.ops]:
+            plan.ops.append(("ro", path, path))
+            plan.read_paths.append(path)
+
+    for path in SYSTEM_DIRS:
+        if os.path.islink(path):
+            target = os.readlink(path)
+            plan.ops.append(("symlink", target, path))
+        elif os.path.isdir(path):
+            ro(path)
+    for path in (*prefixes, *packages, *SYSTEM_FILES, *policy.read_only_paths):
+        if os.path.exists(path) and not _covered(path, plan.read_paths):
+            ro(os.path.realpath(path))
+    if not policy.site_packages:
+        purelib = os.path.realpath(sysconfig.get_paths()["purelib"])
+        if os.path.isdir(purelib) and _covered(purelib, plan.read_paths):
+            plan.ops.append(("hide", purelib, 0))
+    plan.ops.append(("ro", str(WORKER), SANDBOX_WORKER))
+    plan.read_paths.append(SANDBOX_WORKER)
+    plan.ops.append(("tmpfs", WORK_DIR, policy.limits.tmp_mb * 1024 * 1024))
+    plan.write_paths.append(WORK_DIR)
+    for path in policy.writable_paths:
+        real = os.path.realpath(path)
+        plan.ops.append(("rw", real, real))
+        plan.write_paths.append(real)
+    return plan
+
+
+def _covered(path: str, folders: list[str]) -> bool:
+    real = os.path.realpath(path)
+    return any(real == f or real.startswith(f.rstrip("/") + "/") for f in folders)
+
+
+def worker_config(policy: SandboxPolicy, plan: MountPlan, *, isolated: bool) -> dict:
+    """The settings the worker applies to itself before it runs any code."""
+    limits = policy.limits
+    return {"memory_mb": limits.memory_mb, "max_file_mb": limits.max_file_mb,
+            "max_open_files": limits.max_open_files, "session_cpu_seconds":
+            limits.session_cpu_seconds, "cpu_seconds": limits.cpu_seconds,
+            "max_output_chars": limits.max_output_chars, "timeout": limits.timeout,
+            "site_dirs": plan.site_dirs,
+            # Landlock only where the namespaces made the view small: with isolation "none"
+            # the code sees the host, and the policy says so.
+            "landlock": {"read": [*plan.read_paths, "/proc"], "write": [*plan.write_paths],
+                         "dev": "/dev", "network": policy.network} if isolated else None}
+
+
+def bwrap_command(policy: SandboxPolicy, bwrap: str, info_fd: int) -> tuple[list[str], dict]:
+    plan = mount_plan(policy)
+    argv = [bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
+            "--new-session", "--cap-drop", "ALL", "--uid", str(SANDBOX_UID), "--gid",
+            str(SANDBOX_GID), "--hostname", "sandbox", "--clearenv", "--info-fd", str(info_fd)]
+    if policy.network:
+        argv.append("--share-net")
+    argv += ["--proc", "/proc", "--dev", "/dev"]
+    for kind, src, dst in plan.ops:
+        if kind == "symlink":
+            argv += ["--symlink", str(src), str(dst)]
+        elif kind == "tmpfs":
+            argv += ["--size", str(dst), "--tmpfs", str(src)]
+        elif kind == "hide":
+            argv += ["--tmpfs", str(src), "--remount-ro", str(src)]
+        else:
+            argv += ["--ro-bind" if kind == "ro" else "--bind", str(src), str(dst)]
+    for key, value in SANDBOX_ENV.items():
+        argv += ["--setenv", key, value]
+    argv += ["--chdir", WORK_DIR, "--", plan.python, "-I", "-S", SANDBOX_WORKER,
+             json.dumps(worker_config(policy, plan, isolated=True))]
+    return argv, {}
+
+
+def namespaces_command(policy: SandboxPolicy, python: str, info_fd: int) -> tuple[list[str], dict]:
+    plan = mount_plan(policy)
+    spec = {"ops": plan.ops, "uid": SANDBOX_UID, "gid": SANDBOX_GID, "network": policy.network,
+            "info_fd": info_fd, "workdir": WORK_DIR, "env": SANDBOX_ENV,
+            "argv": [plan.python, "-I", "-S", SANDBOX_WORKER,
+                     json.dumps(worker_config(policy, plan, isolated=True))]}
+    return [python, "-I", "-S", str(LAUNCHER), json.dumps(spec)], {}
+
+
+def plain_command(policy: SandboxPolicy, workdir: str) -> tuple[list[str], dict]:
+    """isolation = "none": the worker as a plain child process (rlimits and seccomp only)."""
+    plan = mount_plan(policy)
+    env = {k: os.environ[k] for k in ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
+           if k in os.environ}
+    env.update(HOME=workdir, TMPDIR=workdir, PYTHONDONTWRITEBYTECODE="1",
+               PYTHONIOENCODING="utf-8")
+    config = {**worker_config(policy, plan, isolated=False), "parent": os.getpid()}
+    return [plan.python, "-I", "-S", str(WORKER), json.dumps(config)], env

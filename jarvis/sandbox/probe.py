@@ -1,0 +1,162 @@
+"""Which isolation mechanism this host supports, and the one a policy gets.
+
+`resolve(policy)` returns the mechanism in force ("bwrap", "namespaces" or "none") or raises
+SandboxUnavailable with one line saying why and how to fix it: model-written code never runs
+with less isolation than the config asked for. Probes start a tiny sandbox once per process
+(cached), so `import jarvis` and `jarvis --help` never pay for them.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from typing import Any
+
+from jarvis.errors import JarvisError
+
+PROBE_TIMEOUT = 10.0
+FIX = ("install bubblewrap (e.g. `apt-get install bubblewrap`), enable unprivileged user "
+       "namespaces (sysctl kernel.unprivileged_userns_clone=1 and user.max_user_namespaces > 0), "
+       "or opt out with [sandbox] isolation = \"none\" in config.toml")
+
+
+class SandboxUnavailable(JarvisError):
+    """The configured isolation cannot work on this host (the message says why and the fix)."""
+
+
+def find_bwrap() -> str | None:
+    return shutil.which("bwrap")
+
+
+@functools.lru_cache(maxsize=8)
+def _bwrap_probe(bwrap: str) -> str | None:
+    """None when bwrap can build a user+pid+net+mount namespace sandbox here, else why not."""
+    argv = [bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
+            "--cap-drop", "ALL", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
+            "--", "/bin/sh", "-c", "exit 0"]
+    return _run_probe(argv, "bwrap")
+
+
+@functools.lru_cache(maxsize=1)
+def _namespaces_probe() -> str | None:
+    """None when this user may create user, pid, mount, net, ipc and uts namespaces."""
+    code = ("import ctypes, os, sys\n"
+            "libc = ctypes.CDLL(None, use_errno=True)\n"
+            "flags = 0x10000000 | 0x20000000 | 0x00020000 | 0x40000000 | 0x08000000 | 0x04000000\n"
+            "if libc.unshare(flags) != 0:\n"
+            "    sys.exit(os.strerror(ctypes.get_errno()))\n")
+    return _run_probe([sys.executable, "-I", "-S", "-c", code], "unshare")
+
+
+def _run_probe(argv: list[str], what: str) -> str | None:
+    try:
+        done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              timeout=PROBE_TIMEOUT)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{what} cannot run: {exc}"
+    if done.returncode != 0:
+        detail = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
+        return f"{what} failed: {detail}"
+    return None
+
+
+def bwrap_problem() -> str | None:
+    if not sys.platform.startswith("linux"):
+        return "bubblewrap needs Linux"
+    bwrap = find_bwrap()
+    if bwrap is None:
+        return "bubblewrap (bwrap) is not installed"
+    return _bwrap_probe(bwrap)
+
+
+def namespaces_problem() -> str | None:
+    if not sys.platform.startswith("linux"):
+        return "user namespaces need Linux"
+    return _namespaces_probe()
+
+
+@functools.lru_cache(maxsize=1)
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version (0: none)."""
+    if not sys.platform.startswith("linux") or platform.machine() not in ("x86_64", "aarch64"):
+        return 0
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    abi = libc.syscall(444, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    return max(int(abi), 0)
+
+
+def seccomp_supported() -> bool:
+    return sys.platform.startswith("linux") and platform.machine() in ("x86_64", "aarch64")
+
+
+def resolve(isolation: str) -> str:
+    """The mechanism for `isolation`, or SandboxUnavailable (one line: why, and the fix)."""
+    if isolation == "none":
+        return "none"
+    if isolation == "bwrap":
+        problem = bwrap_problem()
+        if problem:
+            raise SandboxUnavailable(f"code sandbox unavailable: {problem}; {FIX}")
+        return "bwrap"
+    if isolation == "namespaces":
+        problem = namespaces_problem()
+        if problem:
+            raise SandboxUnavailable(f"code sandbox unavailable: {problem}; {FIX}")
+        return "namespaces"
+    problems = []
+    for name, check in (("bwrap", bwrap_problem), ("namespaces", namespaces_problem)):
+        problem = check()
+        if problem is None:
+            return name
+        problems.append(problem)
+    raise SandboxUnavailable(f"code sandbox unavailable: {' and '.join(problems)}; {FIX}")
+
+
+def status(isolation: str = "auto", network: bool = False) -> dict[str, Any]:
+    """What `jarvis doctor` and `jarvis tools show repl` report."""
+    try:
+        mechanism, problem = resolve(isolation), None
+    except SandboxUnavailable as exc:
+        mechanism, problem = None, str(exc)
+    bwrap = find_bwrap()
+    abi = landlock_abi()
+    layers = []
+    if mechanism in ("bwrap", "namespaces"):
+        layers.append("user, pid, mount, ipc, uts" + ("" if network else ", net") + " namespaces")
+        if abi:
+            layers.append(f"Landlock ABI {abi}")
+    if mechanism is not None and seccomp_supported():
+        layers.append("seccomp")
+    if mechanism is not None:
+        layers.append("rlimits")
+    return {
+        "isolation": isolation,
+        "mechanism": mechanism,
+        "layers": layers,
+        "problem": problem,
+        "network": network,
+        "bwrap": bwrap,
+        "bwrap_works": bwrap is not None and bwrap_problem() is None,
+        "user_namespaces": namespaces_problem() is None,
+        "landlock_abi": abi,
+        "seccomp": seccomp_supported(),
+        "dumpable_guard": sys.platform.startswith("linux"),
+        "python": sys.version.split()[0],
+        "pid": os.getpid(),
+    }
+
+
+def describe(info: dict[str, Any]) -> str:
+    """One line: the mechanism in force and its layers, or the refusal."""
+    if info["mechanism"] is None:
+        return info["problem"]
+    if info["mechanism"] == "none":
+        return ("none (isolation = \"none\": code runs as a plain child process with "
+                + ", ".join(info["layers"]) + "; it can read your files and use the network)")
+    return f"{info['mechanism']} ({', '.join(info['layers'])})"

@@ -1,0 +1,415 @@
+"""SandboxedPython: one interpreter in its own sandbox, driven from jarvis (the supervisor).
+
+Start: the mechanism's command line (see launch.py) with two pipes (code in, replies out); the
+worker restricts itself and says it is ready. Each call: thaw the interpreter (SIGCONT), move its
+CPU soft limit to "used so far + the per-call budget" from outside (prlimit on the process: all
+its threads count), send the code with a fresh random call id, and accept exactly one reply,
+the one carrying that id. Past the wall-clock timeout the code gets SIGINT, then the whole
+sandbox is killed. Between calls the interpreter is frozen (SIGSTOP), so nothing it started can
+run or burn CPU until the next call. `close()` kills the sandbox's PID namespace by killing its
+init: every process and thread in it is gone when close returns.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import math
+import os
+import secrets
+import select
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from jarvis.sandbox.policy import SandboxLimits, SandboxPolicy
+
+START_TIMEOUT = 15.0
+INTERRUPT_GRACE = 1.0
+MAX_RESPONSE_BYTES = 8 * 1024 * 1024
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+@dataclass(slots=True)
+class RunOutcome:
+    """What one piece of code did: output, and an error with its kind when it failed.
+
+    error_kind: exception | cpu | memory | output | timeout | crashed | internal.
+    """
+
+    ok: bool
+    output: str
+    error: str | None = None
+    error_kind: str | None = None
+    truncated: bool = False
+    restarted: bool = False
+    seconds: float = 0.0
+
+
+class SandboxError(RuntimeError):
+    """The interpreter could not be started or talked to."""
+
+
+_protected = False
+
+
+def protect_jarvis() -> None:
+    """Make this (jarvis) process non-dumpable: no core dumps, and no process of the same
+    user can ptrace it or open its /proc/<pid>/mem or environ. Done once, before the first
+    sandbox starts, because jarvis holds API keys."""
+    global _protected
+    if _protected or not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0
+    except OSError:
+        return
+    _protected = True
+
+
+_spawner: Any = None
+_spawner_lock = threading.Lock()
+
+
+def spawn(argv: list[str], **kwargs: Any) -> subprocess.Popen:
+    """Popen on one long-lived thread. A sandbox dies with the thread that started it
+    (PR_SET_PDEATHSIG, bwrap --die-with-parent, follow the *thread*), and tool calls run on
+    short-lived executor threads: started there, a repl would die after its first call."""
+    global _spawner
+    with _spawner_lock:
+        if _spawner is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            _spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="jarvis-sandbox")
+        pool = _spawner
+    return pool.submit(subprocess.Popen, argv, **kwargs).result()
+
+
+def cpu_seconds_of(pid: int) -> float:
+    """User + system CPU of process `pid`, all its threads together (from /proc)."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        fields = f.read().rsplit(b")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def children_of(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(p) for p in f.read().split()]
+    except OSError:
+        return []
+
+
+class SandboxedPython:
+    """One sandboxed interpreter; state (variables, imports) lives until `close()`."""
+
+    def __init__(self, policy: SandboxPolicy | None = None, mechanism: str | None = None,
+                 *, freeze_between_calls: bool = True) -> None:
+        from jarvis.sandbox import launch, probe
+
+        self.policy = policy or SandboxPolicy()
+        self.limits: SandboxLimits = self.policy.limits
+        self.mechanism = mechanism or probe.resolve(self.policy.isolation)
+        self.freeze_between_calls = freeze_between_calls
+        self.calls = 0
+        self.init_pid: int | None = None  # the sandbox's PID-namespace init (host pid)
+        self.pid = 0                      # the worker (host pid)
+        self.workdir: str | None = None
+        self._buffer = bytearray()
+        self._lock = threading.Lock()
+        self._closed = False
+        self._frozen = False
+        self.stale_replies = 0
+        protect_jarvis()
+        info_r, info_w = os.pipe() if self.mechanism != "none" else (-1, -1)
+        env: dict[str, str] | None = {}
+        cwd = None
+        if self.mechanism == "bwrap":
+            argv, env = launch.bwrap_command(self.policy, probe.find_bwrap() or "bwrap", info_w)
+        elif self.mechanism == "namespaces":
+            argv, env = launch.namespaces_command(self.policy, sys.executable, info_w)
+        else:
+            self.workdir = cwd = tempfile.mkdtemp(prefix="jarvis-py-")
+            argv, env = launch.plain_command(self.policy, self.workdir)
+        try:
+            self._proc = spawn(
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                env=env, cwd=cwd, start_new_session=True, close_fds=True,
+                pass_fds=(info_w,) if info_w >= 0 else ())
+        except OSError as exc:
+            for fd in (info_r, info_w):
+                if fd >= 0:
+                    os.close(fd)
+            self._remove_workdir()
+            raise SandboxError(f"cannot start a sandboxed Python process: {exc}") from exc
+        if info_w >= 0:
+            os.close(info_w)
+        try:
+            if info_r >= 0:
+                self.init_pid = self._read_info(info_r, time.monotonic() + START_TIMEOUT)
+            hello = self._read(time.monotonic() + START_TIMEOUT)
+        except (SandboxError, TimeoutError) as exc:
+            detail = self._stderr_tail()
+            self.close()
+            raise SandboxError(f"the sandbox did not start ({exc or 'timeout'})"
+                               + (f": {detail}" if detail else "")) from None
+        finally:
+            if info_r >= 0:
+                os.close(info_r)
+        if not hello or not hello.get("ready"):
+            self.close()
+            raise SandboxError(f"the sandbox did not start properly: "
+                               f"{(hello or {}).get('error') or hello!r}")
+        self.pid = self._worker_pid()
+        self.protection = {"mechanism": self.mechanism, "seccomp": bool(hello.get("seccomp")),
+                           "landlock": int(hello.get("landlock") or 0)}
+        if self._proc.stderr is not None:
+            self._proc.stderr.close()  # the launcher's errors only matter at start-up
+        self._freeze()
+
+    # --- start-up helpers -------------------------------------------------------------------
+    def _read_info(self, fd: int, deadline: float) -> int:
+        """The host pid of the sandbox's init, from bwrap's --info-fd (or our launcher's)."""
+        data = b""
+        while b"}" not in data:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+                raise TimeoutError("no sandbox info")
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                raise SandboxError("the launcher exited before the sandbox started")
+            data += chunk
+        return int(json.loads(data[:data.index(b"}") + 1])["child-pid"])
+
+    def _worker_pid(self) -> int:
+        if self.mechanism == "bwrap" and self.init_pid:
+            kids = children_of(self.init_pid)
+            if kids:
+                return kids[0]  # the reaper's only child: the worker (it cannot fork)
+        if self.mechanism == "namespaces" and self.init_pid:
+            return self.init_pid  # the worker is the namespace's init itself
+        return self._proc.pid
+
+    def _stderr_tail(self) -> str:
+        stream = getattr(self, "_proc", None) and self._proc.stderr
+        if not stream:
+            return ""
+        try:
+            if self._proc.poll() is None:
+                return ""
+            text = stream.read(4000).decode("utf-8", "replace")
+        except (OSError, ValueError):
+            return ""
+        return " ".join(text.split())[-300:]
+
+    # --- Resource protocol ---------------------------------------------------------------
+    @property
+    def alive(self) -> bool:
+        return not self._closed and self._proc.poll() is None
+
+    def close(self) -> None:
+        """Kill the sandbox (every process and thread in it) and remove its work folder."""
+        self._closed = True
+        proc = getattr(self, "_proc", None)
+        if proc is not None:
+            self._kill_all()
+            for stream in (proc.stdin, proc.stdout, proc.stderr):
+                try:
+                    if stream is not None:
+                        stream.close()
+                except OSError:
+                    pass
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        self._remove_workdir()
+
+    def _remove_workdir(self) -> None:
+        if self.workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def _kill_all(self) -> None:
+        # Killing a PID namespace's init makes the kernel kill everything in the namespace.
+        for pid in (self.init_pid, self.pid):
+            if pid:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        try:
+            os.killpg(self._proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self._proc.kill()
+        except OSError:
+            pass
+
+    # --- freezing and CPU budget ------------------------------------------------------------
+    def _freeze(self) -> None:
+        if self.freeze_between_calls and not self._frozen and self.alive:
+            try:
+                os.kill(self.pid, signal.SIGSTOP)
+                self._frozen = True
+            except ProcessLookupError:
+                pass
+
+    def _thaw(self) -> None:
+        if self._frozen:
+            try:
+                os.kill(self.pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+            self._frozen = False
+
+    def cpu_used(self) -> float:
+        try:
+            return cpu_seconds_of(self.pid)
+        except (OSError, ValueError, IndexError):
+            return 0.0
+
+    def _set_cpu_budget(self) -> str | None:
+        """Move the CPU soft limit to used + budget; None, or why no call may run."""
+        import resource
+
+        hard = self.limits.session_cpu_seconds
+        used = self.cpu_used()
+        if used + 1 >= hard:
+            return (f"this interpreter has used its total CPU budget of {hard} s; start a new "
+                    f"run")
+        soft = min(hard, math.ceil(used + self.limits.cpu_seconds))
+        try:
+            resource.prlimit(self.pid, resource.RLIMIT_CPU, (soft, hard))
+        except (OSError, ValueError) as exc:
+            return f"cannot set the CPU limit ({exc})"
+        return None
+
+    # --- running code ----------------------------------------------------------------------
+    def run(self, code: str) -> RunOutcome:
+        """Run `code` in this interpreter; never raises for what the code does."""
+        with self._lock:
+            start = time.monotonic()
+            if not self.alive:
+                return RunOutcome(False, "", "the interpreter is no longer running", "crashed")
+            self.calls += 1
+            problem = self._set_cpu_budget()
+            if problem:
+                return RunOutcome(False, "", problem, "cpu", seconds=time.monotonic() - start)
+            call_id = secrets.token_hex(16)
+            try:
+                self._thaw()
+                self._write({"id": call_id, "code": code})
+                deadline = start + self.limits.timeout
+                try:
+                    reply = self._reply(call_id, deadline)
+                except TimeoutError:
+                    reply = self._interrupt(call_id)
+            except SandboxError as exc:
+                self.close()
+                return RunOutcome(False, "", f"the interpreter died: {exc}", "crashed",
+                                  restarted=True, seconds=time.monotonic() - start)
+            if reply is None:
+                self.close()
+                return RunOutcome(False, "", f"wall-clock timeout ({self.limits.timeout:g} s): "
+                                  f"the code did not stop when interrupted, so the interpreter "
+                                  f"was killed and its state is lost", "timeout", restarted=True,
+                                  seconds=time.monotonic() - start)
+            self._freeze()
+            kind = reply.get("error_kind")
+            if kind not in (None, "exception", "cpu", "memory", "output", "timeout", "internal"):
+                kind = "exception"
+            return RunOutcome(ok=bool(reply.get("ok")), output=str(reply.get("output") or ""),
+                              error=None if reply.get("ok") else str(reply.get("error")),
+                              error_kind=None if reply.get("ok") else kind,
+                              truncated=bool(reply.get("truncated")),
+                              seconds=time.monotonic() - start)
+
+    def _reply(self, call_id: str, deadline: float) -> dict[str, Any]:
+        """The reply of this call: frames with any other id (forged by the code, or late
+        replies of a call that timed out) are dropped."""
+        while True:
+            message = self._read(deadline)
+            if isinstance(message, dict) and message.get("id") == call_id:
+                return message
+            self.stale_replies += 1
+
+    def _interrupt(self, call_id: str) -> dict[str, Any] | None:
+        """SIGINT first (state survives), then None so the caller kills the sandbox."""
+        try:
+            os.kill(self.pid, signal.SIGINT)
+        except ProcessLookupError:
+            return None
+        try:
+            return self._reply(call_id, time.monotonic() + INTERRUPT_GRACE)
+        except (TimeoutError, SandboxError):
+            return None
+
+    def _write(self, message: dict[str, Any]) -> None:
+        data = json.dumps(message).encode("utf-8")
+        try:
+            assert self._proc.stdin is not None
+            self._proc.stdin.write(struct.pack(">I", len(data)) + data)
+            self._proc.stdin.flush()
+        except (BrokenPipeError, OSError, ValueError) as exc:
+            raise SandboxError(f"cannot send code ({exc})") from None
+
+    def _read(self, deadline: float) -> dict[str, Any] | None:
+        # A message is consumed only once it is complete: bytes that arrive before a timeout
+        # stay buffered, so a late reply is read whole (and dropped by its id) later.
+        self._fill(4, deadline)
+        size = struct.unpack(">I", self._buffer[:4])[0]
+        if size > MAX_RESPONSE_BYTES:
+            raise SandboxError(f"reply of {size} bytes is over the {MAX_RESPONSE_BYTES} limit")
+        self._fill(4 + size, deadline)
+        body = bytes(self._buffer[4:4 + size])
+        del self._buffer[:4 + size]
+        try:
+            return json.loads(body.decode("utf-8", "replace"))
+        except ValueError as exc:
+            raise SandboxError(f"unreadable reply ({exc})") from None
+
+    def _fill(self, n: int, deadline: float) -> None:
+        stream = self._proc.stdout
+        assert stream is not None
+        fd = stream.fileno()
+        while len(self._buffer) < n:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError
+            ready, _, _ = select.select([fd], [], [], remaining)
+            if not ready:
+                raise TimeoutError
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                code = self._proc.poll()
+                reason = f"exit code {code}" if code is not None else "closed its pipe"
+                if code is not None and code < 0:
+                    reason = f"killed by signal {-code}"
+                raise SandboxError(f"the process ended ({reason})")
+            self._buffer += chunk
+
+    def __repr__(self) -> str:
+        return f"<SandboxedPython {self.mechanism} pid={self.pid} calls={self.calls}>"
+
+
+def python_spec(kind: str, policy: SandboxPolicy, max_size: int, *,
+                freeze_between_calls: bool = True) -> Any:
+    """The ResourceSpec of sandboxed interpreters with this policy (one pool per policy)."""
+    from jarvis.resources.spec import ResourceSpec
+
+    params = tuple(sorted({**asdict(policy.limits), "isolation": policy.isolation,
+                           "network": policy.network, "ro": policy.read_only_paths,
+                           "rw": policy.writable_paths,
+                           "site_packages": policy.site_packages}.items()))
+    return ResourceSpec(kind=kind, max_size=max_size, reusable=False, params=params,
+                        factory=lambda: SandboxedPython(
+                            policy, freeze_between_calls=freeze_between_calls))

@@ -1,0 +1,159 @@
+"""isolation = "namespaces": build a sandbox with the kernel calls directly (no bubblewrap).
+
+Run as a script (standard library only): `python -I -S unshare_launcher.py '<spec json>'`.
+It creates user, mount, PID, IPC, UTS (and, without network, net) namespaces with unshare(2),
+maps the caller to an unprivileged uid/gid, forks the namespace's init, and there mounts a fresh
+tmpfs root holding only the mount plan (read-only binds, the work tmpfs, a new /proc, a minimal
+/dev), pivot_roots into it, drops every capability and execs the worker. Then it reports the
+init's host pid on the info fd (like bwrap's --info-fd) and waits for it. Both die with their
+parent (PR_SET_PDEATHSIG); killing the init kills everything in the namespace.
+"""
+
+import ctypes
+import json
+import os
+import signal
+import sys
+import tempfile
+
+CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
+CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+MS_NOATIME, MS_NODIRATIME, MS_RELATIME = 1024, 2048, 1 << 21
+MNT_DETACH = 2
+PR_SET_PDEATHSIG, PR_CAPBSET_DROP = 1, 24
+SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
+DEVICES = ("null", "zero", "full", "random", "urandom")
+
+libc = ctypes.CDLL(None, use_errno=True)
+
+
+def check(ret: int, what: str) -> None:
+    if ret != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def mount(src, dst, fstype, flags, data=None) -> None:
+    enc = (lambda v: v.encode() if isinstance(v, str) else v)
+    check(libc.mount(enc(src), enc(dst), enc(fstype), ctypes.c_ulong(flags), enc(data)),
+          f"mount {src} on {dst}")
+
+
+def locked_flags(path: str) -> int:
+    """The flags a bind remount inside a user namespace must keep (the kernel locks them)."""
+    f = os.statvfs(path).f_flag
+    flags = 0
+    for st, ms in ((os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, MS_NODEV), (os.ST_NOEXEC, MS_NOEXEC),
+                   (os.ST_NOATIME, MS_NOATIME), (os.ST_NODIRATIME, MS_NODIRATIME),
+                   (getattr(os, "ST_RELATIME", 4096), MS_RELATIME)):
+        if f & st:
+            flags |= ms
+    return flags
+
+
+def bind(src: str, target: str, read_only: bool) -> None:
+    if os.path.isdir(src):
+        os.makedirs(target, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        open(target, "a").close()
+    mount(src, target, None, MS_BIND | MS_REC)
+    if read_only:
+        mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | locked_flags(target))
+
+
+def build_root(spec: dict, root: str) -> None:
+    mount(None, "/", None, MS_REC | MS_PRIVATE)
+    mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755")
+    for kind, a, b in spec["ops"]:
+        if kind in ("ro", "rw"):  # (kind, source, destination)
+            bind(a, root + b, kind == "ro")
+        elif kind == "symlink":  # (kind, link target, destination)
+            os.makedirs(os.path.dirname(root + b), exist_ok=True)
+            os.symlink(a, root + b)
+        elif kind == "tmpfs":  # (kind, destination, size in bytes)
+            os.makedirs(root + a, exist_ok=True)
+            mount("tmpfs", root + a, "tmpfs", MS_NOSUID | MS_NODEV, f"size={int(b)},mode=1777")
+        elif kind == "hide":  # (kind, destination, 0)
+            mount("tmpfs", root + a, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "size=4k")
+    os.makedirs(root + "/proc", exist_ok=True)
+    mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    os.makedirs(root + "/dev", exist_ok=True)
+    mount("tmpfs", root + "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k")
+    for name in DEVICES:
+        bind("/dev/" + name, f"{root}/dev/{name}", False)
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
+                         ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
+        os.symlink(target, f"{root}/dev/{name}")
+    import platform
+
+    old = root + "/.oldroot"
+    os.makedirs(old, exist_ok=True)
+    check(libc.syscall(SYS_PIVOT_ROOT[platform.machine()], root.encode(), old.encode()),
+          "pivot_root")
+    os.chdir("/")
+    check(libc.umount2(b"/.oldroot", MNT_DETACH), "umount old root")
+    os.rmdir("/.oldroot")
+    mount(None, "/", None, MS_BIND | MS_REMOUNT | MS_RDONLY | locked_flags("/"))
+
+
+def child(spec: dict, root: str) -> None:
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    build_root(spec, root)
+    hostname = b"sandbox"
+    libc.sethostname(hostname, len(hostname))
+    os.chdir(spec["workdir"])
+    for cap in range(64):  # no capability survives, not even in the sandbox's user namespace
+        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            break
+    argv = spec["argv"]
+    os.execve(argv[0], argv, spec["env"])
+
+
+def main() -> int:
+    spec = json.loads(sys.argv[1])
+    parent = os.getppid()
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:
+        return 1
+    info_fd = int(spec["info_fd"])
+    uid, gid = os.getuid(), os.getgid()
+    root = tempfile.mkdtemp(prefix="jarvis-ns-")
+    try:
+        flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS
+        if not spec.get("network"):
+            flags |= CLONE_NEWNET
+        check(libc.unshare(flags), "unshare")
+        with open("/proc/self/setgroups", "w") as f:
+            f.write("deny")
+        with open("/proc/self/uid_map", "w") as f:
+            f.write(f"{spec['uid']} {uid} 1")
+        with open("/proc/self/gid_map", "w") as f:
+            f.write(f"{spec['gid']} {gid} 1")
+        pid = os.fork()
+        if pid == 0:
+            os.close(info_fd)
+            try:
+                child(spec, root)
+            except BaseException as exc:  # noqa: BLE001 - report, never run unsandboxed
+                os.write(2, f"sandbox setup failed: {exc}\n".encode())
+            os._exit(127)
+        # The worker owns the pipes now: without our copies, jarvis sees EOF when it dies.
+        null = os.open(os.devnull, os.O_RDWR)
+        os.dup2(null, 0)
+        os.dup2(null, 1)
+        os.write(info_fd, json.dumps({"child-pid": pid}).encode())
+        os.close(info_fd)
+        _, status = os.waitpid(pid, 0)
+        return os.waitstatus_to_exitcode(status) & 0xFF
+    finally:
+        try:
+            os.rmdir(root)
+        except OSError:
+            pass
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,473 @@
+"""The inside of a sandbox: runs model-written Python (a script, never imported by jarvis).
+
+Started as `python -I -S worker.py '<config json>'`, inside the namespaces bubblewrap or
+`unshare_launcher.py` built (or as a plain child with isolation "none"). Standard library only.
+
+Before any user code runs it:
+  - moves the request/reply pipes to private descriptors and points fds 0, 1 and 2 at
+    /dev/null, so writing to the real stdout cannot corrupt the protocol;
+  - sets rlimits: RLIMIT_AS (memory), RLIMIT_CPU hard cap for the session (jarvis moves the
+    soft limit from outside before each call), RLIMIT_FSIZE, RLIMIT_NOFILE, RLIMIT_CORE;
+  - restricts itself with Landlock (when the kernel has it and the sandbox is isolated): read
+    and execute only the mounted interpreter paths, write only the work folder, no TCP bind
+    or connect unless the policy gives the network (ABI >= 4), no signals or abstract unix
+    sockets out of the sandbox (ABI >= 6);
+  - sets no_new_privs and a seccomp filter that refuses new processes (fork, exec, clone of
+    a non-thread, clone3) and the kernel's attack surface that code has no use for: ptrace,
+    process_vm_*, pidfd_open/getfd/send_signal, process_madvise, rt_(tg)sigqueueinfo,
+    kill/tgkill of any other process, setrlimit and prlimit64 that sets a limit or names
+    another process, kcmp, userfaultfd, perf_event_open, bpf, io_uring_*, keyrings, every
+    mount/namespace call, module/kexec/reboot/swap/acct/quotactl/syslog and file handles.
+
+Protocol: 4-byte big-endian length + UTF-8 JSON. Request {"id", "code"}; reply {"id", "ok",
+"output", "error", "error_kind", "truncated"}. jarvis accepts one reply per call, only with the
+call's id (a fresh random one each call), so code that writes its own frames cannot shift or
+fake the result of any other call.
+"""
+
+import ast
+import ctypes
+import errno
+import io
+import json
+import os
+import platform
+import resource
+import signal
+import struct
+import sys
+import time
+import traceback
+
+IN_FD, OUT_FD = 0, 1
+
+
+class CpuLimitExceeded(BaseException):
+    """Raised in the user's code when its CPU-time budget for this call is spent."""
+
+
+class OutputLimitExceeded(BaseException):
+    """Raised in the user's code when it has printed more than the output limit."""
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
+
+
+# --- Landlock --------------------------------------------------------------------------------
+_LL_CREATE, _LL_ADD_RULE, _LL_RESTRICT = {"x86_64": (444, 445, 446),
+                                          "aarch64": (444, 445, 446)}.get(platform.machine(),
+                                                                          (0, 0, 0))
+_FS_EXECUTE, _FS_WRITE_FILE, _FS_READ_FILE, _FS_READ_DIR = 1, 2, 4, 8
+_FS_READ = _FS_EXECUTE | _FS_READ_FILE | _FS_READ_DIR
+_FS_TRUNCATE, _FS_IOCTL_DEV = 1 << 14, 1 << 15
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [("fs", ctypes.c_uint64), ("net", ctypes.c_uint64), ("scoped", ctypes.c_uint64)]
+
+
+class _PathBeneath(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+def landlock_abi() -> int:
+    if not _LL_CREATE:
+        return 0
+    abi = _libc.syscall(_LL_CREATE, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    return max(int(abi), 0)
+
+
+def apply_landlock(rules: dict) -> int:
+    """Restrict this process (and its future threads) to the paths in `rules`; returns the
+    ABI version in force (0: the kernel has no Landlock, nothing applied)."""
+    abi = landlock_abi()
+    if abi < 1:
+        return 0
+    handled = (1 << 13) - 1                      # ABI 1: the 13 basic file rights
+    if abi >= 2:
+        handled |= 1 << 13                       # REFER (rename/link across folders)
+    if abi >= 3:
+        handled |= _FS_TRUNCATE
+    if abi >= 5:
+        handled |= _FS_IOCTL_DEV
+    attr = _RulesetAttr(handled, 0, 0)
+    size = 8
+    if abi >= 4:
+        size = 16
+        if not rules.get("network"):
+            attr.net = 1 | 2                     # BIND_TCP | CONNECT_TCP, no rule allows any
+    if abi >= 6:
+        size = 24
+        attr.scoped = 1 | 2                      # abstract unix sockets, signals
+    ruleset = _libc.syscall(_LL_CREATE, ctypes.byref(attr), ctypes.c_size_t(size),
+                            ctypes.c_uint32(0))
+    if ruleset < 0:
+        raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
+    try:
+        dev = _FS_READ | _FS_WRITE_FILE | (handled & (_FS_TRUNCATE | _FS_IOCTL_DEV))
+        for paths, allowed in ((rules.get("read", []), _FS_READ), (rules.get("write", []), handled),
+                               ([rules["dev"]] if rules.get("dev") else [], dev)):
+            for path in paths:
+                try:
+                    fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+                except OSError:
+                    continue  # not mounted here: nothing to allow
+                try:
+                    mask = allowed
+                    if not os.path.isdir(path):  # files take file rights only
+                        mask &= _FS_EXECUTE | _FS_READ_FILE | _FS_WRITE_FILE | (
+                            handled & (_FS_TRUNCATE | _FS_IOCTL_DEV))
+                    rule = _PathBeneath(mask, fd)
+                    if _libc.syscall(_LL_ADD_RULE, ruleset, 1, ctypes.byref(rule), 0) != 0:
+                        raise OSError(ctypes.get_errno(), f"landlock_add_rule({path}) failed")
+                finally:
+                    os.close(fd)
+        if _libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+            raise OSError(ctypes.get_errno(), "PR_SET_NO_NEW_PRIVS failed")
+        if _libc.syscall(_LL_RESTRICT, ruleset, 0) != 0:
+            raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
+    finally:
+        os.close(ruleset)
+    return abi
+
+
+# --- seccomp -----------------------------------------------------------------------------------
+_DENIED = ("ptrace", "process_vm_readv", "process_vm_writev", "pidfd_open", "pidfd_getfd",
+           "pidfd_send_signal", "process_madvise", "process_mrelease", "rt_sigqueueinfo",
+           "rt_tgsigqueueinfo", "tkill", "kcmp", "userfaultfd", "perf_event_open", "bpf",
+           "io_uring_setup", "io_uring_enter", "io_uring_register", "add_key", "request_key",
+           "keyctl", "mount", "umount2", "pivot_root", "chroot", "unshare", "setns", "open_tree",
+           "move_mount", "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr",
+           "init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load",
+           "reboot", "swapon", "swapoff", "acct", "quotactl", "syslog", "name_to_handle_at",
+           "open_by_handle_at", "personality", "setrlimit", "execve", "execveat", "iopl",
+           "ioperm", "modify_ldt", "uselib", "vhangup", "lookup_dcookie", "fanotify_init")
+_X86_64 = {"ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "pidfd_open": 434,
+           "pidfd_getfd": 438, "pidfd_send_signal": 424, "process_madvise": 440,
+           "process_mrelease": 448, "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297,
+           "tkill": 200, "kcmp": 312, "userfaultfd": 323, "perf_event_open": 298, "bpf": 321,
+           "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
+           "add_key": 248, "request_key": 249, "keyctl": 250, "mount": 165, "umount2": 166,
+           "pivot_root": 155, "chroot": 161, "unshare": 272, "setns": 308, "open_tree": 428,
+           "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
+           "mount_setattr": 442, "init_module": 175, "finit_module": 313, "delete_module": 176,
+           "kexec_load": 246, "kexec_file_load": 320, "reboot": 169, "swapon": 167,
+           "swapoff": 168, "acct": 163, "quotactl": 179, "syslog": 103,
+           "name_to_handle_at": 303, "open_by_handle_at": 304, "personality": 135,
+           "setrlimit": 160, "execve": 59, "execveat": 322, "iopl": 172, "ioperm": 173,
+           "modify_ldt": 154, "uselib": 134, "vhangup": 153, "lookup_dcookie": 212,
+           "fanotify_init": 300,
+           # checked with arguments below
+           "fork": 57, "vfork": 58, "clone": 56, "clone3": 435, "kill": 62, "tgkill": 234,
+           "prlimit64": 302}
+_AARCH64 = {"ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "pidfd_open": 434,
+            "pidfd_getfd": 438, "pidfd_send_signal": 424, "process_madvise": 440,
+            "process_mrelease": 448, "rt_sigqueueinfo": 138, "rt_tgsigqueueinfo": 240,
+            "tkill": 130, "kcmp": 272, "userfaultfd": 282, "perf_event_open": 241, "bpf": 280,
+            "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
+            "add_key": 217, "request_key": 218, "keyctl": 219, "mount": 40, "umount2": 39,
+            "pivot_root": 41, "chroot": 51, "unshare": 97, "setns": 268, "open_tree": 428,
+            "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
+            "mount_setattr": 442, "init_module": 105, "finit_module": 273,
+            "delete_module": 106, "kexec_load": 104, "kexec_file_load": 294, "reboot": 142,
+            "swapon": 224, "swapoff": 225, "acct": 89, "quotactl": 60, "syslog": 116,
+            "name_to_handle_at": 264, "open_by_handle_at": 265, "personality": 92,
+            "setrlimit": 164, "execve": 221, "execveat": 281, "vhangup": 58,
+            "lookup_dcookie": 18, "fanotify_init": 262,
+            "clone": 220, "clone3": 435, "kill": 129, "tgkill": 131, "prlimit64": 261}
+_ARCHES = {"x86_64": (0xC000003E, _X86_64), "aarch64": (0xC00000B7, _AARCH64)}
+_LD_W_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
+_ALLOW = 0x7FFF0000
+_CLONE_THREAD = 0x00010000
+# CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET | NEWTIME
+_CLONE_NEW_ANY = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 \
+    | 0x40000000 | 0x00000080
+
+
+def _errno_ret(code: int) -> int:
+    return 0x00050000 | code
+
+
+class _Program:
+    """A tiny BPF assembler: instructions with forward jumps to named labels."""
+
+    def __init__(self) -> None:
+        self.ins: list[list] = []
+        self.labels: dict[str, int] = {}
+
+    def emit(self, code: int, k: int, jt: object = 0, jf: object = 0) -> None:
+        self.ins.append([code, jt, jf, k])
+
+    def label(self, name: str) -> None:
+        self.labels[name] = len(self.ins)
+
+    def resolve(self) -> list[tuple[int, int, int, int]]:
+        out = []
+        for i, (code, jt, jf, k) in enumerate(self.ins):
+            def rel(target: object) -> int:
+                return target if isinstance(target, int) else self.labels[target] - i - 1
+            out.append((code, rel(jt), rel(jf), k))
+        return out
+
+
+def _seccomp_program() -> list[tuple[int, int, int, int]] | None:
+    arch = _ARCHES.get(platform.machine())
+    if arch is None:
+        return None
+    audit_arch, nr = arch
+    eperm, eagain, enosys = (_errno_ret(errno.EPERM), _errno_ret(errno.EAGAIN),
+                             _errno_ret(errno.ENOSYS))
+    me = os.getpid()
+    p = _Program()
+    p.emit(_LD_W_ABS, 4)                                  # A = arch
+    p.emit(_JEQ, audit_arch, 1, 0)                         # native ABI: go on
+    p.emit(_RET, eperm)                                    # foreign ABI (int 0x80): deny all
+    p.emit(_LD_W_ABS, 0)                                   # A = syscall number
+    p.emit(_JGE, 0x40000000, 0, 1)                         # x32 ABI numbers: deny
+    p.emit(_RET, eperm)
+    for name in _DENIED:
+        if name in nr:
+            p.emit(_JEQ, nr[name], "deny", 0)
+    for name in ("fork", "vfork"):
+        if name in nr:
+            p.emit(_JEQ, nr[name], "again", 0)
+    p.emit(_JEQ, nr["clone3"], "nosys", 0)                 # glibc falls back to clone
+    p.emit(_JEQ, nr["clone"], "clone", 0)
+    p.emit(_JEQ, nr["kill"], "kill", 0)
+    p.emit(_JEQ, nr["tgkill"], "tgkill", 0)
+    p.emit(_JEQ, nr["prlimit64"], "prlimit", 0)
+    p.emit(_RET, _ALLOW)
+    p.label("clone")                                       # threads only, no new namespaces
+    p.emit(_LD_W_ABS, 16)                                  # A = low word of the flags
+    p.emit(_JSET, _CLONE_NEW_ANY, "deny", 0)
+    p.emit(_JSET, _CLONE_THREAD, "allow", "again")
+    p.label("kill")                                        # itself: pid, 0, -pid (own group)
+    p.emit(_LD_W_ABS, 16)
+    p.emit(_JEQ, me, "allow", 0)
+    p.emit(_JEQ, 0, "allow", 0)
+    p.emit(_JEQ, (-me) & 0xFFFFFFFF, "allow", "deny")
+    p.label("tgkill")                                      # its own threads only
+    p.emit(_LD_W_ABS, 16)
+    p.emit(_JEQ, me, "allow", "deny")
+    p.label("prlimit")                                     # read own limits only (pid 0,
+    p.emit(_LD_W_ABS, 16)                                  # new_limit NULL)
+    p.emit(_JEQ, 0, 0, "deny")
+    p.emit(_LD_W_ABS, 20)
+    p.emit(_JEQ, 0, 0, "deny")
+    p.emit(_LD_W_ABS, 32)
+    p.emit(_JEQ, 0, 0, "deny")
+    p.emit(_LD_W_ABS, 36)
+    p.emit(_JEQ, 0, "allow", "deny")
+    p.label("allow")
+    p.emit(_RET, _ALLOW)
+    p.label("deny")
+    p.emit(_RET, eperm)
+    p.label("again")
+    p.emit(_RET, eagain)
+    p.label("nosys")
+    p.emit(_RET, enosys)
+    return p.resolve()
+
+
+def install_seccomp() -> bool:
+    """Install the filter; False where the platform does not support it."""
+    prog = _seccomp_program()
+    if prog is None or not sys.platform.startswith("linux"):
+        return False
+
+    class SockFilter(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte),
+                    ("k", ctypes.c_uint)]
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(SockFilter))]
+
+    filters = (SockFilter * len(prog))(*[SockFilter(*ins) for ins in prog])
+    fprog = SockFprog(len(prog), filters)
+    pr_set_no_new_privs, pr_set_seccomp, seccomp_mode_filter = 38, 22, 2
+    if _libc.prctl(pr_set_no_new_privs, 1, 0, 0, 0) != 0:
+        return False
+    return _libc.prctl(pr_set_seccomp, seccomp_mode_filter, ctypes.byref(fprog), 0, 0) == 0
+
+
+# --- limits ----------------------------------------------------------------------------------
+def _set(limit: int, soft: int, hard: int | None = None) -> None:
+    try:
+        resource.setrlimit(limit, (soft, soft if hard is None else hard))
+    except (ValueError, OSError):
+        pass
+
+
+def apply_limits(config: dict) -> dict:
+    _set(resource.RLIMIT_AS, int(config["memory_mb"]) * 1024 * 1024)
+    _set(resource.RLIMIT_CORE, 0)
+    _set(resource.RLIMIT_FSIZE, int(config["max_file_mb"]) * 1024 * 1024)
+    _set(resource.RLIMIT_NOFILE, int(config["max_open_files"]))
+    session_cpu = int(config["session_cpu_seconds"])
+    _set(resource.RLIMIT_CPU, min(session_cpu, int(config["cpu_seconds"])), session_cpu)
+    landlock = apply_landlock(config["landlock"]) if config.get("landlock") else 0
+    sandboxed = install_seccomp()
+    if not sandboxed:
+        _set(resource.RLIMIT_NPROC, 0)  # binds only non-root users
+    return {"seccomp": sandboxed, "landlock": landlock}
+
+
+# --- output capture ----------------------------------------------------------------------------
+class BoundedWriter(io.TextIOBase):
+    """stdout/stderr for user code: keeps the first `limit` characters, then stops the code."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.parts: list[str] = []
+        self.size = 0
+        self.overflow = False
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        if not isinstance(text, str):
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        room = self.limit - self.size
+        if len(text) > room:
+            self.parts.append(text[:max(room, 0)])
+            self.size = self.limit
+            self.overflow = True
+            raise OutputLimitExceeded()
+        self.parts.append(text)
+        self.size += len(text)
+        return len(text)
+
+    def getvalue(self) -> str:
+        return "".join(self.parts)
+
+
+# --- protocol -----------------------------------------------------------------------------------
+def read_exact(n: int) -> bytes | None:
+    chunks = []
+    while n:
+        chunk = os.read(IN_FD, n)
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def receive() -> dict | None:
+    header = read_exact(4)
+    if header is None:
+        return None
+    body = read_exact(struct.unpack(">I", header)[0])
+    return None if body is None else json.loads(body.decode("utf-8"))
+
+
+def send(message: dict) -> None:
+    data = json.dumps(message, ensure_ascii=False).encode("utf-8", "replace")
+    data = struct.pack(">I", len(data)) + data
+    while data:
+        written = os.write(OUT_FD, data)
+        data = data[written:]
+
+
+# --- running code ---------------------------------------------------------------------------------
+def _on_sigxcpu(signum, frame):  # noqa: ARG001 - signal handler signature
+    raise CpuLimitExceeded()
+
+
+def run(code: str, namespace: dict, config: dict) -> dict:
+    writer = BoundedWriter(int(config["max_output_chars"]))
+    error = kind = None
+    started = time.monotonic()
+    old_out, old_err = sys.stdout, sys.stderr
+    sys.stdout = sys.stderr = writer
+    try:
+        tree = ast.parse(code, filename="<repl>", mode="exec")
+        last = None
+        if tree.body and isinstance(tree.body[-1], ast.Expr):
+            last = ast.Expression(tree.body.pop().value)
+        exec(compile(tree, "<repl>", "exec"), namespace)
+        if last is not None:
+            value = eval(compile(last, "<repl>", "eval"), namespace)
+            if value is not None:
+                namespace["_"] = value
+                text = repr(value)
+                writer.write(text if text.endswith("\n") else text + "\n")
+    except CpuLimitExceeded:
+        kind, error = "cpu", f"CPU time limit exceeded ({config['cpu_seconds']} s); the code was stopped"
+    except OutputLimitExceeded:
+        kind, error = "output", (f"output limit exceeded ({config['max_output_chars']} characters); "
+                                 f"the code was stopped and the output cut")
+    except KeyboardInterrupt as exc:
+        if time.monotonic() - started < float(config["timeout"]) * 0.9:
+            # The code interrupted itself (raise KeyboardInterrupt, SIGINT to itself): not ours.
+            kind, error = "exception", "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        else:
+            kind, error = "timeout", (f"wall-clock timeout ({config['timeout']} s); the code was "
+                                      f"interrupted")
+    except MemoryError:
+        kind, error = "memory", f"MemoryError: memory limit exceeded ({config['memory_mb']} MB)"
+    except SyntaxError as exc:
+        kind, error = "exception", "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    except BaseException as exc:  # noqa: BLE001 - user code may raise anything, SystemExit too
+        kind = "exception"
+        tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
+        # Drop this file's frames: the model only needs the frames of its own code.
+        error = "".join(line for line in tb if __file__ not in line)[-4000:].strip()
+    finally:
+        sys.stdout, sys.stderr = old_out, old_err
+    return {"ok": error is None, "output": writer.getvalue(), "error": error, "error_kind": kind,
+            "truncated": writer.overflow}
+
+
+def main() -> None:
+    global IN_FD, OUT_FD
+    config = json.loads(sys.argv[1])
+    # Die with the parent (jarvis, bwrap's init or our launcher), even while frozen.
+    _libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    if config.get("parent") and os.getppid() != config["parent"]:
+        return  # jarvis died before the line above
+    # Private copies of the pipes; 0/1/2 go to /dev/null so user code cannot reach them.
+    IN_FD, OUT_FD = os.dup(0), os.dup(1)
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.close(null)
+    for fd in (IN_FD, OUT_FD):
+        os.set_inheritable(fd, False)
+    import site
+
+    for folder in config.get("site_dirs", []):
+        site.addsitedir(folder)
+    signal.signal(signal.SIGXCPU, _on_sigxcpu)
+    try:
+        status = apply_limits(config)
+    except OSError as exc:
+        send({"ready": False, "error": f"cannot restrict the sandbox: {exc}"})
+        return
+    send({"ready": True, "pid": os.getpid(), **status})
+    namespace: dict = {"__name__": "__main__", "__builtins__": __builtins__}
+    while True:
+        try:
+            request = receive()
+        except KeyboardInterrupt:  # a late interrupt while idle
+            continue
+        if request is None:  # the parent closed the pipe (or died): leave
+            return
+        call_id = request.get("id")
+        try:
+            response = run(str(request.get("code", "")), namespace, config)
+        except BaseException as exc:  # noqa: BLE001 - never die silently
+            response = {"ok": False, "output": "", "error": f"{type(exc).__name__}: {exc}",
+                        "error_kind": "internal", "truncated": False}
+        response["id"] = call_id
+        try:
+            send(response)
+        except KeyboardInterrupt:
+            send(response)
+
+
+if __name__ == "__main__":
+    main()
