@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "scheduler": ("jarvis.commands.schedule:scheduler", "Run the daemon that runs scheduled tasks."),
     "channels": ("jarvis.commands.channels:channels", "List notification channels; send a test."),
     "serve": ("jarvis.commands.serve:serve", "Serve tools (ORS) and agents (OpenAI API) over HTTP."),
+    "doctor": ("jarvis.commands.doctor:doctor", "Check the host and the code sandbox in force."),
 }
 
 

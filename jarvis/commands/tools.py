@@ -69,7 +69,10 @@ def show_tool(name: str, as_json: bool) -> None:
     """Show a tool's full spec and its JSON schema."""
     (t,) = _catalog([name])
     spec = t.spec.to_dict()
+    sandbox = t.sandbox_status() if hasattr(t, "sandbox_status") else None
     if as_json:
+        if sandbox is not None:
+            spec["sandbox_in_force"] = sandbox
         echo_json(spec)
         return
     click.echo(f"{spec['name']}  ({spec['category'] or 'uncategorized'})")
@@ -79,6 +82,10 @@ def show_tool(name: str, as_json: bool) -> None:
     click.echo(f"requires confirmation: {'yes' if spec['requires_confirmation'] else 'no'}")
     if spec["timeout_seconds"] is not None:
         click.echo(f"timeout: {spec['timeout_seconds']:g} s")
+    if sandbox is not None:
+        from jarvis.sandbox.probe import describe
+
+        click.echo(f"sandbox: {describe(sandbox)}")
     click.echo("parameters (JSON schema):")
     click.echo(json.dumps(spec["parameters"], indent=2, ensure_ascii=False))
 

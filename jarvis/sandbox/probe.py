@@ -148,7 +148,6 @@ def status(isolation: str = "auto", network: bool = False) -> dict[str, Any]:
         "seccomp": seccomp_supported(),
         "dumpable_guard": sys.platform.startswith("linux"),
         "python": sys.version.split()[0],
-        "pid": os.getpid(),
     }
 
 

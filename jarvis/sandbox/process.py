@@ -33,6 +33,10 @@ from jarvis.sandbox.policy import SandboxLimits, SandboxPolicy
 
 START_TIMEOUT = 15.0
 INTERRUPT_GRACE = 1.0
+# jarvis checks the sandbox's CPU this often during a call, and kills it when code that
+# ignores SIGXCPU is this far over its budget.
+CPU_POLL = 0.25
+CPU_GRACE = 2.0
 MAX_RESPONSE_BYTES = 8 * 1024 * 1024
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -55,6 +59,10 @@ class RunOutcome:
 
 class SandboxError(RuntimeError):
     """The interpreter could not be started or talked to."""
+
+
+class _CpuOverrun(Exception):
+    """The code kept running past its CPU budget (it ignored SIGXCPU)."""
 
 
 _protected = False
@@ -305,14 +313,21 @@ class SandboxedPython:
             if problem:
                 return RunOutcome(False, "", problem, "cpu", seconds=time.monotonic() - start)
             call_id = secrets.token_hex(16)
+            cpu_limit = self.cpu_used() + self.limits.cpu_seconds + CPU_GRACE
             try:
                 self._thaw()
                 self._write({"id": call_id, "code": code})
                 deadline = start + self.limits.timeout
                 try:
-                    reply = self._reply(call_id, deadline)
+                    reply = self._reply(call_id, deadline, cpu_limit)
                 except TimeoutError:
                     reply = self._interrupt(call_id)
+            except _CpuOverrun:
+                self.close()
+                return RunOutcome(False, "", f"CPU time limit exceeded ({self.limits.cpu_seconds}"
+                                  f" s) by code that ignored the signal; the interpreter was "
+                                  f"killed and its state is lost", "cpu", restarted=True,
+                                  seconds=time.monotonic() - start)
             except SandboxError as exc:
                 self.close()
                 return RunOutcome(False, "", f"the interpreter died: {exc}", "crashed",
@@ -333,11 +348,23 @@ class SandboxedPython:
                               truncated=bool(reply.get("truncated")),
                               seconds=time.monotonic() - start)
 
-    def _reply(self, call_id: str, deadline: float) -> dict[str, Any]:
+    def _reply(self, call_id: str, deadline: float,
+               cpu_limit: float | None = None) -> dict[str, Any]:
         """The reply of this call: frames with any other id (forged by the code, or late
-        replies of a call that timed out) are dropped."""
+        replies of a call that timed out) are dropped. With `cpu_limit`, the sandbox's CPU
+        (all threads) is checked every CPU_POLL seconds and _CpuOverrun raised past it."""
         while True:
-            message = self._read(deadline)
+            if cpu_limit is None:
+                message = self._read(deadline)
+            else:
+                try:
+                    message = self._read(min(deadline, time.monotonic() + CPU_POLL))
+                except TimeoutError:
+                    if self.cpu_used() > cpu_limit:
+                        raise _CpuOverrun from None
+                    if time.monotonic() >= deadline:
+                        raise
+                    continue
             if isinstance(message, dict) and message.get("id") == call_id:
                 return message
             self.stale_replies += 1

@@ -1,0 +1,411 @@
+"""The code sandbox, attacked as a model would: one test per attack class of issue 11.
+
+Every attack goes through the ToolExecutor exactly as a model's tool call does, on both
+namespace mechanisms (bubblewrap and jarvis's own unshare launcher), with the real kernel
+features (user/pid/mount/net namespaces, Landlock, seccomp, rlimits). Each ends with a clear
+failed result or harmless output, this process (jarvis) still alive and answering, and no
+process left behind.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import resource
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from sandbox_support import call, descendants, pid_alive, wait_until_gone
+
+from jarvis.resources import default_manager, release_run
+from jarvis.tools.code_interpreter import CodeInterpreterTool
+from jarvis.tools.executor import ToolExecutor
+from jarvis.tools.repl import ReplTool
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux sandbox")
+
+MECHANISMS = ["bwrap", "namespaces"]
+LIMITS = {"timeout": 5.0, "cpu_seconds": 1, "memory_mb": 256, "max_output_chars": 2_000,
+          "requires_confirmation": False, "acquire_timeout": 10.0}
+
+
+@pytest.fixture(params=MECHANISMS)
+def mechanism(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@pytest.fixture
+def tools(mechanism: str) -> tuple[ReplTool, CodeInterpreterTool]:
+    return (ReplTool(isolation=mechanism, **LIMITS),
+            CodeInterpreterTool(isolation=mechanism, **LIMITS))
+
+
+@pytest.fixture(autouse=True)
+def nothing_left_behind():
+    """Every process a test's sandboxes started is gone when the test ends."""
+    before = descendants()
+    started = time.monotonic()
+    yield
+    left = wait_until_gone(descendants() - before, timeout=10)
+    assert not left, f"processes left behind: {sorted(left)}"
+    assert time.monotonic() - started < 120, "the test was not bounded in time"
+
+
+class Run:
+    """One run (a conversation) with both code tools, released at the end."""
+
+    def __init__(self, tools: tuple[ReplTool, CodeInterpreterTool], run_id: str) -> None:
+        self.run_id = run_id
+        self.tools = tools
+        self.executor = ToolExecutor(list(tools), run_id=run_id)
+
+    def repl(self, code: str):
+        return call(self.executor, "repl", code)
+
+    def once(self, code: str):
+        return call(self.executor, "code_interpreter", code)
+
+    def close(self) -> None:
+        release_run(self.run_id)
+
+
+@pytest.fixture
+def run(tools, request: pytest.FixtureRequest):
+    r = Run(tools, f"attack-{request.node.name}")
+    yield r
+    r.close()
+
+
+def jarvis_still_answers(run: Run) -> None:
+    """This process is unharmed: its limits are intact and a fresh call works."""
+    assert resource.getrlimit(resource.RLIMIT_CPU) == (resource.RLIM_INFINITY,) * 2
+    again = run.once("6 * 7")
+    assert again.success and again.content.strip() == "42", again.content
+
+
+# --- isolation of jarvis's process --------------------------------------------------------------
+def test_code_cannot_write_jarvis_memory_through_proc(run: Run) -> None:
+    canary = ctypes.create_string_buffer(b"jarvis-intact", 32)
+    address = ctypes.addressof(canary)
+    code = (f"import os\nout = []\n"
+            f"for pid in ({os.getpid()}, os.getppid(), 1):\n"
+            f"    try:\n"
+            f"        with open(f'/proc/{{pid}}/mem', 'r+b', buffering=0) as f:\n"
+            f"            f.seek({address})\n"
+            f"            f.write(b'PWNED')\n"
+            f"        out.append(f'{{pid}}: WROTE')\n"
+            f"    except OSError as e:\n"
+            f"        out.append(f'{{pid}}: {{type(e).__name__}}')\n"
+            f"print(out)")
+    for result in (run.repl(code), run.once(code)):
+        assert result.success, result.content
+        assert "WROTE" not in result.content, result.content
+    assert canary.value == b"jarvis-intact"
+    jarvis_still_answers(run)
+
+
+def test_code_cannot_take_jarvis_file_descriptors(run: Run) -> None:
+    code = (f"import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+            f"res = []\n"
+            f"for pid in ({os.getpid()}, os.getppid(), 1):\n"
+            f"    fd = libc.syscall(434, pid, 0)\n"                     # pidfd_open
+            f"    res.append(('open', fd, ctypes.get_errno()))\n"
+            f"    got = libc.syscall(438, 3 if fd < 0 else fd, 0, 0)\n"  # pidfd_getfd
+            f"    res.append(('getfd', got, ctypes.get_errno()))\n"
+            f"print(res)")
+    result = run.once(code)
+    assert result.success, result.content
+    values = eval(result.content)  # noqa: S307 - our own test's printed tuples
+    assert all(ret == -1 and err == 1 for _, ret, err in values), values  # EPERM every time
+    jarvis_still_answers(run)
+
+
+def test_code_cannot_limit_or_signal_jarvis(run: Run) -> None:
+    me = os.getpid()
+    code = (f"import ctypes, os, signal\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+            f"res = []\n"
+            f"limit = (ctypes.c_ulong * 2)(1, 1)\n"
+            f"info = ctypes.create_string_buffer(128)\n"
+            # jarvis, the sandbox's parent and its init, whichever are not the code itself
+            f"for pid in {{{me}, os.getppid(), 1}} - {{0, os.getpid()}}:\n"
+            f"    res.append(libc.syscall(302, pid, 0, limit, None) == -1)\n"   # prlimit64
+            f"    res.append(libc.syscall(129, pid, 9, info) == -1)\n"          # rt_sigqueueinfo
+            f"    res.append(libc.syscall(297, pid, pid, 9, info) == -1)\n"     # rt_tgsigqueueinfo
+            f"    try:\n"
+            f"        os.kill(pid, signal.SIGKILL)\n"
+            f"        res.append(False)\n"
+            f"    except OSError:\n"
+            f"        res.append(True)\n"
+            f"print(all(res), res)")
+    for result in (run.repl(code), run.once(code)):
+        assert result.success and result.content.startswith("True"), result.content
+    assert pid_alive(me)
+    jarvis_still_answers(run)
+
+
+# --- what the code can see --------------------------------------------------------------------
+def test_code_cannot_read_jarvis_environment(mechanism: str) -> None:
+    # A real jarvis process started with a key in its environment (a variable set later with
+    # os.environ would not show in /proc/<pid>/environ, so the test process cannot be it).
+    attack = ("import os\nseen = str(dict(os.environ))\n"
+              "for pid in (@JARVIS@, 'self', 1, os.getppid()):\n"
+              "    try:\n"
+              "        seen += open(f'/proc/{pid}/environ', 'rb').read().decode(errors='replace')\n"
+              "    except OSError as e:\n"
+              "        seen += type(e).__name__\n"
+              "print('sk-secret' in seen, sorted(os.environ))")
+    script = (
+        "import os, sys\n"
+        "from jarvis.core.types import ToolCall\n"
+        "from jarvis.tools.executor import ToolExecutor\n"
+        "from jarvis.tools.code_interpreter import CodeInterpreterTool\n"
+        "from jarvis.tools.repl import ReplTool\n"
+        f"tools = [ReplTool(requires_confirmation=False, isolation={mechanism!r}),\n"
+        f"         CodeInterpreterTool(requires_confirmation=False, isolation={mechanism!r})]\n"
+        "code = sys.stdin.read().replace('@JARVIS@', str(os.getpid()))\n"
+        "assert 'sk-secret' in open(f'/proc/{os.getpid()}/environ').read()\n"
+        "ex = ToolExecutor(tools, run_id='env')\n"
+        "for name in ('repl', 'code_interpreter'):\n"
+        "    r = ex.execute(ToolCall(id='c', name=name, arguments={'code': code}))\n"
+        "    print(r.success, r.content.strip(), flush=True)\n"
+    )
+    env = {**os.environ, "OPENAI_API_KEY": "sk-secret-canary"}
+    done = subprocess.run([sys.executable, "-c", script], input=attack, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == 2 and all(line.startswith("True False [") for line in lines), lines
+    assert "OPENAI_API_KEY" not in done.stdout
+
+
+def test_code_cannot_read_home_secrets_or_shadow(run: Run, tmp_path: Path,
+                                                 jarvis_home: Path) -> None:
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("PRIVATE-KEY-CANARY")
+    project_env = Path.cwd() / ".env"
+    project_env.write_text("API_KEY=ENV-CANARY")
+    (jarvis_home / "config.toml").write_text("# HOME-CANARY")
+    targets = [str(home / ".ssh" / "id_ed25519"), str(project_env),
+               str(jarvis_home / "config.toml"), "/etc/shadow", "/etc/passwd",
+               str(Path.home() / ".ssh"), str(Path(__file__))]
+    code = (f"import os\nout = []\n"
+            f"for path in {targets!r}:\n"
+            f"    try:\n"
+            f"        out.append(open(path).read(100) if os.path.isfile(path) else os.listdir(path))\n"
+            f"    except OSError as e:\n"
+            f"        out.append(type(e).__name__)\n"
+            f"print(out)")
+    for result in (run.repl(code), run.once(code)):
+        assert result.success, result.content
+        assert "CANARY" not in result.content and "root:" not in result.content, result.content
+        assert result.content.count("Error") == len(targets), result.content
+    jarvis_still_answers(run)
+
+
+def test_code_writes_only_its_work_folder(run: Run, tmp_path: Path) -> None:
+    outside = tmp_path / "escaped.txt"
+    code = (f"import os, sys\nout = []\n"
+            f"for path in {[str(outside), '/usr/escaped', '/etc/escaped', '/escaped']!r} + "
+            f"[os.path.join(sys.prefix, 'escaped'), '/proc/sys/kernel/hostname']:\n"
+            f"    try:\n"
+            f"        with open(path, 'w') as f:\n"
+            f"            f.write('x')\n"
+            f"        out.append('WROTE ' + path)\n"
+            f"    except OSError as e:\n"
+            f"        out.append(type(e).__name__)\n"
+            f"open('/tmp/mine.txt', 'w').write('kept')\n"
+            f"print(out)")
+    result = run.repl(code)
+    assert result.success and "WROTE" not in result.content, result.content
+    assert not outside.exists()
+    # The work folder is private to the run and survives between its calls.
+    assert run.repl("open('/tmp/mine.txt').read()").content.strip() == "'kept'"
+    jarvis_still_answers(run)
+
+
+def test_code_has_no_capabilities_and_sees_only_its_own_processes(run: Run) -> None:
+    code = ("import ctypes, os, socket\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+            "status = open('/proc/self/status').read()\n"
+            "cap = [l.split()[1] for l in status.splitlines() if l.startswith('CapEff')][0]\n"
+            "pids = sorted(int(p) for p in os.listdir('/proc') if p.isdigit())\n"
+            "unshare = libc.unshare(0x10000000)\n"  # a nested user namespace
+            "mount = libc.mount(b'none', b'/tmp', b'tmpfs', 0, None)\n"
+            "try:\n    os.setuid(0); uid = 'ROOT'\nexcept OSError:\n    uid = os.getuid()\n"
+            "print(cap, pids, unshare, mount, uid, socket.gethostname())")
+    result = run.once(code)
+    assert result.success, result.content
+    cap, *rest = result.content.split(" ", 1)
+    assert cap == "0000000000000000", result.content
+    assert "[1]" in rest[0] or "[1, 2]" in rest[0], result.content  # the sandbox's own only
+    assert " -1 -1 65534 sandbox" in result.content, result.content
+    assert str(os.getpid()) not in result.content
+    jarvis_still_answers(run)
+
+
+def test_code_cannot_reach_a_loopback_listener(run: Run) -> None:
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(5)
+    listener.settimeout(0.5)
+    port = listener.getsockname()[1]
+    code = ("import socket\nout = []\n"
+            f"for host in ('127.0.0.1', 'localhost', '::1'):\n"
+            f"    try:\n"
+            f"        socket.create_connection((host, {port}), timeout=2).close()\n"
+            f"        out.append('CONNECTED')\n"
+            f"    except OSError as e:\n"
+            f"        out.append(type(e).__name__)\n"
+            "print(out, [n for _, n in socket.if_nameindex()])")
+    try:
+        for result in (run.repl(code), run.once(code)):
+            assert result.success and "CONNECTED" not in result.content, result.content
+        with pytest.raises(TimeoutError):
+            listener.accept()
+    finally:
+        listener.close()
+    jarvis_still_answers(run)
+
+
+# --- processes and threads -----------------------------------------------------------------------
+BURN = ("import os, threading\n"
+        "def burn():\n"
+        "    while True:\n"
+        "        pass\n"
+        "threading.Thread(target=burn).start()\n"   # non-daemon: would keep Python alive
+        "try:\n    os.fork()\nexcept OSError as e:\n    print(type(e).__name__)\n")
+
+
+def test_threads_and_forks_are_gone_after_a_code_interpreter_call(run: Run) -> None:
+    before = descendants()
+    result = run.once(BURN + "'returned'")
+    assert result.success and "BlockingIOError" in result.content, result.content
+    # The call killed its whole sandbox: nothing of it is left, burning or not.
+    assert not wait_until_gone(descendants() - before, timeout=5)
+    jarvis_still_answers(run)
+
+
+def test_repl_threads_are_frozen_between_calls_and_counted_in_the_cpu_limit(
+        mechanism: str) -> None:
+    repl = ReplTool(isolation=mechanism, **{**LIMITS, "timeout": 30.0})
+    run = Run((repl,), f"frozen-{mechanism}")
+    try:
+        result = run.repl(BURN + "x = 'state'")
+        assert result.success, result.content
+        proc = default_manager().leased(run.run_id, repl.resource_spec())
+        used = proc.cpu_used()
+        time.sleep(0.5)  # the burning thread would use up to 0.5 s of CPU here if it ran
+        assert proc.cpu_used() - used < 0.05
+        # During the next call the thread runs again, and its CPU counts against the call:
+        # this code only sleeps, waiting for the process's CPU time (all threads) to grow.
+        start = time.monotonic()
+        busy = run.repl("import time\nt0 = time.process_time()\n"
+                        "while time.process_time() - t0 < 5:\n    time.sleep(0.05)\nx")
+        assert not busy.success and busy.metadata["error_kind"] == "cpu", busy.content
+        assert time.monotonic() - start < 30
+    finally:
+        run.close()
+
+
+def test_the_sandbox_ends_when_its_session_ends(run: Run) -> None:
+    before = descendants()
+    assert run.repl(BURN + "1").success
+    started = descendants() - before
+    assert len(started) >= 2  # the launcher/bwrap and the interpreter at least
+    run.close()
+    assert not wait_until_gone(started, timeout=5)
+
+
+@pytest.mark.parametrize("during_call", [False, True])
+def test_the_sandbox_dies_with_a_sigkilled_jarvis(mechanism: str, during_call: bool) -> None:
+    script = (
+        "import os, signal, sys, threading\n"
+        "from jarvis.core.types import ToolCall\n"
+        "from jarvis.tools.executor import ToolExecutor\n"
+        "from jarvis.tools.repl import ReplTool\n"
+        f"ex = ToolExecutor([ReplTool(requires_confirmation=False, isolation={mechanism!r})],"
+        " run_id='r')\n"
+        "code = ('import threading, time\\n'\n"
+        "        'threading.Thread(target=lambda: time.sleep(3600)).start()\\n1')\n"
+        "r = ex.execute(ToolCall(id='c', name='repl', arguments={'code': code}))\n"
+        "assert r.success, r.content\n"
+        f"if {during_call!r}:\n"
+        "    threading.Thread(target=ex.execute, args=(ToolCall(id='d', name='repl', "
+        "arguments={'code': 'while True: pass'}),)).start()\n"
+        "print('ready', flush=True)\n"
+        "sys.stdin.readline()\n"
+    )
+    jarvis = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert jarvis.stdout.readline().strip() == "ready"
+        sandbox = descendants(jarvis.pid)
+        assert len(sandbox) >= 2
+    finally:
+        jarvis.kill()
+        jarvis.wait(10)
+        jarvis.stdin.close()
+        jarvis.stdout.close()
+    assert not wait_until_gone(sandbox, timeout=10)
+
+
+# --- the reply channel -------------------------------------------------------------------------------
+def test_forged_replies_cannot_shift_or_fake_other_calls(run: Run) -> None:
+    forge = ("import sys\nw = sys.modules['__main__']\n"
+             "for i in range(50):\n"
+             "    w.send({'id': 'guess-%d' % i, 'ok': True, 'output': 'FORGED\\n'})\n"
+             "w.send({'ok': True, 'output': 'FORGED\\n'})\n"
+             "w.send({'id': None, 'ok': True, 'output': 'FORGED\\n'})\n"
+             "x = 'real state'\n'real answer'")
+    first = run.repl(forge)
+    assert first.success and first.content.strip() == "'real answer'", first.content
+    for expected in ("42", "'real state'"):
+        later = run.repl("40 + 2" if expected == "42" else "x")
+        assert later.success and later.content.strip() == expected, later.content
+    # A thread that keeps forging while later calls run does not shift them either.
+    assert run.repl("import threading, sys, time\nw = sys.modules['__main__']\n"
+                    "def spam():\n    while True:\n"
+                    "        w.send({'id': 'x', 'ok': True, 'output': 'FORGED\\n'})\n"
+                    "        time.sleep(0.001)\n"
+                    "threading.Thread(target=spam, daemon=True).start()").success
+    for n in range(5):
+        later = run.repl(f"{n} * 2")
+        assert later.success and later.content.strip() == str(n * 2), later.content
+    # Raw bytes on the reply pipe only break this run's own interpreter, loudly.
+    broken = run.repl("import os, sys\nos.write(sys.modules['__main__'].OUT_FD, "
+                      "b'\\x00\\x00\\x00\\x05junk!')\nimport time\ntime.sleep(0.5)\n1")
+    assert not broken.success or broken.content.strip() == "1", broken.content
+    after = run.repl("7")
+    assert after.success and after.content.strip() == "7", after.content
+    jarvis_still_answers(run)
+
+
+# --- bombs -------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("code", "kinds", "needle"), [
+    ("hog = bytearray(2 * 1024 ** 3)", {"memory"}, "MemoryError"),
+    ("n = 0\nwhile True:\n    n += 1", {"cpu", "timeout"}, "CPU time limit"),
+    ("fds = [open('/dev/null') for _ in range(100_000)]", {"exception"}, "Too many open files"),
+    ("print('x' * 10_000_000)", {"output"}, "output limit exceeded"),
+    ("with open('/tmp/big', 'wb') as f:\n    for _ in range(1000):\n"
+     "        f.write(b'x' * 1024 * 1024)", {"exception"}, "OSError"),
+    ("import threading, time\nfor _ in range(100_000):\n"
+     "    threading.Thread(target=time.sleep, args=(60,), daemon=True).start()",
+     {"exception", "memory"}, "Error"),
+])
+def test_bombs_are_stopped_with_a_clear_failure(run: Run, code: str, kinds: set[str],
+                                                needle: str) -> None:
+    assert run.repl("keep = 'still here'").success
+    start = time.monotonic()
+    result = run.repl(code)
+    assert not result.success and result.metadata["error_kind"] in kinds, result.content
+    assert needle in result.content or result.metadata["error_kind"] == "timeout", result.content
+    assert len(result.content) < 2_000 + 500
+    assert time.monotonic() - start < 20
+    survived = run.repl("keep")
+    assert survived.content.strip() == "'still here'" or survived.metadata.get(
+        "fresh_interpreter"), survived.content
+    jarvis_still_answers(run)
