@@ -8,6 +8,7 @@ import sys
 import time
 
 import pytest
+from sandbox_support import descendants, wait_until_gone
 
 from jarvis.core.types import ToolCall
 from jarvis.errors import ConfigError
@@ -51,13 +52,14 @@ def test_state_survives_within_a_run_and_is_gone_after(repl: ReplTool) -> None:
         assert second.success and second.content.strip() == "42"
         assert second.metadata["fresh_interpreter"] is False
         assert call(ex, "print(twice(math.floor(10.5)))").content.strip() == "20"
+        assert call(ex, "open('/tmp/note.txt', 'w').write('kept')").success
+        assert call(ex, "open('/tmp/note.txt').read()").content.strip() == "'kept'"
         proc = default_manager().leased("repl-run-1", repl.resource_spec())
-        assert proc is not None and pid_alive(proc.pid)
-        workdir = proc.workdir
-        assert os.path.isdir(workdir)
+        assert proc is not None and pid_alive(proc.pid) and pid_alive(proc.init_pid)
     finally:
         release_run("repl-run-1")
-    assert not pid_alive(proc.pid) and not os.path.exists(workdir)
+    # The whole sandbox is gone, and with it the run's private work folder (a tmpfs).
+    assert not pid_alive(proc.pid) and not pid_alive(proc.init_pid)
     again = call(ToolExecutor([repl], run_id="repl-run-1"), "x")
     release_run("repl-run-1")
     assert not again.success and "NameError" in again.content
@@ -204,9 +206,10 @@ def test_sdk_ask_releases_the_runs_interpreter_when_it_ends() -> None:
                          approved_tools=["repl"])
     results = out["tool_results"]
     assert [r["success"] for r in results] == [True, True], results
-    pid = int(results[1]["content"])  # state survived between the two calls of the run
-    assert not pid_alive(pid)  # and the interpreter ended with the run
-    assert results[0]["metadata"]["run_id"] not in default_manager().owners()
+    assert int(results[1]["content"]) > 0  # state survived between the two calls of the run
+    run_id = results[0]["metadata"]["run_id"]
+    assert run_id not in default_manager().owners()  # and the interpreter ended with the run
+    assert not descendants()  # no sandbox process is left
 
 
 @pytest.mark.parametrize("ending", ["exit", "sigkill"])
@@ -220,16 +223,25 @@ def test_interpreters_do_not_outlive_the_jarvis_process(ending: str) -> None:
         "from jarvis.tools.repl import ReplTool\n"
         "ex = ToolExecutor([ReplTool(requires_confirmation=False)], run_id='r')\n"
         "r = ex.execute(ToolCall(id='c', name='repl', arguments={'code': 'import os; os.getpid()'}))\n"
-        "print(r.content.strip(), flush=True)\n"
+        "assert r.success, r.content\n"
+        "print(os.getpid(), flush=True)\n"
+        "sys.stdin.readline()\n"
         f"if {ending!r} == 'sigkill':\n"
         "    os.kill(os.getpid(), signal.SIGKILL)\n"
     )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=60)
-    pid = int(done.stdout.strip())
-    # At a normal exit the default manager closes it; after SIGKILL of jarvis the idle
-    # interpreter reads EOF on its pipe and leaves by itself.
-    deadline = time.monotonic() + 10
-    while pid_alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert not pid_alive(pid)
+    jarvis = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert int(jarvis.stdout.readline()) == jarvis.pid
+        sandbox = descendants(jarvis.pid)
+        assert sandbox  # bwrap, the namespace's init and the interpreter
+        jarvis.stdin.write("go\n")
+        jarvis.stdin.flush()
+        jarvis.wait(30)
+    finally:
+        jarvis.kill()
+        jarvis.stdin.close()
+        jarvis.stdout.close()
+    # At a normal exit the default manager closes it; after SIGKILL of jarvis the sandbox
+    # dies with its parent (PR_SET_PDEATHSIG / bwrap --die-with-parent), frozen or not.
+    assert not wait_until_gone(sandbox, timeout=10)

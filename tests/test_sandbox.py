@@ -409,3 +409,100 @@ def test_bombs_are_stopped_with_a_clear_failure(run: Run, code: str, kinds: set[
     assert survived.content.strip() == "'still here'" or survived.metadata.get(
         "fresh_interpreter"), survived.content
     jarvis_still_answers(run)
+
+
+# --- refusing to run without isolation, and saying which mechanism is in force -----------------
+def jarvis_cli(*args: str, env: dict[str, str], prefix: tuple[str, ...] = ()):
+    return subprocess.run([*prefix, sys.executable, "-m", "jarvis.cli", *args], env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_code_tools_refuse_when_the_configured_mechanism_is_missing(cli_env) -> None:
+    # bwrap forced, on a PATH without it: one line saying why and how to fix it, no traceback.
+    env = {**cli_env, "PATH": str(Path(sys.executable).parent), "JARVIS_SANDBOX": "bwrap"}
+    for tool in ("repl", "code_interpreter"):
+        done = jarvis_cli("tools", "run", tool, '{"code": "print(1)"}', "--yes", env=env)
+        assert done.returncode == 1 and done.stdout == "", (done.stdout, done.stderr)
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1, done.stderr
+        assert "code sandbox unavailable: bubblewrap (bwrap) is not installed" in lines[0]
+        for fix in ("install bubblewrap", "user namespaces", 'isolation = "none"'):
+            assert fix in lines[0]
+
+
+def test_auto_refuses_on_a_host_without_user_namespaces(cli_env) -> None:
+    # A real host without user namespaces: jarvis runs inside a user namespace whose
+    # user.max_user_namespaces is 0 (bwrap --disable-userns), so neither bwrap nor the
+    # unshare launcher can build a sandbox there.
+    no_userns = ("bwrap", "--unshare-user", "--unshare-pid", "--disable-userns", "--bind", "/",
+                 "/", "--dev", "/dev", "--proc", "/proc", "--")
+    done = jarvis_cli("tools", "run", "code_interpreter", '{"code": "print(1)"}', "--yes",
+                      env=cli_env, prefix=no_userns)
+    assert done.returncode == 1 and "1" not in done.stdout, (done.stdout, done.stderr)
+    assert done.stderr.count("\n") == 1 and "code sandbox unavailable" in done.stderr
+    doctor = jarvis_cli("doctor", "--json", env=cli_env, prefix=no_userns)
+    assert doctor.returncode == 1
+    import json
+
+    info = json.loads(doctor.stdout)["sandbox"]
+    assert info["mechanism"] is None and info["user_namespaces"] is False
+    # Opting out is explicit, and then the code runs (unisolated, as the config says).
+    opted = jarvis_cli("tools", "run", "code_interpreter", '{"code": "print(1)"}', "--yes",
+                       env={**cli_env, "JARVIS_SANDBOX": "none"}, prefix=no_userns)
+    assert opted.returncode == 0 and opted.stdout.strip() == "1", opted.stderr
+
+
+def test_doctor_and_tools_show_name_the_mechanism_in_force(cli_env) -> None:
+    import json
+
+    done = jarvis_cli("doctor", "--json", env=cli_env)
+    assert done.returncode == 0, done.stderr
+    info = json.loads(done.stdout)["sandbox"]
+    assert info["mechanism"] == "bwrap" and info["bwrap_works"] and info["user_namespaces"]
+    assert info["landlock_abi"] >= 1 and info["seccomp"]
+    text = jarvis_cli("doctor", env=cli_env).stdout
+    assert text.startswith("sandbox: bwrap (user, pid, mount, ipc, uts, net namespaces, Landlock")
+    shown = jarvis_cli("tools", "show", "repl", env=cli_env).stdout
+    assert "\nsandbox: bwrap (" in shown
+    forced = jarvis_cli("tools", "show", "code_interpreter", "--json",
+                        env={**cli_env, "JARVIS_SANDBOX": "namespaces"})
+    assert json.loads(forced.stdout)["sandbox_in_force"]["mechanism"] == "namespaces"
+    none = jarvis_cli("tools", "show", "repl", env={**cli_env, "JARVIS_SANDBOX": "none"}).stdout
+    assert 'sandbox: none (isolation = "none"' in none
+
+
+def test_sandbox_config_is_validated_and_reaches_the_tools(tmp_path: Path) -> None:
+    from jarvis.core.config import load_config
+    from jarvis.errors import ConfigError
+    from jarvis.tools.catalog import build_tool
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "data.txt").write_text("visible")
+    out = tmp_path / "out"
+    out.mkdir()
+    config_file = tmp_path / "config.toml"
+    config_file.write_text('[sandbox]\nisolation = "namespaces"\nread_only_paths = ["shared"]\n'
+                           'writable_paths = ["out"]\nmemory_mb = 300\ntimeout = 7\n'
+                           '[tools.repl]\ntimeout = 3\nrequires_confirmation = false\n')
+    config = load_config(config_file)
+    assert config.sandbox.read_only_paths == [str(shared)]
+    tool = build_tool("repl", {"config": config}, config.tools.settings["repl"])
+    assert tool.policy.isolation == "namespaces" and tool.limits.memory_mb == 300
+    assert tool.limits.timeout == 3  # the tool's own setting wins over [sandbox]
+    ex = ToolExecutor([tool], run_id="config-paths")
+    try:
+        result = call(ex, "repl", f"open({str(out / 'w.txt')!r}, 'w').write('ok')\n"
+                                  f"open({str(shared / 'data.txt')!r}).read()")
+        assert result.success and result.content.strip() == "'visible'", result.content
+        denied = call(ex, "repl", f"open({str(shared / 'x')!r}, 'w')")
+        assert not denied.success and "Read-only file system" in denied.content
+    finally:
+        release_run("config-paths")
+    assert (out / "w.txt").read_text() == "ok"
+    config_file.write_text('[sandbox]\nisolation = "chroot"\n')
+    with pytest.raises(ConfigError, match="sandbox.isolation"):
+        load_config(config_file)
+    config_file.write_text('[sandbox]\nnetwork = false\nbogus = 1\n')
+    with pytest.raises(ConfigError, match=r"sandbox.bogus: unknown key; valid keys in \[sandbox\]"):
+        load_config(config_file)

@@ -57,6 +57,9 @@ def mount_plan(policy: SandboxPolicy) -> MountPlan:
             plan.ops.append(("symlink", target, path))
         elif os.path.isdir(path):
             ro(path)
+    # The work folder first: paths the user lists under /tmp are mounted over it, not hidden.
+    plan.ops.append(("tmpfs", WORK_DIR, policy.limits.tmp_mb * 1024 * 1024))
+    plan.write_paths.append(WORK_DIR)
     for path in (*prefixes, *packages, *SYSTEM_FILES, *policy.read_only_paths):
         if os.path.exists(path) and not _covered(path, plan.read_paths):
             ro(os.path.realpath(path))
@@ -66,8 +69,6 @@ def mount_plan(policy: SandboxPolicy) -> MountPlan:
             plan.ops.append(("hide", purelib, 0))
     plan.ops.append(("ro", str(WORKER), SANDBOX_WORKER))
     plan.read_paths.append(SANDBOX_WORKER)
-    plan.ops.append(("tmpfs", WORK_DIR, policy.limits.tmp_mb * 1024 * 1024))
-    plan.write_paths.append(WORK_DIR)
     for path in policy.writable_paths:
         real = os.path.realpath(path)
         plan.ops.append(("rw", real, real))
