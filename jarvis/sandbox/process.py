@@ -112,8 +112,17 @@ def children_of(pid: int) -> list[int]:
     try:
         with open(f"/proc/{pid}/task/{pid}/children") as f:
             return [int(p) for p in f.read().split()]
-    except OSError:
-        return []
+    except OSError:  # a kernel without CONFIG_PROC_CHILDREN: scan /proc
+        found = []
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                try:
+                    with open(f"/proc/{name}/stat", "rb") as f:
+                        if int(f.read().rsplit(b")", 1)[1].split()[1]) == pid:
+                            found.append(int(name))
+                except (OSError, ValueError, IndexError):
+                    continue
+        return found
 
 
 class SandboxedPython:

@@ -121,6 +121,9 @@ def main() -> int:
     info_fd = int(spec["info_fd"])
     uid, gid = os.getuid(), os.getgid()
     root = tempfile.mkdtemp(prefix="jarvis-ns-")
+    # pivot_root moves this process into the new root too: keep a handle on the host folder
+    # that holds the mount point, to remove it afterwards.
+    host_tmp = os.open(os.path.dirname(root), os.O_RDONLY | os.O_DIRECTORY)
     try:
         flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS
         if not spec.get("network"):
@@ -132,14 +135,24 @@ def main() -> int:
             f.write(f"{spec['uid']} {uid} 1")
         with open("/proc/self/gid_map", "w") as f:
             f.write(f"{spec['gid']} {gid} 1")
+        exec_r, exec_w = os.pipe()  # both close-on-exec: EOF once the child has exec'd
         pid = os.fork()
         if pid == 0:
             os.close(info_fd)
+            os.close(exec_r)
             try:
                 child(spec, root)
             except BaseException as exc:  # noqa: BLE001 - report, never run unsandboxed
                 os.write(2, f"sandbox setup failed: {exc}\n".encode())
             os._exit(127)
+        os.close(exec_w)
+        os.read(exec_r, 1)
+        os.close(exec_r)
+        # The child runs in its own root now: the host's mount point is an empty folder.
+        try:
+            os.rmdir(os.path.basename(root), dir_fd=host_tmp)
+        except OSError:
+            pass
         # The worker owns the pipes now: without our copies, jarvis sees EOF when it dies.
         null = os.open(os.devnull, os.O_RDWR)
         os.dup2(null, 0)
@@ -150,9 +163,10 @@ def main() -> int:
         return os.waitstatus_to_exitcode(status) & 0xFF
     finally:
         try:
-            os.rmdir(root)
+            os.rmdir(os.path.basename(root), dir_fd=host_tmp)
         except OSError:
             pass
+        os.close(host_tmp)
 
 
 if __name__ == "__main__":

@@ -426,9 +426,10 @@ def main() -> None:
     global IN_FD, OUT_FD
     config = json.loads(sys.argv[1])
     # Die with the parent (jarvis, bwrap's init or our launcher), even while frozen.
-    _libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-    if config.get("parent") and os.getppid() != config["parent"]:
-        return  # jarvis died before the line above
+    if sys.platform.startswith("linux"):
+        _libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+        if config.get("parent") and os.getppid() != config["parent"]:
+            return  # jarvis died before the line above
     # Private copies of the pipes; 0/1/2 go to /dev/null so user code cannot reach them.
     IN_FD, OUT_FD = os.dup(0), os.dup(1)
     null = os.open(os.devnull, os.O_RDWR)
