@@ -105,6 +105,8 @@ def test_code_cannot_write_jarvis_memory_through_proc(run: Run) -> None:
         assert result.success, result.content
         assert "WROTE" not in result.content, result.content
     assert canary.value == b"jarvis-intact"
+    # jarvis made itself non-dumpable when it started a sandbox (PR_GET_DUMPABLE is 3).
+    assert ctypes.CDLL(None).prctl(3, 0, 0, 0, 0) == 0
     jarvis_still_answers(run)
 
 
@@ -271,6 +273,46 @@ def test_code_cannot_reach_a_loopback_listener(run: Run) -> None:
     jarvis_still_answers(run)
 
 
+def test_landlock_and_seccomp_are_in_force(run: Run) -> None:
+    # The mounts alone would let the code list / and get ENETUNREACH on connect; Landlock
+    # answers EACCES first. seccomp mode 2 and no_new_privs are visible in /proc.
+    code = ("import os, socket\nout = []\n"
+            "try:\n    os.listdir('/')\n    out.append('listed')\n"
+            "except PermissionError:\n    out.append('landlock-fs')\n"
+            "try:\n    socket.create_connection(('127.0.0.1', 9), timeout=1)\n"
+            "except PermissionError:\n    out.append('landlock-net')\n"
+            "except OSError as e:\n    out.append(type(e).__name__)\n"
+            "status = dict(l.split(':', 1) for l in open('/proc/self/status').read().splitlines())\n"
+            "print(out, status['Seccomp'].strip(), status['NoNewPrivs'].strip())")
+    result = run.once(code)
+    assert result.success, result.content
+    assert result.content.strip() == "['landlock-fs', 'landlock-net'] 2 1", result.content
+    proc = run.tools[0].resource_spec().factory()
+    try:
+        assert proc.protection["landlock"] >= 4 and proc.protection["seccomp"]
+    finally:
+        proc.close()
+
+
+def test_network_true_gives_the_host_network(mechanism: str) -> None:
+    from jarvis.sandbox import SandboxedPython, SandboxPolicy
+
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    listener.settimeout(10)
+    proc = SandboxedPython(SandboxPolicy(isolation=mechanism, network=True))
+    try:
+        port = listener.getsockname()[1]
+        result = proc.run(f"import socket\nsocket.create_connection(('127.0.0.1', {port}), "
+                          f"timeout=5).close()\n'connected'")
+        assert result.ok and result.output.strip() == "'connected'", result.error
+        listener.accept()[0].close()
+    finally:
+        proc.close()
+        listener.close()
+
+
 # --- processes and threads -----------------------------------------------------------------------
 BURN = ("import os, threading\n"
         "def burn():\n"
@@ -390,6 +432,8 @@ def test_forged_replies_cannot_shift_or_fake_other_calls(run: Run) -> None:
     ("n = 0\nwhile True:\n    n += 1", {"cpu", "timeout"}, "CPU time limit"),
     ("fds = [open('/dev/null') for _ in range(100_000)]", {"exception"}, "Too many open files"),
     ("print('x' * 10_000_000)", {"output"}, "output limit exceeded"),
+    ("import signal\nsignal.signal(signal.SIGXCPU, signal.SIG_IGN)\nwhile True:\n    pass",
+     {"cpu", "timeout"}, "CPU time limit"),
     ("with open('/tmp/big', 'wb') as f:\n    for _ in range(1000):\n"
      "        f.write(b'x' * 1024 * 1024)", {"exception"}, "OSError"),
     ("import threading, time\nfor _ in range(100_000):\n"
@@ -500,6 +544,11 @@ def test_sandbox_config_is_validated_and_reaches_the_tools(tmp_path: Path) -> No
     finally:
         release_run("config-paths")
     assert (out / "w.txt").read_text() == "ok"
+    missing = ReplTool(config=load_config(overrides={"sandbox.writable_paths": [
+        str(tmp_path / "nowhere")]}), requires_confirmation=False)
+    result = missing.execute(code="1")
+    assert not result.success and "writable_paths" in result.content and "does not exist" in \
+        result.content, result.content
     config_file.write_text('[sandbox]\nisolation = "chroot"\n')
     with pytest.raises(ConfigError, match="sandbox.isolation"):
         load_config(config_file)

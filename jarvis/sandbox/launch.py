@@ -60,6 +60,11 @@ def mount_plan(policy: SandboxPolicy) -> MountPlan:
     # The work folder first: paths the user lists under /tmp are mounted over it, not hidden.
     plan.ops.append(("tmpfs", WORK_DIR, policy.limits.tmp_mb * 1024 * 1024))
     plan.write_paths.append(WORK_DIR)
+    for key, paths in (("read_only_paths", policy.read_only_paths),
+                       ("writable_paths", policy.writable_paths)):
+        for path in paths:
+            if not os.path.exists(path):
+                raise FileNotFoundError(f"[sandbox] {key}: {path} does not exist")
     for path in (*prefixes, *packages, *SYSTEM_FILES, *policy.read_only_paths):
         if os.path.exists(path) and not _covered(path, plan.read_paths):
             ro(os.path.realpath(path))

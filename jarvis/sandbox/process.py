@@ -146,6 +146,10 @@ class SandboxedPython:
         self._frozen = False
         self.stale_replies = 0
         protect_jarvis()
+        try:
+            launch.mount_plan(self.policy)  # a configured path that does not exist: say so
+        except FileNotFoundError as exc:
+            raise SandboxError(str(exc)) from None
         info_r, info_w = os.pipe() if self.mechanism != "none" else (-1, -1)
         env: dict[str, str] | None = {}
         cwd = None
