@@ -108,6 +108,15 @@ def cpu_seconds_of(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
+def _running(pid: int) -> bool:
+    """True while `pid` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except (OSError, IndexError):
+        return False
+
+
 def children_of(pid: int) -> list[int]:
     try:
         with open(f"/proc/{pid}/task/{pid}/children") as f:
@@ -237,43 +246,49 @@ class SandboxedPython:
         return not self._closed and self._proc.poll() is None
 
     def close(self) -> None:
-        """Kill the sandbox (every process and thread in it) and remove its work folder."""
+        """Kill the sandbox (every process and thread in it) and remove its work folder.
+        Synchronous: when it returns, no process of the sandbox is left."""
         self._closed = True
         proc = getattr(self, "_proc", None)
         if proc is not None:
-            self._kill_all()
+            self._kill_all(proc)
             for stream in (proc.stdin, proc.stdout, proc.stderr):
                 try:
                     if stream is not None:
                         stream.close()
                 except OSError:
                     pass
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
         self._remove_workdir()
 
     def _remove_workdir(self) -> None:
         if self.workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
-    def _kill_all(self) -> None:
-        # Killing a PID namespace's init makes the kernel kill everything in the namespace.
-        for pid in (self.init_pid, self.pid):
-            if pid:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
+    def _kill_all(self, proc: subprocess.Popen) -> None:
+        # Killing a PID namespace's init makes the kernel kill everything in the namespace;
+        # the launcher (bwrap or ours) reaps it and exits, so waiting for the launcher waits
+        # for the whole sandbox. Only a launcher that does not exit is killed itself.
+        first = self.init_pid or self.pid or proc.pid
         try:
-            os.killpg(self._proc.pid, signal.SIGKILL)
+            os.kill(first, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
         try:
-            self._proc.kill()
-        except OSError:
-            pass
+            proc.wait(timeout=3)
+        except subprocess.TimeoutExpired:
+            for kill in (lambda: os.killpg(proc.pid, signal.SIGKILL), proc.kill):
+                try:
+                    kill()
+                except OSError:
+                    pass
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and any(
+                _running(p) for p in (self.pid, self.init_pid) if p):
+            time.sleep(0.005)
 
     # --- freezing and CPU budget ------------------------------------------------------------
     def _freeze(self) -> None:

@@ -35,8 +35,12 @@ def check(ret: int, what: str) -> None:
         raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
+def _enc(value):
+    return value.encode() if isinstance(value, str) else value
+
+
 def mount(src, dst, fstype, flags, data=None) -> None:
-    enc = (lambda v: v.encode() if isinstance(v, str) else v)
+    enc = _enc
     check(libc.mount(enc(src), enc(dst), enc(fstype), ctypes.c_ulong(flags), enc(data)),
           f"mount {src} on {dst}")
 

@@ -206,10 +206,11 @@ class _Program:
     def resolve(self) -> list[tuple[int, int, int, int]]:
         out = []
         for i, (code, jt, jf, k) in enumerate(self.ins):
-            def rel(target: object) -> int:
-                return target if isinstance(target, int) else self.labels[target] - i - 1
-            out.append((code, rel(jt), rel(jf), k))
+            out.append((code, self._rel(jt, i), self._rel(jf, i), k))
         return out
+
+    def _rel(self, target: object, at: int) -> int:
+        return target if isinstance(target, int) else self.labels[target] - at - 1
 
 
 def _seccomp_program() -> list[tuple[int, int, int, int]] | None:
