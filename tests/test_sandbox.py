@@ -313,6 +313,26 @@ def test_network_true_gives_the_host_network(mechanism: str) -> None:
         listener.close()
 
 
+def test_only_the_allowed_site_packages_are_visible(mechanism: str) -> None:
+    import site
+
+    from jarvis.sandbox import SandboxedPython, SandboxPolicy
+
+    code = (f"import os\nseen = [os.path.isdir(p) and bool(os.listdir(p)) for p in "
+            f"{site.getsitepackages()!r}]\n"
+            "try:\n    import pydantic\n    seen.append('pydantic')\n"
+            "except ImportError:\n    seen.append('no pydantic')\nprint(seen)")
+    for allowed, expected in ((True, "True"), (False, "False")):
+        proc = SandboxedPython(SandboxPolicy(isolation=mechanism, site_packages=allowed))
+        try:
+            result = proc.run(code)
+        finally:
+            proc.close()
+        assert result.ok, result.error
+        assert result.output.startswith(f"[{expected}"), result.output
+        assert ("'pydantic'" in result.output) is allowed, result.output
+
+
 # --- processes and threads -----------------------------------------------------------------------
 BURN = ("import os, threading\n"
         "def burn():\n"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,10 +69,15 @@ def mount_plan(policy: SandboxPolicy) -> MountPlan:
     for path in (*prefixes, *packages, *SYSTEM_FILES, *policy.read_only_paths):
         if os.path.exists(path) and not _covered(path, plan.read_paths):
             ro(os.path.realpath(path))
-    if not policy.site_packages:
-        purelib = os.path.realpath(sysconfig.get_paths()["purelib"])
-        if os.path.isdir(purelib) and _covered(purelib, plan.read_paths):
-            plan.ops.append(("hide", purelib, 0))
+    # The interpreter's own site-packages come with its prefix: hide them unless they are
+    # the ones allowed (a venv's base interpreter, or site_packages = false).
+    base = sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_exec_prefix})
+    for key in ("purelib", "platlib"):
+        folder = os.path.realpath(base[key])
+        hidden = [op[1] for op in plan.ops if op[0] == "hide"]
+        if (os.path.isdir(folder) and folder not in packages and folder not in hidden
+                and _covered(folder, plan.read_paths)):
+            plan.ops.append(("hide", folder, 0))
     plan.ops.append(("ro", str(WORKER), SANDBOX_WORKER))
     plan.read_paths.append(SANDBOX_WORKER)
     for path in policy.writable_paths:
