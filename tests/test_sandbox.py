@@ -294,6 +294,34 @@ def test_landlock_and_seccomp_are_in_force(run: Run) -> None:
         proc.close()
 
 
+SECCOMP_DENIED_X86_64 = {  # called with zero arguments: without the filter each would answer
+    # something else than EPERM here (EFAULT, EINVAL, EBADF, ESRCH, or success as root)
+    "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "pidfd_open": 434,
+    "pidfd_getfd": 438, "process_madvise": 440, "rt_sigqueueinfo": 129,
+    "rt_tgsigqueueinfo": 297, "kcmp": 312, "userfaultfd": 323, "perf_event_open": 298,
+    "bpf": 321, "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
+    "add_key": 248, "request_key": 249, "keyctl": 250, "mount": 165, "umount2": 166,
+    "pivot_root": 155, "chroot": 161, "unshare": 272, "setns": 308, "open_tree": 428,
+    "move_mount": 429, "fsopen": 430, "fsmount": 432, "mount_setattr": 442,
+    "name_to_handle_at": 303, "open_by_handle_at": 304, "setrlimit": 160, "syslog": 103,
+}
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="x86_64 syscall numbers")
+@pytest.mark.parametrize("isolation", ["bwrap", "none"])
+def test_seccomp_denies_the_kernel_attack_surface(isolation: str) -> None:
+    # With isolation "none" as root (CI), nothing but the filter answers EPERM to these.
+    tool = CodeInterpreterTool(isolation=isolation, **LIMITS)
+    code = ("import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nbad = []\n"
+            f"for name, nr in {SECCOMP_DENIED_X86_64!r}.items():\n"
+            "    ctypes.set_errno(0)\n"
+            "    if libc.syscall(nr, 0, 0, 0, 0, 0, 0) != -1 or ctypes.get_errno() != 1:\n"
+            "        bad.append(name)\n"
+            "print(bad)")
+    result = call(ToolExecutor([tool]), "code_interpreter", code)
+    assert result.success and result.content.strip() == "[]", result.content
+
+
 def test_network_true_gives_the_host_network(mechanism: str) -> None:
     from jarvis.sandbox import SandboxedPython, SandboxPolicy
 
