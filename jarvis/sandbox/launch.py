@@ -7,6 +7,7 @@ worker's Landlock rules, so a path is reachable only if both the mount and Landl
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -106,37 +107,69 @@ def worker_config(policy: SandboxPolicy, plan: MountPlan, *, isolated: bool) -> 
                          "dev": "/dev", "network": policy.network} if isolated else None}
 
 
-def bwrap_command(policy: SandboxPolicy, bwrap: str, info_fd: int) -> tuple[list[str], dict]:
+@functools.lru_cache(maxsize=4)
+def bwrap_options(bwrap: str) -> frozenset[str]:
+    """The options this bubblewrap knows (--disable-userns came in 0.8, --size in 0.5)."""
+    import re
+    import subprocess
+
+    try:
+        done = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return frozenset()
+    return frozenset(re.findall(r"^\s+(--[a-z-]+)", done.stdout, flags=re.M))
+
+
+def bwrap_command(policy: SandboxPolicy, bwrap: str, info_fd: int,
+                  command: list[str] | None = None) -> tuple[list[str], dict]:
+    """bubblewrap's command line; `command` replaces the worker (the probe runs `pass`)."""
     plan = mount_plan(policy)
-    argv = [bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
-            "--new-session", "--cap-drop", "ALL", "--uid", str(SANDBOX_UID), "--gid",
-            str(SANDBOX_GID), "--hostname", "sandbox", "--clearenv", "--info-fd", str(info_fd)]
+    known = bwrap_options(bwrap)
+    argv = [bwrap, "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session",
+            "--cap-drop", "ALL", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_GID),
+            "--hostname", "sandbox", "--clearenv", "--info-fd", str(info_fd)]
+    if "--disable-userns" in known:  # older: seccomp alone refuses nested namespaces
+        argv.append("--disable-userns")
     if policy.network:
         argv.append("--share-net")
     argv += ["--proc", "/proc", "--dev", "/dev"]
     for kind, src, dst in plan.ops:
         if kind == "symlink":
             argv += ["--symlink", str(src), str(dst)]
-        elif kind == "tmpfs":
-            argv += ["--size", str(dst), "--tmpfs", str(src)]
+        elif kind == "tmpfs":  # older bwrap: RLIMIT_FSIZE bounds each file, not the total
+            argv += (["--size", str(dst)] if "--size" in known else []) + ["--tmpfs", str(src)]
         elif kind == "hide":
             argv += ["--tmpfs", str(src), "--remount-ro", str(src)]
         else:
             argv += ["--ro-bind" if kind == "ro" else "--bind", str(src), str(dst)]
     for key, value in SANDBOX_ENV.items():
         argv += ["--setenv", key, value]
-    argv += ["--chdir", WORK_DIR, "--", plan.python, "-I", "-S", SANDBOX_WORKER,
-             json.dumps(worker_config(policy, plan, isolated=True))]
+    argv += ["--chdir", WORK_DIR, "--", *(command or _worker_argv(policy, plan))]
     return argv, {}
 
 
-def namespaces_command(policy: SandboxPolicy, python: str, info_fd: int) -> tuple[list[str], dict]:
+def _worker_argv(policy: SandboxPolicy, plan: MountPlan) -> list[str]:
+    return [plan.python, "-I", "-S", SANDBOX_WORKER,
+            json.dumps(worker_config(policy, plan, isolated=True))]
+
+
+def namespaces_command(policy: SandboxPolicy, python: str, info_fd: int,
+                       command: list[str] | None = None) -> tuple[list[str], dict]:
+    """jarvis's own launcher's command line; `command` replaces the worker."""
     plan = mount_plan(policy)
     spec = {"ops": plan.ops, "uid": SANDBOX_UID, "gid": SANDBOX_GID, "network": policy.network,
             "info_fd": info_fd, "workdir": WORK_DIR, "env": SANDBOX_ENV,
-            "argv": [plan.python, "-I", "-S", SANDBOX_WORKER,
-                     json.dumps(worker_config(policy, plan, isolated=True))]}
+            "argv": command or _worker_argv(policy, plan)}
     return [python, "-I", "-S", str(LAUNCHER), json.dumps(spec)], {}
+
+
+def probe_command(mechanism: str, bwrap: str | None, info_fd: int) -> list[str]:
+    """A sandbox built exactly like a real one that only runs `python -c pass`."""
+    policy = SandboxPolicy()
+    command = [python_paths(False)[0], "-I", "-S", "-c", "pass"]
+    if mechanism == "bwrap":
+        return bwrap_command(policy, bwrap or "bwrap", info_fd, command)[0]
+    return namespaces_command(policy, sys.executable, info_fd, command)[0]
 
 
 def plain_command(policy: SandboxPolicy, workdir: str) -> tuple[list[str], dict]:

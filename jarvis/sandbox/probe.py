@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import os
 import platform
 import shutil
 import subprocess
@@ -34,32 +35,34 @@ def find_bwrap() -> str | None:
 
 @functools.lru_cache(maxsize=8)
 def _bwrap_probe(bwrap: str) -> str | None:
-    """None when bwrap can build a user+pid+net+mount namespace sandbox here, else why not."""
-    argv = [bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
-            "--cap-drop", "ALL", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
-            "--", "/bin/sh", "-c", "exit 0"]
-    return _run_probe(argv, "bwrap")
+    """None when bwrap builds a sandbox here exactly as a real one is built, else why not."""
+    return _run_probe("bwrap", bwrap)
 
 
 @functools.lru_cache(maxsize=1)
 def _namespaces_probe() -> str | None:
-    """None when this user may create user, pid, mount, net, ipc and uts namespaces."""
-    code = ("import ctypes, os, sys\n"
-            "libc = ctypes.CDLL(None, use_errno=True)\n"
-            "flags = 0x10000000 | 0x20000000 | 0x00020000 | 0x40000000 | 0x08000000 | 0x04000000\n"
-            "if libc.unshare(flags) != 0:\n"
-            "    sys.exit(os.strerror(ctypes.get_errno()))\n")
-    return _run_probe([sys.executable, "-I", "-S", "-c", code], "unshare")
+    """None when jarvis's launcher builds a sandbox here (user, pid, mount, net, ipc and uts
+    namespaces, a new /proc, pivot_root), else why not."""
+    return _run_probe("namespaces", None)
 
 
-def _run_probe(argv: list[str], what: str) -> str | None:
+def _run_probe(mechanism: str, bwrap: str | None) -> str | None:
+    from jarvis.sandbox.launch import probe_command
+
+    what = "bwrap" if mechanism == "bwrap" else "unshare"
+    info_r, info_w = os.pipe()  # the launcher reports on it; a reader must exist
     try:
+        argv = probe_command(mechanism, bwrap, info_w)
         done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                              timeout=PROBE_TIMEOUT)
+                              timeout=PROBE_TIMEOUT, pass_fds=(info_w,), env={})
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"{what} cannot run: {exc}"
+    finally:
+        os.close(info_w)
+        os.close(info_r)
     if done.returncode != 0:
-        detail = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
+        lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
+        detail = lines[-1] if lines else f"exit code {done.returncode}"
         return f"{what} failed: {detail}"
     return None
 

@@ -173,5 +173,17 @@ def main() -> int:
         os.close(host_tmp)
 
 
+def run() -> int:
+    try:
+        return main()
+    except OSError as exc:
+        import errno
+
+        hint = {errno.ENOSPC: " (user namespaces are disabled here: user.max_user_namespaces)",
+                errno.EPERM: " (unprivileged user namespaces are not allowed here)"}
+        os.write(2, f"sandbox setup failed: {exc}{hint.get(exc.errno, '')}\n".encode())
+        return 1
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())
