@@ -603,3 +603,15 @@ def test_sandbox_config_is_validated_and_reaches_the_tools(tmp_path: Path) -> No
     config_file.write_text('[sandbox]\nnetwork = false\nbogus = 1\n')
     with pytest.raises(ConfigError, match=r"sandbox.bogus: unknown key; valid keys in \[sandbox\]"):
         load_config(config_file)
+
+
+def test_the_sandbox_package_exports_what_it_names() -> None:
+    import jarvis.sandbox as sandbox
+
+    for name in sandbox.__all__:
+        assert getattr(sandbox, name) is not None, name
+    # Importing jarvis (or its tools) never starts a probe or loads the sandbox.
+    done = subprocess.run([sys.executable, "-c", "import sys, jarvis, jarvis.tools\n"
+                           "print(any(m.startswith('jarvis.sandbox') for m in sys.modules))"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "False", done.stderr

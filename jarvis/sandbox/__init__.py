@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from jarvis.sandbox.policy import ISOLATIONS, SandboxLimits, SandboxPolicy
 from jarvis.sandbox.probe import SandboxUnavailable, describe, resolve, status
-from jarvis.sandbox.process import RunOutcome, SandboxedPython, SandboxError, python_spec
+from jarvis.sandbox.process import RunOutcome, SandboxedPython, SandboxError
 
 __all__ = [
     "ISOLATIONS",
@@ -21,7 +21,6 @@ __all__ = [
     "SandboxUnavailable",
     "SandboxedPython",
     "describe",
-    "python_spec",
     "resolve",
     "status",
 ]

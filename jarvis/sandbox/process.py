@@ -26,7 +26,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from jarvis.sandbox.policy import SandboxLimits, SandboxPolicy
@@ -454,17 +454,3 @@ class SandboxedPython:
 
     def __repr__(self) -> str:
         return f"<SandboxedPython {self.mechanism} pid={self.pid} calls={self.calls}>"
-
-
-def python_spec(kind: str, policy: SandboxPolicy, max_size: int, *,
-                freeze_between_calls: bool = True) -> Any:
-    """The ResourceSpec of sandboxed interpreters with this policy (one pool per policy)."""
-    from jarvis.resources.spec import ResourceSpec
-
-    params = tuple(sorted({**asdict(policy.limits), "isolation": policy.isolation,
-                           "network": policy.network, "ro": policy.read_only_paths,
-                           "rw": policy.writable_paths,
-                           "site_packages": policy.site_packages}.items()))
-    return ResourceSpec(kind=kind, max_size=max_size, reusable=False, params=params,
-                        factory=lambda: SandboxedPython(
-                            policy, freeze_between_calls=freeze_between_calls))

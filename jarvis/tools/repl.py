@@ -127,10 +127,20 @@ class SandboxedPythonTool(BaseTool):
         return self._spec
 
     def resource_spec(self) -> Any:
-        from jarvis.sandbox.process import python_spec
+        """The pool of sandboxed interpreters for this tool's policy (one pool per policy)."""
+        from dataclasses import asdict
 
-        return python_spec(self.kind, self.policy, self.max_processes,
-                           freeze_between_calls=self.freeze_between_calls)
+        from jarvis.resources.spec import ResourceSpec
+        from jarvis.sandbox.process import SandboxedPython
+
+        policy, freeze = self.policy, self.freeze_between_calls
+        params = tuple(sorted({**asdict(policy.limits), "isolation": policy.isolation,
+                               "network": policy.network, "ro": policy.read_only_paths,
+                               "rw": policy.writable_paths,
+                               "site_packages": policy.site_packages}.items()))
+        return ResourceSpec(kind=self.kind, max_size=self.max_processes, reusable=False,
+                            params=params, factory=lambda: SandboxedPython(
+                                policy, freeze_between_calls=freeze))
 
     def _refusal(self) -> ToolResult | None:
         """A failed result when no isolation mechanism works here (one line: why, the fix)."""
