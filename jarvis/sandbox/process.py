@@ -155,20 +155,24 @@ class SandboxedPython:
         self._frozen = False
         self.stale_replies = 0
         protect_jarvis()
-        try:
-            launch.mount_plan(self.policy)  # a configured path that does not exist: say so
-        except FileNotFoundError as exc:
-            raise SandboxError(str(exc)) from None
         info_r, info_w = os.pipe() if self.mechanism != "none" else (-1, -1)
         env: dict[str, str] | None = {}
         cwd = None
-        if self.mechanism == "bwrap":
-            argv, env = launch.bwrap_command(self.policy, probe.find_bwrap() or "bwrap", info_w)
-        elif self.mechanism == "namespaces":
-            argv, env = launch.namespaces_command(self.policy, sys.executable, info_w)
-        else:
-            self.workdir = cwd = tempfile.mkdtemp(prefix="jarvis-py-")
-            argv, env = launch.plain_command(self.policy, self.workdir)
+        try:
+            if self.mechanism == "bwrap":
+                argv, env = launch.bwrap_command(self.policy, probe.find_bwrap() or "bwrap",
+                                                 info_w)
+            elif self.mechanism == "namespaces":
+                argv, env = launch.namespaces_command(self.policy, sys.executable, info_w)
+            else:
+                self.workdir = cwd = tempfile.mkdtemp(prefix="jarvis-py-")
+                argv, env = launch.plain_command(self.policy, self.workdir)
+        except FileNotFoundError as exc:  # a configured path that does not exist: say so
+            for fd in (info_r, info_w):
+                if fd >= 0:
+                    os.close(fd)
+            self._remove_workdir()
+            raise SandboxError(str(exc)) from None
         try:
             self._proc = spawn(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -233,10 +237,9 @@ class SandboxedPython:
         if not stream:
             return ""
         try:
-            if self._proc.poll() is None:
-                return ""
+            self._proc.wait(timeout=1)  # a sandbox that failed to start exits by itself
             text = stream.read(4000).decode("utf-8", "replace")
-        except (OSError, ValueError):
+        except (OSError, ValueError, subprocess.TimeoutExpired):
             return ""
         return " ".join(text.split())[-300:]
 
