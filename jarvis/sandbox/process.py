@@ -84,6 +84,7 @@ def protect_jarvis() -> None:
 
 
 _spawner: Any = None
+_spawner_pid = 0
 _spawner_lock = threading.Lock()
 
 
@@ -91,12 +92,13 @@ def spawn(argv: list[str], **kwargs: Any) -> subprocess.Popen:
     """Popen on one long-lived thread. A sandbox dies with the thread that started it
     (PR_SET_PDEATHSIG, bwrap --die-with-parent, follow the *thread*), and tool calls run on
     short-lived executor threads: started there, a repl would die after its first call."""
-    global _spawner
+    global _spawner, _spawner_pid
     with _spawner_lock:
-        if _spawner is None:
+        if _spawner is None or _spawner_pid != os.getpid():  # a forked child has no thread
             from concurrent.futures import ThreadPoolExecutor
 
             _spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="jarvis-sandbox")
+            _spawner_pid = os.getpid()
         pool = _spawner
     return pool.submit(subprocess.Popen, argv, **kwargs).result()
 
