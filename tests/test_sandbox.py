@@ -615,3 +615,38 @@ def test_the_sandbox_package_exports_what_it_names() -> None:
                            "print(any(m.startswith('jarvis.sandbox') for m in sys.modules))"],
                           capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "False", done.stderr
+
+
+def test_one_ors_call_cannot_kill_jarvis_serve() -> None:
+    # The report: one ORS call killed `jarvis serve`. Here the server runs in this
+    # process; the call tries every way it had, and the server answers the next call.
+    from urllib.parse import urlparse
+
+    from ors.client import ORS, Task
+    from serve_support import running
+
+    from jarvis.server import ServeSettings
+
+    me = os.getpid()
+    with running(ServeSettings(approve=True), tools=["code_interpreter", "repl"]) as server, \
+            ORS(base_url=server.url) as client:
+        port = urlparse(server.url).port
+        attack = ("import ctypes, os, signal, socket\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+                  "limit = (ctypes.c_ulong * 2)(1, 1)\ninfo = ctypes.create_string_buffer(128)\n"
+                  f"libc.syscall(302, {me}, 0, limit, None)\n"
+                  f"libc.syscall(129, {me}, 9, info)\n"
+                  "for pid in (" + str(me) + ", os.getppid(), -1):\n"
+                  "    try:\n        os.kill(pid, signal.SIGKILL)\n    except OSError:\n"
+                  "        pass\n"
+                  "try:\n"
+                  f"    socket.create_connection(('127.0.0.1', {port}), timeout=2)\n"
+                  "    print('REACHED THE SERVER')\n"
+                  "except OSError as e:\n    print(type(e).__name__)\n")
+        with client.environment("jarvis").session(task=Task("jarvis", {})) as session:
+            for tool in ("code_interpreter", "repl"):
+                out = session.call_tool(tool, {"code": attack})
+                assert "REACHED" not in out.blocks[0].text, out.blocks[0].text
+            after = session.call_tool("code_interpreter", {"code": "6 * 7"})
+            assert after.blocks[0].text.strip() == "42"
+    assert pid_alive(me)
+    assert resource.getrlimit(resource.RLIMIT_CPU) == (resource.RLIM_INFINITY,) * 2
