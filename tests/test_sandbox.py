@@ -29,6 +29,7 @@ from jarvis.tools.repl import ReplTool
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux sandbox")
 
 MECHANISMS = ["bwrap", "namespaces"]
+JARVIS_CPU_LIMIT = resource.getrlimit(resource.RLIMIT_CPU)  # what the attacks try to change
 LIMITS = {"timeout": 5.0, "cpu_seconds": 1, "memory_mb": 256, "max_output_chars": 2_000,
           "requires_confirmation": False, "acquire_timeout": 10.0}
 
@@ -82,7 +83,7 @@ def run(tools, request: pytest.FixtureRequest):
 
 def jarvis_still_answers(run: Run) -> None:
     """This process is unharmed: its limits are intact and a fresh call works."""
-    assert resource.getrlimit(resource.RLIMIT_CPU) == (resource.RLIM_INFINITY,) * 2
+    assert resource.getrlimit(resource.RLIMIT_CPU) == JARVIS_CPU_LIMIT
     again = run.once("6 * 7")
     assert again.success and again.content.strip() == "42", again.content
 
@@ -649,4 +650,4 @@ def test_one_ors_call_cannot_kill_jarvis_serve() -> None:
             after = session.call_tool("code_interpreter", {"code": "6 * 7"})
             assert after.blocks[0].text.strip() == "42"
     assert pid_alive(me)
-    assert resource.getrlimit(resource.RLIMIT_CPU) == (resource.RLIM_INFINITY,) * 2
+    assert resource.getrlimit(resource.RLIMIT_CPU) == JARVIS_CPU_LIMIT
