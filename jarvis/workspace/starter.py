@@ -127,6 +127,24 @@ allowed_dirs = ["."]
 # Open connections at most; more are answered 503 at once.
 # max_connections = 512
 
+[sandbox]
+# Where repl and code_interpreter run model-written code: auto (bubblewrap, else jarvis's
+# own user-namespace launcher, else refuse to run), bwrap, namespaces, or none (no
+# isolation). `jarvis doctor` shows what is in force. Env: JARVIS_SANDBOX.
+# isolation = "auto"
+# The host network for the code (default: none at all).
+# network = false
+# Extra paths the code may read / write (the same path inside the sandbox).
+# read_only_paths = []
+# writable_paths = []
+# site_packages = true
+# Default limits of both tools ([tools.repl] may override them).
+# timeout = 30.0
+# cpu_seconds = 10
+# memory_mb = 512
+# max_output_chars = 20000
+# tmp_mb = 64
+
 # MCP servers whose tools join the catalog, one table each:
 # [mcp.servers.files]
 # command = "npx"
