@@ -598,6 +598,14 @@ def test_sandbox_config_is_validated_and_reaches_the_tools(tmp_path: Path) -> No
     result = missing.execute(code="1")
     assert not result.success and "writable_paths" in result.content and "does not exist" in \
         result.content, result.content
+    # The [sandbox] defaults are the sandbox's own defaults (two places, one truth).
+    from dataclasses import asdict
+
+    from jarvis.core.config import SandboxConfig
+    from jarvis.sandbox import SandboxLimits
+
+    defaults = SandboxConfig().model_dump()
+    assert {k: defaults[k] for k in asdict(SandboxLimits())} == asdict(SandboxLimits())
     config_file.write_text('[sandbox]\nisolation = "chroot"\n')
     with pytest.raises(ConfigError, match="sandbox.isolation"):
         load_config(config_file)

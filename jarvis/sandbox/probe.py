@@ -148,7 +148,6 @@ def status(isolation: str = "auto", network: bool = False) -> dict[str, Any]:
         "user_namespaces": namespaces_problem() is None,
         "landlock_abi": abi,
         "seccomp": seccomp_supported(),
-        "dumpable_guard": sys.platform.startswith("linux"),
         "python": sys.version.split()[0],
     }
 
