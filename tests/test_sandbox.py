@@ -564,7 +564,8 @@ def test_doctor_and_tools_show_name_the_mechanism_in_force(cli_env) -> None:
     assert 'sandbox: none (isolation = "none"' in none
 
 
-def test_sandbox_config_is_validated_and_reaches_the_tools(tmp_path: Path) -> None:
+def test_sandbox_config_is_validated_and_reaches_the_tools(tmp_path: Path,
+                                                           jarvis_home: Path) -> None:
     from jarvis.core.config import load_config
     from jarvis.errors import ConfigError
     from jarvis.tools.catalog import build_tool
@@ -598,6 +599,12 @@ def test_sandbox_config_is_validated_and_reaches_the_tools(tmp_path: Path) -> No
     result = missing.execute(code="1")
     assert not result.success and "writable_paths" in result.content and "does not exist" in \
         result.content, result.content
+    # A folder holding jarvis's secrets (JARVIS_HOME, the home folder) is refused, loudly.
+    for wide in (str(jarvis_home.parent), "/"):
+        too_wide = ReplTool(config=load_config(overrides={"sandbox.read_only_paths": [wide]}),
+                            requires_confirmation=False)
+        result = too_wide.execute(code="1")
+        assert not result.success and "holds" in result.content, result.content
     # The [sandbox] defaults are the sandbox's own defaults (two places, one truth).
     from dataclasses import asdict
 

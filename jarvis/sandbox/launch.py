@@ -32,6 +32,10 @@ SANDBOX_ENV = {"HOME": WORK_DIR, "TMPDIR": WORK_DIR, "PATH": "/usr/bin:/bin",
                "LANG": "C.UTF-8", "PYTHONIOENCODING": "utf-8", "PYTHONDONTWRITEBYTECODE": "1"}
 
 
+class PathProblem(ValueError):
+    """A configured sandbox path that is missing or would expose jarvis's secrets."""
+
+
 @dataclass(slots=True)
 class MountPlan:
     """What a sandbox sees. ops: ("ro"|"rw", src, dst), ("symlink", target, dst),
@@ -66,7 +70,11 @@ def mount_plan(policy: SandboxPolicy) -> MountPlan:
                        ("writable_paths", policy.writable_paths)):
         for path in paths:
             if not os.path.exists(path):
-                raise FileNotFoundError(f"[sandbox] {key}: {path} does not exist")
+                raise PathProblem(f"[sandbox] {key}: {path} does not exist")
+            problem = _exposes_secrets(path)
+            if problem:
+                raise PathProblem(f"[sandbox] {key}: {path} {problem}; list the folders the "
+                                  f"code needs instead")
     for path in (*prefixes, *packages, *SYSTEM_FILES, *policy.read_only_paths):
         if os.path.exists(path) and not _covered(path, plan.read_paths):
             ro(os.path.realpath(path))
@@ -86,6 +94,19 @@ def mount_plan(policy: SandboxPolicy) -> MountPlan:
         plan.ops.append(("rw", real, real))
         plan.write_paths.append(real)
     return plan
+
+
+def _exposes_secrets(path: str) -> str | None:
+    """Why mounting `path` would hand the code jarvis's secrets (None: it would not)."""
+    from jarvis.core.paths import jarvis_home
+
+    real = os.path.realpath(path)
+    for what, folder in (("your home folder", os.path.expanduser("~")),
+                         ("JARVIS_HOME", str(jarvis_home()))):
+        inner = os.path.realpath(folder)
+        if real == "/" or _covered(inner, [real]):
+            return f"holds {what} ({inner})"
+    return None
 
 
 def _covered(path: str, folders: list[str]) -> bool:

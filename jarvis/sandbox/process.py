@@ -169,7 +169,7 @@ class SandboxedPython:
             else:
                 self.workdir = cwd = tempfile.mkdtemp(prefix="jarvis-py-")
                 argv, env = launch.plain_command(self.policy, self.workdir)
-        except FileNotFoundError as exc:  # a configured path that does not exist: say so
+        except launch.PathProblem as exc:  # a configured path missing or too wide: say so
             for fd in (info_r, info_w):
                 if fd >= 0:
                     os.close(fd)
