@@ -5,6 +5,7 @@ JarvisError                 root of everything jarvis raises on purpose
 │   ├── ToolDefinitionError a tool is defined wrongly (missing type hint, bad schema, ...)
 │   ├── DuplicateNameError  a registry key is taken already (also a ValueError)
 │   ├── UnknownNameError    a tool / agent / engine name that is not registered (also a KeyError)
+│   │   └── UnavailableToolError  a tool whose source (an MCP server) is down, with why
 │   └── ConfigError         config.toml or an environment override is invalid
 ├── DependencyError         an optional dependency or service is missing
 └── EngineError             an inference engine failed (unreachable, rejected tools, ...)
@@ -76,6 +77,18 @@ def did_you_mean(name: object, valid: Iterable[str]) -> str:
     if not close:
         return ""
     return "did you mean " + " or ".join(repr(c) for c in close) + "?"
+
+
+class UnavailableToolError(UnknownNameError):
+    """A tool name that would exist but whose source is down (an MCP server that failed);
+    the message gives the reason instead of the list of valid names."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        self.kind = "tool"
+        self.name = name
+        self.valid = []
+        self.reason = reason
+        UserError.__init__(self, f"tool {name!r} is not available: {reason}")
 
 
 class ConfigError(UserError):

@@ -219,6 +219,7 @@ class Jarvis:
         enabled = self.config.tools.enabled
         for name in names:
             if not ToolRegistry.contains(name):
+                ToolRegistry.check_available(name)  # e.g. its MCP server failed: say why
                 raise UnknownNameError("tool", name, enabled if enabled is not None
                                        else ToolRegistry.keys(),
                                        hint="`jarvis tools list` shows them")

@@ -34,7 +34,9 @@ def test_mcp_list_shows_status_tools_and_why_a_server_failed(tmp_path: Path, cli
     rows = {row["name"]: row for row in json.loads(cached.stdout)}
     assert rows["tb"]["status"] == "cached"  # from the list fetched above, nothing started
     assert "tb__search" in [t["name"] for t in rows["tb"]["tools"]]
-    assert rows["broken"]["status"] == "not started"
+    # The failure is remembered for a while (no retry by commands that only want tools).
+    assert rows["broken"]["status"] == "failed"
+    assert "command not found" in rows["broken"]["error"] and "remembered" in rows["broken"]["error"]
 
     # A server that cannot start does not stop the others: a one-line warning, tools listed.
     listing = cli(["tools", "list"], cli_env, tmp_path)

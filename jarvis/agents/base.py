@@ -12,7 +12,14 @@ from typing import Any, ClassVar
 
 from jarvis.agents.loop_guard import LoopGuard
 from jarvis.core.events import EventBus, EventType
-from jarvis.core.types import AgentResult, Message, ToolCall, ToolResult
+from jarvis.core.types import (
+    AgentResult,
+    Message,
+    TextBlock,
+    ToolCall,
+    ToolResult,
+    image_placeholder,
+)
 from jarvis.engine.base import (
     GenerateResult,
     InferenceEngine,
@@ -173,11 +180,33 @@ def refused_call(call: ToolCall, limit: int) -> ToolResult:
 
 
 def observation_text(result: ToolResult) -> str:
-    """What the model reads for a tool result (failures are marked as such)."""
+    """What the model reads for a tool result (failures are marked as such). Images the tool
+    returned appear as placeholders (`[image: image/png, 12 KB]`), never as their data."""
+    text = result.content
+    missing = [p for p in map(image_placeholder, result.images()) if p not in text]
+    if missing:
+        text = "\n".join([text, *missing]) if text else "\n".join(missing)
     if result.success:
-        return result.content
+        return text
     kind = result.error_type.value if result.error_type else "error"
-    return f"ERROR ({kind}): {result.content}"
+    return f"ERROR ({kind}): {text}"
+
+
+def image_message(results: Sequence[tuple[ToolCall, ToolResult]]) -> Message | None:
+    """A user message carrying the images of one turn's tool results, or None without images.
+
+    The OpenAI format takes images only in user messages (never in tool messages), so they
+    follow the turn's tool messages; the engine sends them as image parts to a model that
+    takes images and as placeholders to one that does not.
+    """
+    parts: list[Any] = []
+    for call, result in results:
+        images = result.images()
+        if images:
+            noun = "image" if len(images) == 1 else f"{len(images)} images"
+            parts.append(TextBlock(f"The {noun} returned by tool {call.name} (call {call.id}):"))
+            parts.extend(images)
+    return Message(role="user", parts=parts) if parts else None
 
 
 class _RunState:

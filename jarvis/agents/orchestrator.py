@@ -13,7 +13,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from jarvis.agents.base import BaseAgent, _RunState, observation_text, refused_call
+from jarvis.agents.base import (
+    BaseAgent,
+    _RunState,
+    image_message,
+    observation_text,
+    refused_call,
+)
 from jarvis.core.types import AgentResult, Message, ToolCall, ToolResult
 from jarvis.errors import UserError
 
@@ -94,6 +100,7 @@ class OrchestratorAgent(BaseAgent):
             state.flags["refused_tool_calls"] = (state.flags.get("refused_tool_calls", 0)
                                                  + len(calls) - limit)
         results = iter(self.executor.execute_many(allowed))
+        ran: list[tuple[ToolCall, ToolResult]] = []
         for index, call in enumerate(calls):
             if index in refused:
                 state.record(call, refused[index])
@@ -103,9 +110,13 @@ class OrchestratorAgent(BaseAgent):
             else:
                 tool_result = next(results)
                 state.record(call, tool_result)
+                ran.append((call, tool_result))
                 text = observation_text(tool_result)
             # Every tool call id must be answered, or the next request is invalid.
             messages.append(Message(role="tool", content=text, tool_call_id=call.id, name=call.name))
+        images = image_message(ran)
+        if images is not None:
+            messages.append(images)
         return bool(allowed)
 
 

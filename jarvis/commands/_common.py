@@ -41,3 +41,17 @@ def load_cli_config() -> Any:
     from jarvis.core.config import load_config
 
     return load_config()
+
+
+def show_progress(bus: Any) -> None:
+    """Print tools' progress reports (TOOL_PROGRESS events) on stderr, one line each."""
+    from jarvis.core.events import EventType
+
+    def report(event: Any) -> None:
+        data = event.data
+        total = data.get("total")
+        amount = f"{data.get('progress'):g}" + (f"/{total:g}" if total else "")
+        message = f" {data['message']}" if data.get("message") else ""
+        click.echo(f"[progress] {data.get('tool')} {amount}{message}", err=True)
+
+    bus.subscribe(EventType.TOOL_PROGRESS, report)

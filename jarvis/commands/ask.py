@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from jarvis.commands._common import echo_json, terminal_approver
+from jarvis.commands._common import echo_json, show_progress, terminal_approver
 
 PREVIEW_CHARS = 200
 STOPPED_EXIT_CODE = 3  # max_turns or the loop guard ended the run without an answer
@@ -105,6 +105,7 @@ def _show_events(bus: Any, status: _Status, system: Any) -> None:
     bus.subscribe(EventType.TOOL_CALL_END, end)
     bus.subscribe(EventType.INFERENCE_START, waiting)
     bus.subscribe(EventType.INFERENCE_END, lambda event: status.clear())
+    show_progress(bus)
 
 
 def _show_retries(engine: Any, status: _Status) -> None:

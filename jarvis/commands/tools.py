@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from jarvis.commands._common import echo_json, load_cli_config, terminal_approver
+from jarvis.commands._common import echo_json, load_cli_config, show_progress, terminal_approver
 
 
 def _catalog(names: list[str] | None = None, config: Any = None) -> list:
@@ -112,6 +112,7 @@ def run_tool(name: str, arguments: str, yes: bool, as_json: bool) -> None:
     # engine, the scheduler tools the scheduler, memory tools the store), and nothing more.
     with Jarvis(config=load_cli_config(), default_client="http") as j:
         (t,) = j.build_tools([name])
+        show_progress(j.bus)
         executor = ToolExecutor(
             [t], bus=j.bus, approver=terminal_approver(yes),
             default_timeout=j.config.tools.default_timeout,

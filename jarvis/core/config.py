@@ -72,6 +72,11 @@ class EngineConfig(_Section):
         "auto", description="HTTP client: the openai package, or jarvis's built-in one (fast "
         "start-up); auto: built-in for `jarvis ask`, openai for the SDK")
     hosts: EngineHosts = Field(default_factory=EngineHosts)
+    vision: bool | Literal["auto"] = Field(
+        "auto", description="whether the model takes images (tool results' images are sent as "
+        "image parts, else as text placeholders); auto: known vision models by name")
+    vision_models: dict[str, bool] = Field(
+        default_factory=dict, description="model names or globs -> true/false; wins over vision")
 
 
 class AgentConfig(_Section):
@@ -159,10 +164,24 @@ class McpServerConfig(_Section):
                                description="tool names or globs that require confirmation")
     protocol: str = Field("auto", description="auto: try the 2026 protocol, fall back to the "
                           "initialize handshake; legacy: always the initialize handshake")
+    transport: Literal["auto", "http", "sse"] = Field(
+        "auto", description="for `url`: http (streamable HTTP), sse (the older HTTP+SSE "
+        "transport), auto: sse for a URL ending in /sse, else streamable HTTP with a fall back "
+        "to sse when the server does not know it")
+    max_timeout: float = Field(300.0, gt=0, description="seconds a call may run while the "
+                               "server keeps reporting progress (each report restarts `timeout`)")
+    sampling: bool = Field(False, description="let the server ask jarvis's engine for "
+                           "completions (MCP sampling)")
+    roots: bool = Field(True, description="tell the server the workspace folder and the "
+                        "folders the file tools may read (MCP roots)")
+    elicitation: bool = Field(True, description="let the server ask the user questions on the "
+                              "terminal (refused when not interactive)")
 
     def model_post_init(self, __context: Any) -> None:
         if self.protocol not in ("auto", "legacy"):
             raise ValueError(f"protocol must be 'auto' or 'legacy', got {self.protocol!r}")
+        if self.max_timeout < self.timeout:
+            self.max_timeout = self.timeout
         if bool(self.command) == bool(self.url):
             raise ValueError("an MCP server needs exactly one of `command` (stdio) or `url` "
                              "(streamable HTTP)")

@@ -20,6 +20,7 @@ class EventType(StrEnum):
     TOOL_CALL_START = "tool_call_start"
     TOOL_CALL_END = "tool_call_end"
     TOOL_TIMEOUT = "tool_timeout"
+    TOOL_PROGRESS = "tool_progress"  # a long tool's progress report (MCP progress notifications)
     INFERENCE_START = "inference_start"
     INFERENCE_END = "inference_end"
     AGENT_TURN_START = "agent_turn_start"

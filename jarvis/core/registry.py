@@ -187,13 +187,16 @@ class ToolRegistry(RegistryBase):
     On-demand loaders (`set_on_demand`) add tools that are too costly to load up front, e.g.
     an MCP server whose tool list is not cached yet: `get` of a missing name calls
     `loader(name)` (so does `contains`), listing every tool (`keys`, `items`) calls
-    `loader(None)`.
+    `loader(None)`. A loader's `explain(name)` may say why a name it should have provided is
+    missing (its server is down); `get` then raises UnavailableToolError with that reason
+    instead of a bare "unknown tool".
     """
 
     kind = "tool"
     _loaded: ClassVar[bool] = False
     _catalog_loader: ClassVar[Callable[[], None] | None] = None
     _on_demand: ClassVar[dict[str, Callable[[str | None], None]]] = {}
+    _explain: ClassVar[dict[str, Callable[[str], str | None]]] = {}
 
     @classmethod
     def set_catalog_loader(cls, loader: Callable[[], None] | None) -> None:
@@ -214,12 +217,18 @@ class ToolRegistry(RegistryBase):
             loader()
 
     @classmethod
-    def set_on_demand(cls, source: str, loader: Callable[[str | None], None] | None) -> None:
+    def set_on_demand(cls, source: str, loader: Callable[[str | None], None] | None,
+                      explain: Callable[[str], str | None] | None = None) -> None:
         """Install (or with None remove) the on-demand loader of `source`."""
         if loader is None:
             cls._on_demand.pop(source, None)
+            cls._explain.pop(source, None)
         else:
             cls._on_demand[source] = loader
+            if explain is not None:
+                cls._explain[source] = explain
+            else:
+                cls._explain.pop(source, None)
 
     @classmethod
     def _load_on_demand(cls, key: str | None) -> None:
@@ -236,7 +245,19 @@ class ToolRegistry(RegistryBase):
     @classmethod
     def get(cls, key: str) -> Any:
         cls._resolve(key)
+        if key not in cls._entries:
+            cls.check_available(key)
         return super().get(key)
+
+    @classmethod
+    def check_available(cls, key: str) -> None:
+        """Raise UnavailableToolError when an on-demand source knows why `key` is missing."""
+        for explain in list(cls._explain.values()):
+            reason = explain(key)
+            if reason:
+                from jarvis.errors import UnavailableToolError
+
+                raise UnavailableToolError(key, reason)
 
     @classmethod
     def contains(cls, key: str) -> bool:
@@ -255,7 +276,7 @@ class ToolRegistry(RegistryBase):
 
     @classmethod
     def snapshot(cls) -> tuple[Any, ...]:
-        return (*super().snapshot(), dict(cls._on_demand))
+        return (*super().snapshot(), dict(cls._on_demand), dict(cls._explain))
 
     @classmethod
     def restore(cls, snap: tuple[Any, ...]) -> None:
@@ -263,6 +284,9 @@ class ToolRegistry(RegistryBase):
         if len(snap) > 2:
             cls._on_demand.clear()
             cls._on_demand.update(snap[2])
+        if len(snap) > 3:
+            cls._explain.clear()
+            cls._explain.update(snap[3])
 
     @classmethod
     def create_with(cls, key: str, dependencies: dict[str, Any]) -> Any:

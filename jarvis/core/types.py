@@ -115,6 +115,10 @@ class ToolResult:
         return cls(tool_name=tool_name, content=message, success=False,
                    error_type=ErrorType(error_type), metadata=dict(metadata))
 
+    def images(self) -> list[ImageBlock]:
+        """The image blocks the tool returned (they reach the model as image parts)."""
+        return [b for b in self.blocks if isinstance(b, ImageBlock)]
+
     def all_blocks(self) -> list[Block]:
         """The ORS blocks, with the content as one text block when none were given."""
         return list(self.blocks) if self.blocks else [TextBlock(self.content)]
@@ -166,22 +170,93 @@ class Role(StrEnum):
     TOOL = "tool"
 
 
+def human_size(size: int) -> str:
+    """A byte count as people read it: '512 B', '12 KB', '3.4 MB'."""
+    if size < 1024:
+        return f"{size} B"
+    if size < 1024 * 1024:
+        return f"{round(size / 1024)} KB"
+    return f"{size / (1024 * 1024):.1f} MB"
+
+
+def image_placeholder(block: ImageBlock) -> str:
+    """The text that stands for an image where it cannot be shown: `[image: image/png, 12 KB]`.
+
+    Binary data never goes into text a model reads; this placeholder does instead.
+    """
+    return f"[image: {block.mimeType}, {human_size(len(block.data) * 3 // 4)}]"
+
+
+def parts_text(parts: list[Block]) -> str:
+    """The text view of content parts: text parts as they are, images as placeholders."""
+    return "\n".join(p.text if isinstance(p, TextBlock) else image_placeholder(p) for p in parts)
+
+
+def _part_from_openai(part: Any) -> Block:
+    """A content part from its OpenAI form (`text` / `image_url` with a data URL), ORS form,
+    a plain string or a Block."""
+    if isinstance(part, (TextBlock, ImageBlock)):
+        return part
+    if isinstance(part, str):
+        return TextBlock(part)
+    if isinstance(part, dict) and part.get("type") == "image_url":
+        url = part.get("image_url")
+        url = url.get("url", "") if isinstance(url, dict) else str(url or "")
+        head, sep, data = url.partition(",")
+        if not (url.startswith("data:") and sep and head.endswith(";base64")):
+            raise ValueError("only data: URLs (base64) are supported as image parts")
+        return ImageBlock(data=data, mimeType=head[5:-7] or "image/png")
+    if isinstance(part, dict):
+        return block_from_dict(part)
+    raise TypeError(f"cannot use {type(part).__name__} as a message content part")
+
+
 @dataclass(slots=True)
 class Message:
-    """One chat message in OpenAI form (`role` is a string or a Role)."""
+    """One chat message in OpenAI form (`role` is a string or a Role).
+
+    `content` is always text (or None on an assistant turn that only calls tools), so every
+    reader of a transcript can treat it as a string. A message that carries more than text
+    (an image a tool returned) also has `parts`: text and image blocks in order. Then `parts`
+    is the message and `content` its text view, with each image as a placeholder like
+    `[image: image/png, 12 KB]`. Build one with `Message(role, parts=[...])`, or pass a list
+    as `content` (OpenAI content parts, ORS blocks or strings): it is split into the two.
+    """
 
     role: Literal["system", "user", "assistant", "tool"]
     content: str | None = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
     tool_call_id: str | None = None
     name: str | None = None
+    parts: list[Block] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if isinstance(self.role, Role):
             self.role = self.role.value  # a plain str, so comparisons and JSON stay simple
+        if isinstance(self.content, list):
+            self.parts = [_part_from_openai(p) for p in self.content]
+            self.content = None
+        elif self.parts:
+            self.parts = [_part_from_openai(p) for p in self.parts]
+        if self.parts and not self.content:
+            self.content = parts_text(self.parts)
 
-    def to_openai(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"role": self.role, "content": self.content}
+    @property
+    def images(self) -> list[ImageBlock]:
+        """The image parts (empty for a text message)."""
+        return [p for p in self.parts if isinstance(p, ImageBlock)]
+
+    def to_openai(self, images: bool = True) -> dict[str, Any]:
+        """The OpenAI wire form. With `images` (a model that takes them), a message with image
+        parts is sent as content parts, each image as an `image_url` data URL; without, as its
+        text view, each image replaced by its placeholder."""
+        content: Any = self.content
+        if images and self.images:
+            content = [{"type": "text", "text": p.text} if isinstance(p, TextBlock) else
+                       {"type": "image_url",
+                        "image_url": {"url": f"data:{p.mimeType};base64,{p.data}"}}
+                       for p in self.parts]
+        out: dict[str, Any] = {"role": self.role, "content": content}
         if self.tool_calls:
             out["tool_calls"] = [tc.to_openai() for tc in self.tool_calls]
         if self.tool_call_id is not None:

@@ -84,9 +84,11 @@ class InferenceEngine(Protocol):
         ...
 
 
-def to_wire(messages: Sequence[MessageLike]) -> list[dict[str, Any]]:
-    """Messages in OpenAI chat form."""
-    return [m.to_openai() if isinstance(m, Message) else dict(m) for m in messages]
+def to_wire(messages: Sequence[MessageLike], images: bool = True) -> list[dict[str, Any]]:
+    """Messages in OpenAI chat form. `images`: send image parts as `image_url` content parts
+    (for a model that takes images); False sends each image as a text placeholder instead.
+    Dicts are taken as already in wire form."""
+    return [m.to_openai(images=images) if isinstance(m, Message) else dict(m) for m in messages]
 
 
 def arguments_text(arguments: str | dict[str, Any]) -> str:

@@ -152,4 +152,5 @@ def get_engine(config: Any = None, name: str | None = None, host: str | None = N
         max_retries=ec.max_retries, retry_backoff=ec.retry_backoff,
         connect_timeout=ec.connect_timeout, models=models,
         client=default_client if ec.client == "auto" else ec.client,
-        max_response_bytes=ec.max_response_bytes)
+        max_response_bytes=ec.max_response_bytes,
+        vision=ec.vision, vision_models=dict(ec.vision_models))

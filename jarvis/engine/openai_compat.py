@@ -79,13 +79,20 @@ class OpenAICompatEngine:
         retry_backoff: seconds before the first retry; doubles each time.
         client: "openai" (the openai package) or "http" (the built-in client: same protocol,
             much faster to import).
+        vision: whether models take images (True, False or "auto": guessed from the model's
+            name, see jarvis.engine.vision); images go as `image_url` parts, else as text
+            placeholders.
+        vision_models: model names or globs -> True/False, winning over `vision`.
     """
 
     def __init__(self, backend: str = "openai", host: str | None = None, *,
                  api_key: str | None = None, model: str = "", timeout: float = 120.0,
                  connect_timeout: float = 5.0, max_retries: int = 3, retry_backoff: float = 0.5,
                  models: Sequence[str] | None = None, client: str = "openai",
-                 max_response_bytes: int = MAX_RESPONSE_BYTES) -> None:
+                 max_response_bytes: int = MAX_RESPONSE_BYTES, vision: bool | str = "auto",
+                 vision_models: dict[str, bool] | None = None) -> None:
+        from jarvis.engine.vision import check_setting
+
         spec = BACKENDS.get(backend)
         if spec is None:
             raise UnknownNameError("engine", backend, BACKENDS)
@@ -109,6 +116,11 @@ class OpenAICompatEngine:
         self.retry_backoff = max(0.0, retry_backoff)
         self.max_response_bytes = max(1, int(max_response_bytes))
         self._models: list[str] | None = list(models) if models is not None else None
+        try:
+            self.vision = check_setting(vision)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        self.vision_models = dict(vision_models or {})
         self._transport: Any = None
         self._aclient: Any = None
         # on_retry(attempt, max_retries, delay, reason): told before each retry (status lines)
@@ -171,7 +183,8 @@ class OpenAICompatEngine:
         if not name:
             raise EngineError(f"no model given for {self.engine_id} at {self.base_url}: pass "
                               f"-m/--model or set JARVIS_MODEL")
-        params: dict[str, Any] = {"model": name, "messages": to_wire(messages)}
+        params: dict[str, Any] = {"model": name,
+                                  "messages": to_wire(messages, images=self.accepts_images(name))}
         if tools:
             params["tools"] = tools
         if temperature is not None:
@@ -399,6 +412,12 @@ class OpenAICompatEngine:
             return text + (f". Is model {params['model']!r} available there? "
                            f"Pick one with -m/--model or JARVIS_MODEL")
         return text
+
+    def accepts_images(self, model: str) -> bool:
+        """Whether image parts are sent to `model` (else text placeholders)."""
+        from jarvis.engine.vision import accepts_images
+
+        return accepts_images(model, self.vision, self.vision_models)
 
     # --- models and health -------------------------------------------------------------------
     def list_models(self) -> list[str]:

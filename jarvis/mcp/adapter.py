@@ -45,7 +45,7 @@ class McpTool(BaseTool):
 
     def __init__(self, manager: Any, server: str, remote: Any, local_name: str,
                  config: Any) -> None:
-        from jarvis.mcp.manager import CALL_MARGIN, requires_confirmation
+        from jarvis.mcp.manager import CALL_MARGIN, call_bound, requires_confirmation
 
         self.manager = manager
         self.server = server
@@ -68,7 +68,8 @@ class McpTool(BaseTool):
             category="mcp",
             requires_confirmation=requires_confirmation(config, remote),
             # Connecting may come first; our own timeouts fire before the executor's.
-            timeout_seconds=config.connect_timeout + self.call_timeout + CALL_MARGIN,
+            timeout_seconds=config.connect_timeout + call_bound(config, self.call_timeout)
+            + CALL_MARGIN,
             metadata=metadata,
         )
 
@@ -94,15 +95,30 @@ class McpTool(BaseTool):
             self.__dict__["_jarvis_validator"] = _AcceptAll()
             return arguments
 
+    def _progress(self, context: ToolContext | None) -> Any:
+        """Progress reports of this call, published as TOOL_PROGRESS on the executor's bus."""
+        bus = context.bus if context is not None else None
+        if bus is None:
+            return None
+        from jarvis.core.events import EventType
+
+        def report(progress: float, total: float | None, message: str | None) -> None:
+            bus.publish(EventType.TOOL_PROGRESS, {
+                "tool": self._spec.name, "call_id": context.call_id, "run_id": context.run_id,
+                "progress": progress, "total": total, "message": (message or "")[:500]})
+
+        return report
+
     def invoke(self, arguments: dict[str, Any], context: ToolContext | None = None) -> ToolResult:
         return self.manager.call(self.server, self.remote_name, self._spec.name, arguments,
-                                 self.call_timeout)
+                                 self.call_timeout, on_progress=self._progress(context))
 
     async def ainvoke(self, arguments: dict[str, Any], context: ToolContext | None = None) -> ToolResult:
         from jarvis.mcp.loop import background_loop
 
         return await background_loop().arun(self.manager.acall(
-            self.server, self.remote_name, self._spec.name, arguments, self.call_timeout))
+            self.server, self.remote_name, self._spec.name, arguments, self.call_timeout,
+            on_progress=self._progress(context)))
 
     def execute(self, **params: Any) -> ToolResult:
         """Call the tool directly (outside an executor: no validation or confirmation)."""

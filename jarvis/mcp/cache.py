@@ -101,3 +101,43 @@ def _prune(folder: Path, name: str, key: str) -> None:
             old.unlink(missing_ok=True)
     except OSError:
         pass  # another process pruned first
+
+
+# --- remembered failures ----------------------------------------------------------------
+# A server that failed to connect is not tried again for FAILURE_TTL seconds by commands that
+# only want its tools (listing, on-demand loading), so each `jarvis tools list` does not pay
+# its connect timeout again. `jarvis mcp list` always tries again; a success forgets it.
+FAILURE_TTL = 60.0
+
+
+def failure_path(folder: Path, name: str, key: str) -> Path:
+    return folder / f"failed-{name}-{key}.json"
+
+
+def read_failure(folder: Path, name: str, key: str, ttl: float = FAILURE_TTL) -> tuple[str, float] | None:
+    """(reason, when) of a failure remembered less than `ttl` seconds ago, else None."""
+    try:
+        data = json.loads(failure_path(folder, name, key).read_text(encoding="utf-8"))
+        reason, at = str(data["reason"]), float(data["at"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not 0 <= time.time() - at < ttl:
+        return None
+    return reason, at
+
+
+def write_failure(folder: Path, name: str, key: str, reason: str) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f".failed-{name}-{key}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps({"reason": reason[:2000], "at": time.time()}), encoding="utf-8")
+        os.replace(tmp, failure_path(folder, name, key))
+    except OSError:
+        pass  # not remembering only costs another attempt
+
+
+def clear_failure(folder: Path, name: str, key: str) -> None:
+    try:
+        failure_path(folder, name, key).unlink(missing_ok=True)
+    except OSError:
+        pass

@@ -19,6 +19,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from jarvis.mcp.cache import RemoteTool
 from jarvis.mcp.procs import MARKER_VAR, akill_tree, new_token
@@ -27,6 +28,7 @@ MAX_TOOL_PAGES = 50
 MAX_TOOLS = 2000
 STOP_TIMEOUT = 6.0  # the SDK's stdio shutdown waits up to ~4 s for a stuck server
 STDERR_TAIL_CHARS = 600
+DISCOVER_PROBE_SECONDS = 3.0
 
 
 class McpServerError(Exception):
@@ -101,7 +103,7 @@ class ServerConnection:
     """
 
     def __init__(self, name: str, config: Any, base_dir: Path, on_tools: Any = None,
-                 log_path: Path | None = None) -> None:
+                 log_path: Path | None = None, roots: list[Path] | None = None) -> None:
         self.name = name
         self.config = config
         self.base_dir = base_dir
@@ -115,6 +117,17 @@ class ServerConnection:
         self.protocol_version: str | None = None
         self._session: _Session | None = None
         self._lock: asyncio.Lock | None = None
+        self.roots = roots if roots is not None else [base_dir]
+        # Learnt on connecting: the server needs the initialize handshake (it never answered
+        # server/discover), or speaks the older HTTP+SSE transport; reconnects go straight there.
+        self.legacy = config.protocol == "legacy"
+        self.sse = config.transport == "sse" or (
+            config.transport == "auto" and bool(config.url)
+            and urlsplit(config.url).path.rstrip("/").endswith("/sse"))
+        self.last_http: tuple[int, str, str] | None = None  # status, url, www-authenticate
+        self._fresh = False  # tools were just listed by the connect (no second tools/list)
+        self._paused = 0  # elicitations waiting on a person: call timeouts are paused
+        self._calls: dict[Any, Any] = {}  # running calls' cancel scopes -> deadline restarter
 
     # --- connecting ----------------------------------------------------------------
     async def ensure(self) -> Any:
@@ -149,12 +162,46 @@ class ServerConnection:
             await self._fail(session, reason)
             raise McpServerError(self.name, self._with_stderr(reason)) from None
         except McpServerError as exc:
-            reason = exc.reason
+            reason = self._http_reason() or exc.reason
             if reason == "Connection closed":
                 reason = "closed the connection before it was ready (did the server exit?)"
+            if self._sse_fallback_wanted():
+                # An older server: streamable HTTP's POST is not found; speak HTTP+SSE instead.
+                await self._stop_session(session, wait=True)
+                self.sse = True
+                return await self._open_once_more()
             await self._fail(session, reason)
             raise McpServerError(self.name, self._with_stderr(reason)) from None
         return session.client
+
+    async def _open_once_more(self) -> Any:
+        self.connects -= 1  # one connection from the user's point of view
+        return await self._open()
+
+    def _sse_fallback_wanted(self) -> bool:
+        status = self.last_http[0] if self.last_http else None
+        return (bool(self.config.url) and self.config.transport == "auto" and not self.sse
+                and status in (404, 405))
+
+    def _http_reason(self) -> str | None:
+        """A clear reason for an HTTP error status seen while connecting (401 above all)."""
+        if not self.last_http or not self.config.url:
+            return None
+        status, url, challenge = self.last_http
+        if status in (401, 403):
+            word = "401 Unauthorized" if status == 401 else "403 Forbidden"
+            hint = (f"set the credentials it wants as a header of [mcp.servers.{self.name}], e.g. "
+                    f"headers = {{ Authorization = \"Bearer $TOKEN\" }} (a $VAR is read from the "
+                    f"environment)")
+            if status == 403:
+                hint = "the credentials in `headers` were refused; check them"
+            extra = f" (WWW-Authenticate: {challenge[:200]})" if challenge else ""
+            return f"HTTP {word} from {url}{extra}; {hint}"
+        if status == 404 and self.sse:
+            return f"HTTP 404 Not Found from {url}: is this the server's SSE endpoint?"
+        if status >= 400:
+            return f"HTTP {status} from {url}"
+        return None
 
     async def _fail(self, session: _Session, reason: str) -> None:
         await self._stop_session(session, wait=True)
@@ -184,10 +231,32 @@ class ServerConnection:
         cfg = self.config
         if cfg.url:
             import httpx2
+
+            self.last_http = None
+
+            async def record(response: Any) -> None:
+                # The SDK turns an HTTP error into "Server returned an error response"; keep
+                # the status so the reason can say 401 and what to set.
+                if response.status_code >= 400:
+                    self.last_http = (response.status_code, str(response.request.url),
+                                      response.headers.get("www-authenticate", ""))
+
+            hooks = {"response": [record]}
+            if self.sse:
+                from mcp.client.sse import sse_client
+
+                def factory(headers: Any = None, timeout: Any = None, auth: Any = None) -> Any:
+                    return httpx2.AsyncClient(headers=headers, timeout=timeout, auth=auth,
+                                              event_hooks=hooks)
+
+                return sse_client(cfg.url, headers=_expand(cfg.headers),
+                                  timeout=cfg.connect_timeout, sse_read_timeout=3600.0,
+                                  httpx_client_factory=factory)
             from mcp.client.streamable_http import streamable_http_client
 
             http = await stack.enter_async_context(httpx2.AsyncClient(
-                headers=_expand(cfg.headers), timeout=httpx2.Timeout(cfg.connect_timeout, read=None)))
+                headers=_expand(cfg.headers), timeout=httpx2.Timeout(cfg.connect_timeout, read=None),
+                event_hooks=hooks))
             return streamable_http_client(cfg.url, http_client=http)
         from mcp import StdioServerParameters
         from mcp.client.stdio import stdio_client
@@ -213,15 +282,27 @@ class ServerConnection:
         from mcp import Client
         from mcp.types import Implementation
 
+        from jarvis.mcp import logs
+        from jarvis.mcp.capabilities import ClientCallbacks
+
+        logs.install()
+        callbacks = ClientCallbacks(self.name, self.config, self.roots, on_wait=self._on_wait)
         try:
             async with contextlib.AsyncExitStack() as stack:
                 transport = await self._transport(stack, session)
+                mode = "legacy" if self.legacy else "auto"
+                if mode == "auto":
+                    _shorten_discover_probe(self.config.connect_timeout)
                 client = await stack.enter_async_context(Client(
-                    transport, cache=None, mode=self.config.protocol,
+                    transport, cache=None, mode=mode,
                     message_handler=self._message_handler(session),
-                    client_info=Implementation(name="jarvis", version="0.1")))
+                    client_info=Implementation(name="jarvis", version="0.1"),
+                    **callbacks.kwargs()))
+                if mode == "auto" and client.protocol_version not in _modern_versions():
+                    self.legacy = True  # next time: no discover probe to wait out
                 tools = await self._fetch_tools(client)
                 session.client = client
+                self._fresh = True
                 self.protocol_version = client.protocol_version
                 info = client.server_info
                 self.server_info = info.model_dump(exclude_none=True) if info is not None else None
@@ -318,6 +399,9 @@ class ServerConnection:
     async def refresh_tools(self) -> list[RemoteTool]:
         """Fetch the tool list again over the live session (connecting if needed)."""
         client = await self.ensure()
+        if self._fresh and self.tools is not None:
+            self._fresh = False  # the connect just listed them
+            return self.tools
         tools = await self._fetch_tools(client)
         self._publish_tools(tools)
         return tools
@@ -361,22 +445,65 @@ class ServerConnection:
         task.add_done_callback(session.refreshing.discard)
 
     # --- calling -------------------------------------------------------------------
-    async def call(self, remote: str, arguments: dict[str, Any], timeout: float) -> Any:
-        """Call tool `remote`; returns the SDK's CallToolResult."""
+    def _on_wait(self, waiting: bool) -> None:
+        """A person is (no longer) being asked: pause (restart) the clocks of running calls."""
+        import math
+
+        self._paused += 1 if waiting else -1
+        for scope, restart in list(self._calls.items()):
+            scope.deadline = math.inf if self._paused > 0 else restart()
+
+    async def call(self, remote: str, arguments: dict[str, Any], timeout: float,
+                   max_timeout: float | None = None, on_progress: Any = None) -> Any:
+        """Call tool `remote`; returns the SDK's CallToolResult.
+
+        `timeout` restarts whenever the server reports progress (and is paused while a person
+        answers an elicitation), but progress never keeps a call alive past `max_timeout`.
+        """
         import anyio
+
+        client = await self.ensure()
+        self._fresh = False
+        limit = max(timeout, max_timeout or timeout)
+        start = anyio.current_time()
+        result: Any = None
+        with anyio.CancelScope() as scope:
+            scope.deadline = start + timeout
+
+            def restart() -> float:
+                return min(anyio.current_time() + timeout, start + limit)
+
+            async def progress(value: float, total: float | None, message: str | None) -> None:
+                if self._paused == 0:
+                    scope.deadline = restart()
+                if on_progress is not None:
+                    with contextlib.suppress(Exception):
+                        on_progress(value, total, message)
+
+            self._calls[scope] = restart
+            try:
+                result = await self._request(remote, lambda: client.call_tool(
+                    remote, arguments, progress_callback=progress))
+            finally:
+                self._calls.pop(scope, None)
+        if scope.cancelled_caught:
+            spent = anyio.current_time() - start
+            self.drop(f"tool {remote!r} got no answer within {spent:.3g} s")
+            more = (f" (progress kept it going up to {spent:.3g} s; max_timeout is {limit:g} s)"
+                    if spent > timeout + 0.5 else "")
+            raise McpCallTimeout(f"MCP server {self.name!r} did not answer {remote!r} within "
+                                 f"{timeout:g} s{more}; the connection was closed and the next "
+                                 f"call reconnects")
+        return result
+
+    async def _request(self, what: str, send: Any) -> Any:
+        """Run one request over the session, turning every failure into our exceptions."""
         from mcp.shared.exceptions import MCPError
         from mcp_types import CONNECTION_CLOSED
         from pydantic import ValidationError
 
-        client = await self.ensure()
         try:
-            with anyio.fail_after(timeout):
-                return await client.call_tool(remote, arguments)
-        except TimeoutError:
-            self.drop(f"tool {remote!r} got no answer within {timeout:g} s")
-            raise McpCallTimeout(f"MCP server {self.name!r} did not answer {remote!r} within "
-                                 f"{timeout:g} s; the connection was closed and the next call "
-                                 f"reconnects") from None
+            return await send()
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED:
                 reason = "connection closed during the call (the server crashed or exited)"
@@ -386,7 +513,90 @@ class ServerConnection:
         except ValidationError as exc:
             self.drop("sent an invalid response")
             raise McpServerError(self.name, f"sent an invalid response: {describe(exc)}") from None
+        except (McpServerError, McpCallError, McpCallTimeout):
+            raise
         except Exception as exc:  # noqa: BLE001 - broken pipes, HTTP errors, groups of them
             reason = describe(exc)
             self.drop(reason)
             raise McpServerError(self.name, self._with_stderr(reason)) from None
+
+    # --- resources and prompts -------------------------------------------------------
+    async def list_resources(self, timeout: float) -> dict[str, list[Any]]:
+        """The server's resources and resource templates (bounded pages)."""
+        import anyio
+
+        client = await self.ensure()
+        out: dict[str, list[Any]] = {"resources": [], "templates": []}
+        caps = client.server_capabilities
+        if caps.resources is None:
+            return out
+        with anyio.fail_after(timeout):
+            for key, lister, field_name in (("resources", client.list_resources, "resources"),
+                                            ("templates", client.list_resource_templates,
+                                             "resource_templates")):
+                cursor = None
+                for _ in range(MAX_TOOL_PAGES):
+                    page = await self._request("resources/list",
+                                               lambda c=cursor, f=lister: f(cursor=c))
+                    out[key].extend(getattr(page, field_name))
+                    cursor = page.next_cursor
+                    if not cursor or len(out[key]) >= MAX_TOOLS:
+                        break
+        return out
+
+    async def read_resource(self, uri: str, timeout: float) -> Any:
+        import anyio
+
+        client = await self.ensure()
+        with anyio.fail_after(timeout):
+            return await self._request("resources/read", lambda: client.read_resource(uri))
+
+    async def list_prompts(self, timeout: float) -> list[Any]:
+        import anyio
+
+        client = await self.ensure()
+        if client.server_capabilities.prompts is None:
+            return []
+        prompts: list[Any] = []
+        with anyio.fail_after(timeout):
+            cursor = None
+            for _ in range(MAX_TOOL_PAGES):
+                page = await self._request("prompts/list",
+                                           lambda c=cursor: client.list_prompts(cursor=c))
+                prompts.extend(page.prompts)
+                cursor = page.next_cursor
+                if not cursor or len(prompts) >= MAX_TOOLS:
+                    break
+        return prompts
+
+    async def get_prompt(self, name: str, arguments: dict[str, str], timeout: float) -> Any:
+        import anyio
+
+        client = await self.ensure()
+        with anyio.fail_after(timeout):
+            return await self._request("prompts/get",
+                                       lambda: client.get_prompt(name, arguments or None))
+
+
+def _modern_versions() -> Any:
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+    return MODERN_PROTOCOL_VERSIONS
+
+
+def _shorten_discover_probe(connect_timeout: float) -> None:
+    """Make `server/discover` give up early, so a server that never answers it is reached by
+    the SDK's own fall back to the initialize handshake within `connect_timeout`.
+
+    The SDK waits DISCOVER_TIMEOUT_SECONDS (10 s, as long as our default connect timeout)
+    before falling back, and offers no per-client setting, so its module value is lowered for
+    every connection of this process (they all run on one loop). A modern server that answers
+    late is still handled: the SDK re-probes when the handshake is refused as too old.
+    """
+    from mcp.client import session as sdk_session
+
+    probe = max(1.0, min(DISCOVER_PROBE_SECONDS, connect_timeout / 3))
+    if not hasattr(sdk_session, "DISCOVER_TIMEOUT_SECONDS"):
+        raise McpServerError("*", "this mcp SDK version has no DISCOVER_TIMEOUT_SECONDS; "
+                                  "update jarvis.mcp.connection")
+    sdk_session.DISCOVER_TIMEOUT_SECONDS = probe

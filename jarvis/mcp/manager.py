@@ -16,6 +16,7 @@ import hashlib
 import json
 import logging
 import threading
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +24,17 @@ from typing import Any
 
 from jarvis.core.registry import ToolRegistry
 from jarvis.core.types import ErrorType, ToolResult
-from jarvis.mcp.cache import RemoteTool, cache_dir, config_key, read_tools, write_tools
+from jarvis.mcp.cache import (
+    FAILURE_TTL,
+    RemoteTool,
+    cache_dir,
+    clear_failure,
+    config_key,
+    read_failure,
+    read_tools,
+    write_failure,
+    write_tools,
+)
 from jarvis.mcp.connection import McpCallError, McpCallTimeout, McpServerError, ServerConnection
 from jarvis.mcp.loop import background_loop
 from jarvis.mcp.naming import SEPARATOR, local_names
@@ -46,6 +57,7 @@ class ServerState:
     source: str = "none"  # none | cache | live
     registered: dict[str, str] = field(default_factory=dict)  # local name -> remote name
     conflicts: list[str] = field(default_factory=list)
+    remembered: tuple[str, float] | None = None  # a recent failure (reason, when) from disk
 
     @property
     def enabled(self) -> bool:
@@ -78,12 +90,15 @@ class McpManager:
         # Fixed now: the cache and logs stay put even if JARVIS_HOME changes later.
         self.state_dir = cache_dir()
         log_dir = self.state_dir / "logs"
+        from jarvis.mcp.capabilities import roots_of
+
+        roots = roots_of(config)
         for name, server in config.mcp.servers.items():
             state = ServerState(name=name, config=server, key=config_key(server, self.base_dir))
             if server.enabled:
                 state.connection = ServerConnection(name, server, self.base_dir,
                                                     on_tools=self._on_live_tools,
-                                                    log_path=log_dir / f"{name}.log")
+                                                    log_path=log_dir / f"{name}.log", roots=roots)
             self.servers[name] = state
 
     # --- tool lists and registration -------------------------------------------------
@@ -141,17 +156,60 @@ class McpManager:
         return dict(self.servers[server].registered)
 
     def load_on_demand(self, key: str | None) -> None:
-        """ToolRegistry's on-demand hook: `key` None means every tool is wanted."""
+        """ToolRegistry's on-demand hook: `key` None means every tool is wanted.
+
+        A server that failed within FAILURE_TTL seconds (in this or another process) is not
+        tried again here; `explain(key)` says why its tools are missing.
+        """
         if key is None:
-            pending = [s.name for s in self.servers.values() if s.enabled and s.tools is None]
+            wanted = [s for s in self.servers.values() if s.enabled and s.tools is None]
         else:
-            pending = [s.name for s in self.servers.values()
-                       if s.enabled and s.tools is None and key.startswith(s.name + SEPARATOR)]
-        if pending:
-            for name, reason in self.refresh(pending).items():
+            wanted = [s for s in self.servers.values()
+                      if s.enabled and s.tools is None and key.startswith(s.name + SEPARATOR)]
+        pending = [s.name for s in wanted if self.failure(s) is None]
+        results = self.refresh(pending) if pending else {}
+        if key is None:
+            for state in wanted:
+                reason = results.get(state.name) if state.name in results else (
+                    self._failure_note(state))
                 if reason:
                     log.warning("MCP server %r is unavailable, its tools are left out: %s "
-                                "(`jarvis mcp list` shows every server's status)", name, reason)
+                                "(`jarvis mcp list` shows every server's status)", state.name,
+                                reason)
+
+    def failure(self, state: ServerState) -> str | None:
+        """Why the server is failing now, from this process or remembered on disk; else None."""
+        conn = state.connection
+        if conn is not None and conn.status == "failed":
+            return conn.error
+        if conn is not None and conn.status == "ready":
+            return None
+        remembered = read_failure(self.state_dir, state.name, state.key)
+        state.remembered = remembered
+        return remembered[0] if remembered else None
+
+    def _failure_note(self, state: ServerState) -> str | None:
+        reason = self.failure(state)
+        if reason and state.remembered and (state.connection is None
+                                            or state.connection.status != "failed"):
+            age = max(0, round(time.time() - state.remembered[1]))
+            left = max(0, round(FAILURE_TTL - age))
+            reason += (f" (remembered from {age} s ago: not retried for {left} s more, or "
+                       f"retry now with `jarvis mcp list`)")
+        return reason
+
+    def explain(self, key: str) -> str | None:
+        """Why the tool name `key` (SERVER__tool) is not available, when its server failed."""
+        for state in self.servers.values():
+            if state.enabled and key.startswith(state.name + SEPARATOR) and \
+                    not state.registered.get(key):
+                reason = self._failure_note(state)
+                if reason:
+                    return f"MCP server {state.name!r} is unavailable: {reason}"
+                if state.tools is not None:
+                    names = ", ".join(sorted(state.registered)) or "(none)"
+                    return f"MCP server {state.name!r} has no tool {key!r}; its tools: {names}"
+        return None
 
     # --- connecting ------------------------------------------------------------------
     def refresh(self, names: Iterable[str] | None = None) -> dict[str, str | None]:
@@ -175,16 +233,22 @@ class McpManager:
             try:
                 await state.connection.refresh_tools()
             except McpServerError as exc:
-                return exc.reason
+                reason = exc.reason
             except Exception as exc:  # noqa: BLE001 - the reason is shown by `jarvis mcp list`
-                return f"{type(exc).__name__}: {exc}"
-            return None
+                reason = f"{type(exc).__name__}: {exc}"
+            else:
+                state.remembered = None
+                clear_failure(self.state_dir, state.name, state.key)
+                return None
+            write_failure(self.state_dir, state.name, state.key, reason)
+            return reason
 
         results = await asyncio.gather(*(one(s) for s in targets))
         return {s.name: r for s, r in zip(targets, results, strict=True)}
 
     async def acall(self, server: str, remote: str, local: str,
-                    arguments: dict[str, Any], timeout: float) -> ToolResult:
+                    arguments: dict[str, Any], timeout: float,
+                    on_progress: Any = None) -> ToolResult:
         """Call a tool on the background loop and turn every outcome into a ToolResult."""
         from jarvis.mcp.results import to_tool_result
 
@@ -193,7 +257,9 @@ class McpManager:
             return ToolResult.failure(local, f"MCP server {server!r} is disabled in config.toml",
                                       ErrorType.TRANSPORT, mcp_server=server)
         try:
-            result = await connection.call(remote, arguments, timeout)
+            result = await connection.call(remote, arguments, timeout,
+                                           max_timeout=self.servers[server].config.max_timeout,
+                                           on_progress=on_progress)
         except McpServerError as exc:
             return ToolResult.failure(local, f"{exc}; the next call reconnects",
                                       ErrorType.TRANSPORT, mcp_server=server, mcp_tool=remote)
@@ -208,14 +274,15 @@ class McpManager:
         return to_tool_result(local, server, remote, result)
 
     def call(self, server: str, remote: str, local: str, arguments: dict[str, Any],
-             timeout: float) -> ToolResult:
+             timeout: float, on_progress: Any = None) -> ToolResult:
         """Blocking form of `acall` (for the executor's worker threads)."""
         if background_loop().in_loop():  # blocking here would wait on ourselves
             return ToolResult.failure(local, f"MCP tool {local} was called synchronously on the "
                                       f"MCP loop; use ainvoke", ErrorType.EXECUTION)
         config = self.servers[server].config
-        bound = config.connect_timeout + timeout + CALL_MARGIN
-        future = background_loop().submit(self.acall(server, remote, local, arguments, timeout))
+        bound = config.connect_timeout + call_bound(config, timeout) + CALL_MARGIN
+        future = background_loop().submit(self.acall(server, remote, local, arguments, timeout,
+                                                     on_progress))
         try:
             return future.result(bound)
         except TimeoutError:
@@ -246,6 +313,8 @@ class McpManager:
                 status, error = "failed", conn.error
             elif conn is not None and conn.status == "ready":
                 status, error = "connected", None
+            elif self.failure(state) is not None:
+                status, error = "failed", self._failure_note(state)
             elif state.tools is not None:
                 status, error = "cached", None
             else:
@@ -260,7 +329,8 @@ class McpManager:
             hidden = sorted(set(remote) - set(state.registered.values()))
             rows.append({
                 "name": state.name,
-                "transport": "http" if cfg.url else "stdio",
+                "transport": ("sse" if conn is not None and conn.sse else "http") if cfg.url
+                else "stdio",
                 "target": cfg.url or " ".join([cfg.command or "", *cfg.args]).strip(),
                 "enabled": state.enabled,
                 "status": status,
@@ -272,6 +342,13 @@ class McpManager:
                 "protocol_version": conn.protocol_version if conn else None,
             })
         return rows
+
+
+def call_bound(config: Any, timeout: float) -> float:
+    """How long one call may take in all: progress reports stretch `timeout` up to
+    `max_timeout`, and an elicitation can pause it (bounded here to an hour)."""
+    most = max(timeout, config.max_timeout)
+    return most + 3600.0 if getattr(config, "elicitation", False) else most
 
 
 def requires_confirmation(config: Any, tool: RemoteTool) -> bool:
@@ -352,5 +429,5 @@ def register_mcp_tools(config: Any) -> McpManager | None:
     manager = get_manager(config)
     manager.auto_register = True
     manager.load_cached()
-    ToolRegistry.set_on_demand(ON_DEMAND_SOURCE, manager.load_on_demand)
+    ToolRegistry.set_on_demand(ON_DEMAND_SOURCE, manager.load_on_demand, manager.explain)
     return manager

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
-from jarvis.core.types import ErrorType, ImageBlock, TextBlock, ToolResult
+from jarvis.core.types import ErrorType, ImageBlock, TextBlock, ToolResult, image_placeholder
 
 # Bounds on what one result may carry: a hostile or broken server must not flood the model's
 # context or memory (the executor cuts `content` further to its own output limit).
@@ -25,43 +26,92 @@ def _describe_blob(kind: str, mime: str | None, data: str, uri: str | None = Non
     return f"[{kind}{where} ({mime or 'unknown type'}), about {size} bytes, not shown]"
 
 
+BINARY_MIN_CHARS = 256  # a base64-looking string this long in structured content is binary
+_BASE64 = re.compile(r"^[A-Za-z0-9+/=\s_-]+$")
+
+
+def scrub_binary(value: Any, depth: int = 0) -> Any:
+    """`value` (structured content) with binary data replaced by short placeholders, so text
+    the model reads never carries base64: content items with `data` (image, audio), `blob`
+    resources and long base64-looking strings."""
+    if depth > 40:
+        return "[...]"
+    if isinstance(value, dict):
+        kind = value.get("type")
+        if isinstance(value.get("data"), str) and kind in ("image", "audio"):
+            return _describe_blob(str(kind), value.get("mimeType"), value["data"])
+        if isinstance(value.get("blob"), str):
+            return _describe_blob("resource", value.get("mimeType"), value["blob"],
+                                  value.get("uri"))
+        return {k: scrub_binary(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list):
+        return [scrub_binary(v, depth + 1) for v in value]
+    if isinstance(value, str) and len(value) >= BINARY_MIN_CHARS and " " not in value[:BINARY_MIN_CHARS] \
+            and _BASE64.match(value[:4096]):
+        return f"[binary data, about {len(value) * 3 // 4} bytes, not shown]"
+    return value
+
+
+def _mirrors_content(structured: Any) -> bool:
+    """Structured content that only repeats the content list (some servers send
+    `{"content": [...]}` as structured content too): nothing to add to the text."""
+    return isinstance(structured, dict) and set(structured) == {"content"} \
+        and isinstance(structured["content"], list)
+
+
 def to_tool_result(tool_name: str, server: str, remote: str, result: Any) -> ToolResult:
     """An MCP CallToolResult as a ToolResult: text and images as blocks, `isError` as a
-    failure, structured content kept in metadata."""
+    failure, structured content kept in metadata.
+
+    `content` (what a model reads as text) never holds binary data: an image is there as a
+    placeholder like `[image: image/png, 12 KB]` while its block carries the data (the agent
+    sends it to a model that takes images); structured content shown as text has its binary
+    parts replaced by placeholders.
+    """
     blocks: list[TextBlock | ImageBlock] = []
+    lines: list[str] = []
     image_chars = 0
+    has_text = False
     for item in result.content or []:
         kind = getattr(item, "type", None)
         if kind == "text":
+            has_text = True
             blocks.append(TextBlock(_cut(item.text)))
-        elif kind == "image":
+            lines.append(blocks[-1].text)
+            continue
+        if kind == "image":
             image_chars += len(item.data)
             if image_chars > MAX_IMAGE_CHARS:
                 blocks.append(TextBlock(_describe_blob("image", item.mime_type, item.data)
                                         .replace("not shown", "too large, not shown")))
             else:
                 blocks.append(ImageBlock(data=item.data, mimeType=item.mime_type))
+                lines.append(image_placeholder(blocks[-1]))
+                continue
         elif kind == "audio":
             blocks.append(TextBlock(_describe_blob("audio", item.mime_type, item.data)))
         elif kind == "resource":
             res = item.resource
             text = getattr(res, "text", None)
             if text is not None:
+                has_text = True
                 blocks.append(TextBlock(_cut(text)))
             else:
                 blocks.append(TextBlock(_describe_blob("resource", res.mime_type,
-                                                       getattr(res, "blob", ""), str(res.uri))))
+                                                       getattr(res, "blob", ""), str(res.uri))
+                                        + f" (read it with mcp_read_resource server={server!r} "
+                                          f"uri={str(res.uri)!r})"))
         elif kind == "resource_link":
-            blocks.append(TextBlock(f"[resource link {item.name}: {item.uri}]"))
+            blocks.append(TextBlock(f"[resource link {item.name}: {item.uri} (read it with "
+                                    f"mcp_read_resource server={server!r} uri={str(item.uri)!r})]"))
         else:
             blocks.append(TextBlock(f"[unsupported MCP content type {kind!r}]"))
-    texts = [b.text for b in blocks if isinstance(b, TextBlock)]
+        lines.append(blocks[-1].text)
     structured = result.structured_content
-    content = "\n".join(texts)
-    if not texts and structured is not None:
-        content = json.dumps(structured, ensure_ascii=False, default=str)
-    if not content and blocks:
-        content = "\n".join(f"[image ({b.mimeType})]" for b in blocks if isinstance(b, ImageBlock))
+    content = "\n".join(lines)
+    if not has_text and structured is not None and not _mirrors_content(structured):
+        shown = json.dumps(scrub_binary(structured), ensure_ascii=False, default=str)
+        content = "\n".join([shown, *lines]) if lines else shown
     metadata: dict[str, Any] = {"mcp_server": server, "mcp_tool": remote}
     if structured is not None:
         metadata["structured_content"] = structured
