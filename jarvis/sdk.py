@@ -298,6 +298,11 @@ class Jarvis:
         built = self.build_tools(tool_names, use_model) if tool_names else []
         agent_name = spec.name if spec is not None else agent_cls.agent_id
         engine = self.engine
+        if self.config.mcp.servers:
+            from jarvis.mcp.capabilities import set_sampling_engine
+
+            # MCP servers allowed to sample (`sampling = true`) get this run's engine and model.
+            set_sampling_engine(engine, use_model)
 
         from jarvis.runlog import new_run_id
         from jarvis.tools.executor import ToolExecutor

@@ -14,6 +14,8 @@ from waiting import wait_for
 
 SERVERS = Path(__file__).resolve().parent / "mcp_servers"
 TOOLBOX = SERVERS / "toolbox.py"
+FEATURES = SERVERS / "features.py"
+NODISCOVER = SERVERS / "nodiscover.py"
 
 
 def toml_value(value: Any) -> str:
@@ -71,6 +73,34 @@ class HttpToolbox:
             self.proc.wait(5)
 
 
+def features_server(*extra: str, **options: Any) -> dict[str, Any]:
+    """A [mcp.servers.X] table running the features server over stdio."""
+    return {"command": sys.executable, "args": [str(FEATURES), *extra], **options}
+
+
+class HttpFeatures:
+    """The features server on a free loopback port: streamable HTTP, or HTTP+SSE (`sse`),
+    optionally requiring a bearer `token`."""
+
+    def __init__(self, folder: Path, sse: bool = False, token: str | None = None) -> None:
+        port_file = folder / f"features-{'sse' if sse else 'http'}-{token or 'open'}.port"
+        args = [sys.executable, str(FEATURES), "--sse" if sse else "--http", str(port_file)]
+        if token:
+            args += ["--token", token]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        port = wait_for(lambda: port_file.exists() and port_file.read_text().strip(), timeout=20)
+        self.base = f"http://127.0.0.1:{int(port)}"
+        self.url = f"{self.base}/sse" if sse else f"{self.base}/mcp"
+
+    def close(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+
+
 def cli(args: list[str], env: dict[str, str], cwd: Path, timeout: float = 60,
         **kwargs: Any) -> subprocess.CompletedProcess[str]:
     """Run `jarvis ARGS` as a real subprocess."""
@@ -80,5 +110,5 @@ def cli(args: list[str], env: dict[str, str], cwd: Path, timeout: float = 60,
                           capture_output=True, text=True, timeout=timeout, **kwargs)
 
 
-__all__ = ["HttpToolbox", "SERVERS", "TOOLBOX", "cli", "os", "pid_alive", "stdio_server",
-           "write_config"]
+__all__ = ["FEATURES", "NODISCOVER", "HttpFeatures", "HttpToolbox", "SERVERS", "TOOLBOX", "cli",
+           "features_server", "os", "pid_alive", "stdio_server", "write_config"]

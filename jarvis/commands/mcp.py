@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from typing import Any
 
 import click
 
@@ -68,6 +69,127 @@ def list_servers(as_json: bool, cached: bool) -> None:
                 click.echo("  (no cached tool list; run without --cached to fetch it)")
     if any(row["status"] == "failed" for row in rows):
         sys.exit(1)
+
+
+def _manager_for(server: str) -> Any:
+    """The manager of the CLI's config, with `server` checked to be an enabled server."""
+    from jarvis.errors import UserError
+    from jarvis.mcp.manager import register_mcp_tools
+
+    manager = register_mcp_tools(load_cli_config())
+    state = manager.servers.get(server) if manager is not None else None
+    if state is None or not state.enabled:
+        known = ", ".join(sorted(n for n, s in (manager.servers.items() if manager else [])
+                                 if s.enabled)) or "(none)"
+        raise UserError(f"no enabled MCP server {server!r} in config.toml; enabled servers: {known}")
+    return manager
+
+
+def _ask(server: str, what: Any) -> Any:
+    """Run a request; an MCP failure becomes one line on stderr and exit 1."""
+    from jarvis.mcp.connection import McpCallError, McpCallTimeout, McpServerError
+
+    try:
+        return what()
+    except McpCallError as exc:
+        click.echo(f"error: MCP server {server!r} refused: {exc}", err=True)
+    except (McpServerError, McpCallTimeout) as exc:
+        click.echo(f"error: {exc}", err=True)
+    sys.exit(1)
+
+
+@mcp.command("resources")
+@click.argument("server")
+@click.option("--json", "as_json", is_flag=True, help="Print resources and templates as JSON.")
+def resources(server: str, as_json: bool) -> None:
+    """List the resources (and resource templates) MCP server SERVER offers.
+
+    \b
+    Example:
+      jarvis mcp resources files
+    """
+    from jarvis.mcp.resources import describe_resource
+
+    manager = _manager_for(server)
+    found = _ask(server, lambda: manager.resources(server))
+    rows = {"resources": [describe_resource(r) for r in found["resources"]],
+            "templates": [describe_resource(t) for t in found["templates"]]}
+    if as_json:
+        echo_json(rows)
+        return
+    for row in rows["resources"]:
+        about = row.get("description") or row.get("title") or row.get("name") or ""
+        mime = f" ({row['mimeType']})" if row.get("mimeType") else ""
+        click.echo(f"{row['uri']}{mime}  {about}".rstrip())
+    for row in rows["templates"]:
+        about = row.get("description") or row.get("title") or row.get("name") or ""
+        click.echo(f"{row['uriTemplate']}  [template]  {about}".rstrip())
+    if not rows["resources"] and not rows["templates"]:
+        click.echo(f"(MCP server {server!r} offers no resources)")
+
+
+@mcp.command("read")
+@click.argument("server")
+@click.argument("uri")
+@click.option("--json", "as_json", is_flag=True, help="Print the contents as JSON (blobs as base64).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None,
+              help="Write the (first) contents to this file, binary data decoded.")
+def read(server: str, uri: str, as_json: bool, output: str | None) -> None:
+    """Read resource URI of MCP server SERVER: text to stdout, binary described (or -o FILE).
+
+    \b
+    Example:
+      jarvis mcp read files file:///etc/hostname
+    """
+    import base64
+
+    manager = _manager_for(server)
+    result = _ask(server, lambda: manager.read_resource(server, uri))
+    contents = list(result.contents or [])
+    if as_json:
+        echo_json([c.model_dump(by_alias=True, exclude_none=True, mode="json") for c in contents])
+        return
+    if output is not None:
+        if not contents:
+            raise click.ClickException(f"resource {uri} is empty")
+        first = contents[0]
+        text = getattr(first, "text", None)
+        data = text.encode("utf-8") if text is not None else base64.b64decode(first.blob)
+        with open(output, "wb") as fh:
+            fh.write(data)
+        click.echo(f"wrote {len(data)} bytes to {output}", err=True)
+        return
+    for item in contents:
+        text = getattr(item, "text", None)
+        if text is not None:
+            click.echo(text)
+        else:
+            size = len(getattr(item, "blob", "") or "") * 3 // 4
+            click.echo(f"[binary {item.mime_type or 'data'}, {size} bytes: use -o FILE or --json]")
+
+
+@mcp.command("prompts")
+@click.argument("server")
+@click.option("--json", "as_json", is_flag=True, help="Print the prompts and their arguments as JSON.")
+def prompts(server: str, as_json: bool) -> None:
+    """List the prompts MCP server SERVER offers, with their arguments.
+
+    \b
+    Example:
+      jarvis mcp prompts files
+    """
+    manager = _manager_for(server)
+    found = _ask(server, lambda: manager.prompts(server))
+    rows = [p.model_dump(by_alias=True, exclude_none=True, mode="json") for p in found]
+    if as_json:
+        echo_json(rows)
+        return
+    for row in rows:
+        args = ", ".join(a["name"] + ("" if a.get("required") else "?")
+                         for a in row.get("arguments") or [])
+        click.echo(f"{row['name']}({args})  {row.get('description') or ''}".rstrip())
+    if not rows:
+        click.echo(f"(MCP server {server!r} offers no prompts)")
 
 
 @mcp.command("serve")

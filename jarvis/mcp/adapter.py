@@ -228,3 +228,83 @@ class McpAdapterTool(BaseTool):
         result = proxy.invoke(args)
         result.tool_name = "mcp_adapter"
         return result
+
+
+DEFAULT_RESOURCE_CHARS = 20_000
+MAX_RESOURCE_CHARS = 200_000
+
+
+@ToolRegistry.register("mcp_read_resource")
+class McpReadResourceTool(BaseTool):
+    """Read a resource of a configured MCP server by URI (e.g. a resource link a tool returned)."""
+
+    tool_id = "mcp_read_resource"
+
+    def __init__(self, config: Any = None) -> None:
+        self._config = config
+
+    @property
+    def spec(self) -> ToolSpec:
+        return ToolSpec(
+            name="mcp_read_resource",
+            description=(
+                "Read a resource of a configured MCP server by its URI, e.g. a resource link or "
+                "embedded resource that an MCP tool returned. Text comes back cut to "
+                "`max_chars`; images come back as images; other binary data is described, "
+                "not shown."),
+            parameters={
+                "type": "object",
+                "properties": {
+                    "server": {"type": "string", "description": "server name from config.toml",
+                               "maxLength": 64},
+                    "uri": {"type": "string", "description": "the resource's URI",
+                            "maxLength": 2048},
+                    "max_chars": {"type": "integer", "minimum": 1,
+                                  "maximum": MAX_RESOURCE_CHARS,
+                                  "description": f"most characters of text to return "
+                                                 f"(default {DEFAULT_RESOURCE_CHARS})"},
+                },
+                "required": ["server", "uri"],
+            },
+            category="integration",
+            metadata={"mcp_bridge": True, "mcp_annotations": {"readOnlyHint": True}},
+        )
+
+    def _manager(self) -> Any:
+        from jarvis.mcp.manager import active_manager, register_mcp_tools
+
+        if self._config is not None and self._config.mcp.servers:
+            return register_mcp_tools(self._config)
+        return active_manager()
+
+    def invoke(self, arguments: dict[str, Any], context: ToolContext | None = None) -> ToolResult:
+        return self.execute(**arguments)
+
+    def execute(self, server: str = "", uri: str = "", max_chars: int = DEFAULT_RESOURCE_CHARS,
+                **_: Any) -> ToolResult:
+        from jarvis.mcp.connection import McpCallError, McpCallTimeout, McpServerError
+        from jarvis.mcp.resources import resource_result
+
+        name = "mcp_read_resource"
+        manager = self._manager()
+        state = manager.servers.get(server) if manager is not None else None
+        if state is None or not state.enabled:
+            valid = ", ".join(sorted(n for n, s in (manager.servers.items() if manager else [])
+                                     if s.enabled)) or "(none)"
+            return ToolResult.failure(name, f"unknown or disabled MCP server {server!r}; enabled "
+                                      f"servers: {valid}", ErrorType.INVALID_ARGS)
+        if not uri or len(uri) > 2048:
+            return ToolResult.failure(name, "give the resource's `uri` (at most 2048 characters)",
+                                      ErrorType.INVALID_ARGS)
+        limit = max(1, min(int(max_chars or DEFAULT_RESOURCE_CHARS), MAX_RESOURCE_CHARS))
+        try:
+            result = manager.read_resource(server, uri)
+        except McpCallError as exc:
+            kind = ErrorType.INVALID_ARGS if exc.code in (-32602, -32002) else ErrorType.EXECUTION
+            return ToolResult.failure(name, f"MCP server {server!r} could not read {uri!r}: {exc}",
+                                      kind, mcp_server=server)
+        except McpCallTimeout as exc:
+            return ToolResult.failure(name, str(exc), ErrorType.TIMEOUT, mcp_server=server)
+        except McpServerError as exc:
+            return ToolResult.failure(name, str(exc), ErrorType.TRANSPORT, mcp_server=server)
+        return resource_result(name, server, uri, result, limit)

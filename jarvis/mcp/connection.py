@@ -29,6 +29,7 @@ MAX_TOOLS = 2000
 STOP_TIMEOUT = 6.0  # the SDK's stdio shutdown waits up to ~4 s for a stuck server
 STDERR_TAIL_CHARS = 600
 DISCOVER_PROBE_SECONDS = 3.0
+_BACKGROUND: set[asyncio.Task[Any]] = set()
 
 
 class McpServerError(Exception):
@@ -369,7 +370,11 @@ class ServerConnection:
         session.dropped = reason
         self.status = "failed"
         self.error = reason
-        asyncio.get_running_loop().create_task(self._stop_session(session, wait=True))
+        # Keep a reference: asyncio holds tasks weakly, and a collected stop task would leave
+        # the server running.
+        task = asyncio.get_running_loop().create_task(self._stop_session(session, wait=True))
+        _BACKGROUND.add(task)
+        task.add_done_callback(_BACKGROUND.discard)
 
     # --- tool lists ----------------------------------------------------------------
     async def _fetch_tools(self, client: Any) -> list[RemoteTool]:

@@ -99,9 +99,14 @@ class BackgroundLoop:
 
         try:
             self.submit(close_all()).result(timeout)
-        except Exception:  # noqa: BLE001 - exiting anyway; the per-server sweep still ran where it could
+        except Exception:  # noqa: BLE001 - exiting anyway; the sweep below still runs
             pass
         loop.call_soon_threadsafe(loop.stop)
+        # A server whose polite close did not finish in time (stuck, ignoring SIGTERM, or a
+        # stop still under way for a call that timed out) must not outlive us with parent 1.
+        from jarvis.mcp.procs import sweep_live
+
+        sweep_live()
 
 
 _LOOP = BackgroundLoop()

@@ -290,6 +290,37 @@ class McpManager:
             return ToolResult.failure(local, f"MCP server {server!r} did not answer {remote!r} "
                                       f"within {bound:g} s", ErrorType.TIMEOUT, mcp_server=server)
 
+    # --- resources and prompts -------------------------------------------------------
+    def _run(self, server: str, make: Any, timeout: float) -> Any:
+        """Run `make(connection)` on the loop, bounded; McpServerError/McpCallError pass out."""
+        state = self.servers.get(server)
+        if state is None or state.connection is None:
+            known = ", ".join(sorted(n for n, s in self.servers.items() if s.enabled)) or "(none)"
+            raise McpServerError(server, f"no such enabled MCP server; enabled servers: {known}")
+        bound = state.config.connect_timeout + timeout + CALL_MARGIN
+        try:
+            return background_loop().run(make(state.connection), timeout=bound)
+        except TimeoutError:
+            raise McpCallTimeout(f"MCP server {server!r} did not answer within {timeout:g} s") from None
+
+    def resources(self, server: str) -> dict[str, list[Any]]:
+        """The server's resources and resource templates (SDK objects)."""
+        timeout = self.servers[server].config.timeout if server in self.servers else 30.0
+        return self._run(server, lambda c: c.list_resources(timeout), timeout)
+
+    def read_resource(self, server: str, uri: str) -> Any:
+        """The SDK's ReadResourceResult for `uri`."""
+        timeout = self.servers[server].config.timeout if server in self.servers else 30.0
+        return self._run(server, lambda c: c.read_resource(uri, timeout), timeout)
+
+    def prompts(self, server: str) -> list[Any]:
+        timeout = self.servers[server].config.timeout if server in self.servers else 30.0
+        return self._run(server, lambda c: c.list_prompts(timeout), timeout)
+
+    def get_prompt(self, server: str, name: str, arguments: dict[str, str]) -> Any:
+        timeout = self.servers[server].config.timeout if server in self.servers else 30.0
+        return self._run(server, lambda c: c.get_prompt(name, arguments, timeout), timeout)
+
     async def aclose(self) -> None:
         conns = [s.connection for s in self.servers.values() if s.connection is not None]
         await asyncio.gather(*(c.close() for c in conns), return_exceptions=True)

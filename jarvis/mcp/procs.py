@@ -17,9 +17,24 @@ from pathlib import Path
 
 MARKER_VAR = "JARVIS_MCP_SERVER_TOKEN"
 
+# Tokens of the stdio servers started by this process whose trees were not swept yet: at exit,
+# whatever still carries one is killed, even when a polite close ran out of time.
+LIVE: set[str] = set()
+
 
 def new_token() -> str:
-    return uuid.uuid4().hex
+    token = uuid.uuid4().hex
+    LIVE.add(token)
+    return token
+
+
+def sweep_live(grace: float = 0.3) -> list[int]:
+    """Kill every process still carrying a token of this process (at exit)."""
+    killed: list[int] = []
+    for token in list(LIVE):
+        killed.extend(kill_tree(token, grace))
+        LIVE.discard(token)
+    return killed
 
 
 def pids_with_token(token: str) -> list[int]:
@@ -71,6 +86,7 @@ async def akill_tree(token: str, grace: float = 0.5) -> list[int]:
     (no worker thread: this also runs while the interpreter exits)."""
     import asyncio
 
+    LIVE.discard(token)
     pids = pids_with_token(token)
     for pid in pids:
         _signal(pid, signal.SIGTERM)

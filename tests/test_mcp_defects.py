@@ -1,0 +1,193 @@
+"""Issue 15's MCP defects, each against real SDK-written servers (see tests/mcp_servers)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from mcp_support import (
+    NODISCOVER,
+    HttpFeatures,
+    cli,
+    features_server,
+    pid_alive,
+    stdio_server,
+    write_config,
+)
+
+from jarvis.core.config import load_config
+from jarvis.core.registry import ToolRegistry
+from jarvis.core.types import ImageBlock
+from jarvis.mcp.manager import McpManager
+from jarvis.tools.executor import ToolExecutor
+
+
+def manager_for(folder: Path, servers: dict) -> McpManager:
+    return McpManager(load_config(write_config(folder, servers)))
+
+
+def run(manager: McpManager, name: str, arguments: dict):
+    manager.register_known()
+    tool = ToolRegistry.get(name)
+    return ToolExecutor([tool]).execute({"name": name, "arguments": arguments})
+
+
+# 1. Binary content never goes into model text.
+def test_media_file_image_is_a_block_and_a_placeholder_never_base64(tmp_path: Path) -> None:
+    manager = manager_for(tmp_path, {"fs": features_server()})
+    try:
+        assert manager.refresh() == {"fs": None}
+        result = run(manager, "fs__read_media_file", {"path": "cat.png"})
+    finally:
+        manager.close()
+    assert result.success, result.content
+    # The server repeats the image as structured content (like server-filesystem): that used
+    # to become the text, ~5 KB of base64.
+    assert result.content == "[image: image/png, 4 KB]"
+    images = [b for b in result.blocks if isinstance(b, ImageBlock)]
+    assert len(images) == 1 and len(images[0].data) > 5000 and images[0].mimeType == "image/png"
+
+
+# 3. The SDK's loggers: one line on stderr, never a traceback.
+def test_junk_on_stdout_is_one_line_not_a_traceback(tmp_path: Path, cli_env) -> None:
+    write_config(tmp_path, {"junk": features_server("--junk")})
+    proc = cli(["tools", "run", "junk__read_media_file", '{"path": "x"}'], cli_env, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "[image: image/png, 4 KB]" in proc.stdout
+    assert "Traceback" not in proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if "JSONRPC" in line or "JSON" in line]
+    assert lines and all(line.startswith("jarvis: mcp: ") for line in lines), proc.stderr
+    debug = cli(["tools", "run", "junk__read_media_file", '{"path": "x"}'],
+                {**cli_env, "JARVIS_DEBUG": "1"}, tmp_path)
+    assert "Traceback" in debug.stderr  # debug shows more
+
+
+# 4. A server that never answers server/discover: the initialize handshake, automatically.
+def test_server_that_never_answers_discover_connects_with_the_handshake(tmp_path: Path) -> None:
+    log = tmp_path / "methods.log"
+    manager = manager_for(tmp_path, {"old": {"command": sys.executable,
+                                             "args": [str(NODISCOVER), "--label", "old"],
+                                             "env": {"NODISCOVER_LOG": str(log)}}})
+    try:
+        start = time.monotonic()
+        assert manager.refresh() == {"old": None}
+        assert time.monotonic() - start < 8.0  # the default connect_timeout is 10 s
+        connection = manager.servers["old"].connection
+        assert connection.protocol_version.startswith("20")
+        assert connection.legacy  # remembered: a reconnect skips the probe
+        assert run(manager, "old__echo", {"text": "hi"}).content == "hi"
+    finally:
+        manager.close()
+    methods = log.read_text().split()
+    assert methods.count("initialize") == 1
+    assert methods.count("tools/list") == 1  # one listing per connection, not two
+
+
+# 5. A failing server: the real reason, once, quickly; remembered for a while.
+def test_failed_server_says_why_and_is_remembered(tmp_path: Path, cli_env) -> None:
+    write_config(tmp_path, {"slow": {"command": sys.executable,
+                                     "args": ["-c", "import time; time.sleep(60)"],
+                                     "connect_timeout": 2}})
+    start = time.monotonic()
+    first = cli(["tools", "run", "slow__anything", "{}"], cli_env, tmp_path)
+    took = time.monotonic() - start
+    assert first.returncode != 0
+    assert "did not finish connecting within 2 s" in first.stderr
+    assert "unknown tool" not in first.stderr
+    assert first.stderr.count("did not finish connecting") == 1, first.stderr
+    assert took < 9.0, took  # one attempt (2 s + stopping the server), not two
+
+    start = time.monotonic()
+    again = cli(["tools", "run", "slow__anything", "{}"], cli_env, tmp_path)
+    assert time.monotonic() - start < 2.0  # remembered: no new attempt
+    assert "did not finish connecting" in again.stderr and "remembered" in again.stderr
+
+    listed = cli(["mcp", "list", "--cached", "--json"], cli_env, tmp_path)
+    row = json.loads(listed.stdout)[0]
+    assert row["status"] == "failed" and "remembered" in row["error"]
+
+
+# 6. A stdio server whose call timed out does not outlive jarvis.
+def test_timed_out_server_tree_is_killed_when_jarvis_exits(tmp_path: Path, cli_env) -> None:
+    pids = tmp_path / "pids.txt"
+    write_config(tmp_path, {"tb": stdio_server("tb", "--touch", str(pids), timeout=1,
+                                               tool_timeouts={"hang": 1})})
+    spawned = cli(["tools", "run", "tb__spawn_child", "{}"], cli_env, tmp_path)
+    child = int(spawned.stdout.strip())
+    proc = cli(["tools", "run", "tb__hang", "{}"], cli_env, tmp_path)
+    assert proc.returncode == 1 and "did not answer 'hang'" in proc.stderr
+    servers = [int(p) for p in pids.read_text().split()]
+    assert len(servers) == 2
+    for pid in [*servers, child]:
+        assert not pid_alive(pid), f"process {pid} outlived jarvis"
+
+
+# 7. The older HTTP+SSE transport.
+@pytest.fixture(scope="module")
+def sse_server(tmp_path_factory: pytest.TempPathFactory):
+    server = HttpFeatures(tmp_path_factory.mktemp("sse"), sse=True)
+    yield server
+    server.close()
+
+
+def test_sse_server_by_url_and_by_setting(tmp_path: Path, sse_server: HttpFeatures) -> None:
+    manager = manager_for(tmp_path, {
+        "auto": {"url": sse_server.url},  # ends in /sse: detected
+        "told": {"url": sse_server.url, "transport": "sse"},
+    })
+    try:
+        assert manager.refresh() == {"auto": None, "told": None}
+        rows = {r["name"]: r for r in manager.status()}
+        assert rows["auto"]["transport"] == "sse" and rows["told"]["transport"] == "sse"
+        manager.register_known()
+        assert "auto__read_media_file" in manager.tool_names("auto")
+        assert run(manager, "told__slow", {"steps": 1, "delay": 0}).content == "done after 1 steps"
+    finally:
+        manager.close()
+
+
+def test_streamable_http_falls_back_to_sse_when_the_server_does_not_know_it(
+        tmp_path: Path, sse_server: HttpFeatures) -> None:
+    # The SSE app answers a POST to /sse with 405: that is an older server, not an error.
+    url = sse_server.url + "/"  # no longer ends in "/sse": nothing to detect from the URL
+    manager = manager_for(tmp_path, {"old": {"url": url}})
+    try:
+        reasons = manager.refresh()
+        assert reasons == {"old": None}, reasons
+        assert manager.servers["old"].connection.sse
+    finally:
+        manager.close()
+
+
+# 8. A 401 says 401 and what to set.
+def test_401_names_the_status_and_the_header_to_set(tmp_path: Path, monkeypatch) -> None:
+    server = HttpFeatures(tmp_path, token="s3cret-token")
+    try:
+        manager = manager_for(tmp_path, {"locked": {"url": server.url}})
+        try:
+            reason = manager.refresh()["locked"]
+        finally:
+            manager.close()
+        assert "HTTP 401 Unauthorized" in reason and "headers" in reason
+        assert "Authorization" in reason and "mcp.servers.locked" in reason
+        monkeypatch.setenv("FEATURES_TOKEN", "s3cret-token")
+        manager = manager_for(tmp_path, {"locked": {
+            "url": server.url, "headers": {"Authorization": "Bearer $FEATURES_TOKEN"}}})
+        try:
+            assert manager.refresh() == {"locked": None}
+        finally:
+            manager.close()
+    finally:
+        server.close()
+
+
+def test_sse_server_is_reachable_from_a_subprocess_cli(tmp_path: Path, cli_env,
+                                                       sse_server: HttpFeatures) -> None:
+    write_config(tmp_path, {"old": {"url": sse_server.url}})
+    proc = cli(["mcp", "list"], cli_env, tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "old  [connected]  sse:" in proc.stdout
+    assert "Not Found" not in proc.stdout
