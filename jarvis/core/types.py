@@ -184,7 +184,13 @@ def image_placeholder(block: ImageBlock) -> str:
 
     Binary data never goes into text a model reads; this placeholder does instead.
     """
-    return f"[image: {block.mimeType}, {human_size(len(block.data) * 3 // 4)}]"
+    return f"[image: {block.mimeType}, {human_size(base64_size(block.data))}]"
+
+
+def base64_size(data: str) -> int:
+    """How many bytes base64 text decodes to (without decoding it)."""
+    tail = data[-2:] if len(data) >= 2 else data
+    return max(0, len(data) * 3 // 4 - tail.count("="))
 
 
 def parts_text(parts: list[Block]) -> str:
