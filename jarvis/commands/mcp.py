@@ -143,6 +143,8 @@ def read(server: str, uri: str, as_json: bool, output: str | None) -> None:
     """
     import base64
 
+    from jarvis.core.types import base64_size
+
     manager = _manager_for(server)
     result = _ask(server, lambda: manager.read_resource(server, uri))
     contents = list(result.contents or [])
@@ -164,7 +166,7 @@ def read(server: str, uri: str, as_json: bool, output: str | None) -> None:
         if text is not None:
             click.echo(text)
         else:
-            size = len(getattr(item, "blob", "") or "") * 3 // 4
+            size = base64_size(getattr(item, "blob", "") or "")
             click.echo(f"[binary {item.mime_type or 'data'}, {size} bytes: use -o FILE or --json]")
 
 

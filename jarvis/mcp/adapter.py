@@ -240,8 +240,9 @@ class McpReadResourceTool(BaseTool):
 
     tool_id = "mcp_read_resource"
 
-    def __init__(self, config: Any = None) -> None:
+    def __init__(self, config: Any = None, manager: Any = None) -> None:
         self._config = config
+        self._given = manager  # an McpManager to use instead of the config's (SDK, tests)
 
     @property
     def spec(self) -> ToolSpec:
@@ -271,6 +272,8 @@ class McpReadResourceTool(BaseTool):
         )
 
     def _manager(self) -> Any:
+        if self._given is not None:
+            return self._given
         from jarvis.mcp.manager import active_manager, register_mcp_tools
 
         if self._config is not None and self._config.mcp.servers:

@@ -51,7 +51,8 @@ def roots_of(config: Any) -> list[Path]:
     for settings in (config.tools.settings or {}).values():
         if not isinstance(settings, dict):
             continue
-        for value in settings.get("allowed_dirs") or ():
+        dirs = settings.get("allowed_dirs") or ()
+        for value in [dirs] if isinstance(dirs, str) else dirs:
             path = (base / str(value)).resolve()
             if path not in roots:
                 roots.append(path)

@@ -97,6 +97,11 @@ def blob() -> bytes:
     return b"\x00\x01binary" * 50
 
 
+@app.resource("images://pixel", name="pixel", mime_type="image/png")
+def pixel() -> bytes:
+    return PNG
+
+
 @app.resource("notes://item/{item_id}", name="item", mime_type="text/plain")
 def item(item_id: str) -> str:
     return f"item {item_id}"

@@ -1,0 +1,216 @@
+"""MCP beyond tools: resources and prompts, progress, and the client capabilities (roots,
+sampling, elicitation), against the features server (official SDK) on both protocol eras."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from mcp_support import cli, features_server, write_config
+
+from jarvis.core.config import load_config
+from jarvis.core.events import EventBus, EventType
+from jarvis.core.registry import ToolRegistry
+from jarvis.core.types import ErrorType, ImageBlock
+from jarvis.mcp.capabilities import set_sampling_engine
+from jarvis.mcp.manager import McpManager
+from jarvis.testing import FakeOpenAIServer, ScriptedEngine, reply, tool_call
+from jarvis.tools.executor import ToolExecutor
+from jarvis.tools.mcp_adapter import McpReadResourceTool
+
+
+@pytest.fixture
+def manager(tmp_path: Path):
+    (tmp_path / "docs").mkdir()
+    path = write_config(tmp_path, {
+        "f": features_server(timeout=1, max_timeout=4, sampling=True),
+        "old": features_server(protocol="legacy", sampling=True),  # the handshake era: server-to-client requests
+        "plain": features_server(roots=False),  # sampling off by default
+    }, extra='[tools.file_read]\nallowed_dirs = ["docs"]\n')
+    made = McpManager(load_config(path))
+    assert made.refresh() == {"f": None, "old": None, "plain": None}
+    made.register_known()
+    yield made
+    made.close()
+    set_sampling_engine(None)
+
+
+def run(name: str, arguments: dict, bus: EventBus | None = None):
+    tool = ToolRegistry.get(name)
+    return ToolExecutor([tool], bus=bus).execute({"name": name, "arguments": arguments})
+
+
+# --- progress ------------------------------------------------------------------------------
+def test_progress_goes_to_the_event_bus_and_keeps_a_call_alive(manager: McpManager) -> None:
+    bus = EventBus()
+    seen: list[dict] = []
+    bus.subscribe(EventType.TOOL_PROGRESS, lambda e: seen.append(e.data))
+    # 6 steps of 0.4 s: 2.4 s in all, more than the 1 s timeout, each step reported.
+    result = run("f__slow", {"steps": 6, "delay": 0.4}, bus)
+    assert result.success, result.content
+    assert result.content == "done after 6 steps"
+    assert [d["progress"] for d in seen] == [1, 2, 3, 4, 5, 6]
+    assert seen[0]["total"] == 6 and seen[0]["message"] == "step 1"
+    assert seen[0]["tool"] == "f__slow" and seen[0]["call_id"]
+
+
+def test_progress_cannot_stretch_a_call_past_max_timeout(manager: McpManager) -> None:
+    start = time.monotonic()
+    result = run("f__slow", {"steps": 50, "delay": 0.3})
+    took = time.monotonic() - start
+    assert not result.success and result.error_type is ErrorType.TIMEOUT
+    assert "max_timeout is 4 s" in result.content
+    assert 3.5 < took < 8.0
+    assert run("f__slow", {"steps": 1, "delay": 0}).success  # reconnected
+
+
+def test_progress_is_shown_on_stderr_by_the_cli(tmp_path: Path, cli_env) -> None:
+    write_config(tmp_path, {"f": features_server()})
+    proc = cli(["tools", "run", "f__slow", '{"steps": 2, "delay": 0.05}'], cli_env, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "done after 2 steps"
+    assert "[progress] f__slow 1/2 step 1" in proc.stderr
+    assert "[progress] f__slow 2/2 step 2" in proc.stderr
+
+
+# --- resources and prompts -----------------------------------------------------------------
+def test_resources_read_and_prompts_on_the_cli(tmp_path: Path, cli_env) -> None:
+    write_config(tmp_path, {"f": features_server()})
+    listed = cli(["mcp", "resources", "f"], cli_env, tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    assert "notes://readme (text/plain)  The read-me note." in listed.stdout
+    assert "notes://item/{item_id}  [template]" in listed.stdout
+    as_json = json.loads(cli(["mcp", "resources", "f", "--json"], cli_env, tmp_path).stdout)
+    assert {r["uri"] for r in as_json["resources"]} >= {"notes://readme", "data://blob"}
+
+    text = cli(["mcp", "read", "f", "notes://readme"], cli_env, tmp_path)
+    assert text.returncode == 0 and text.stdout.startswith("Read me first.")
+    templated = cli(["mcp", "read", "f", "notes://item/42"], cli_env, tmp_path)
+    assert templated.stdout.strip() == "item 42"
+    blob = cli(["mcp", "read", "f", "data://blob"], cli_env, tmp_path)
+    assert blob.stdout.startswith("[binary application/octet-stream, 400 bytes")
+    out = tmp_path / "blob.bin"
+    saved = cli(["mcp", "read", "f", "data://blob", "-o", str(out)], cli_env, tmp_path)
+    assert saved.returncode == 0 and out.read_bytes() == b"\x00\x01binary" * 50
+
+    missing = cli(["mcp", "read", "f", "notes://nope"], cli_env, tmp_path)
+    assert missing.returncode == 1 and "Traceback" not in missing.stderr
+    assert missing.stderr.startswith("error: MCP server 'f' refused:")
+    unknown = cli(["mcp", "resources", "nosuch"], cli_env, tmp_path)
+    assert unknown.returncode != 0 and "no enabled MCP server 'nosuch'" in unknown.stderr
+    assert "Traceback" not in unknown.stderr
+
+    prompts = cli(["mcp", "prompts", "f"], cli_env, tmp_path)
+    assert prompts.returncode == 0 and "greet(name)  Greet someone by name." in prompts.stdout
+
+
+def test_read_resource_tool_is_bounded_and_keeps_images(manager: McpManager) -> None:
+    tool = McpReadResourceTool(manager=manager)
+    readme = tool.execute(server="f", uri="notes://readme")
+    assert readme.success and readme.content.startswith("Read me first.")
+    huge = tool.execute(server="f", uri="notes://huge", max_chars=1000)
+    assert huge.success and len(huge.content) < 1200 and "299000 characters cut" in huge.content
+    capped = tool.execute(server="f", uri="notes://huge", max_chars=10**9)
+    assert len(capped.content) < 201_000  # the tool's own maximum applies
+    blob = tool.execute(server="f", uri="data://blob")
+    assert "binary resource data://blob" in blob.content and "AAEB" not in blob.content
+    pixel = tool.execute(server="f", uri="images://pixel")
+    assert pixel.content == "[image: image/png, 70 B]"
+    assert isinstance(pixel.blocks[0], ImageBlock)
+    bad = tool.execute(server="nosuch", uri="x://y")
+    assert not bad.success and bad.error_type is ErrorType.INVALID_ARGS
+    missing = tool.execute(server="f", uri="notes://nope")
+    assert not missing.success and "could not read" in missing.content
+    # A resource link in a tool result names the tool that reads it.
+    linked = run("f__attachments", {})
+    assert "mcp_read_resource server='f' uri='notes://readme'" in linked.content
+
+
+# --- client capabilities -------------------------------------------------------------------
+@pytest.mark.parametrize("server", ["f", "old"])
+def test_roots_are_the_workspace_and_allowed_dirs(manager: McpManager, server: str) -> None:
+    result = run(f"{server}__show_roots", {})
+    assert result.success, result.content
+    base = manager.base_dir.resolve()
+    assert result.content.split("\n") == [base.as_uri(), (base / "docs").as_uri()]
+    refused = run("plain__show_roots", {})
+    assert not refused.success  # roots = false: the capability is not declared
+
+
+def test_sampling_is_answered_by_the_engine_only_where_allowed(manager: McpManager) -> None:
+    engine = ScriptedEngine(["blue, of course", "green"])
+    set_sampling_engine(engine, "m")
+    allowed = run("f__ask_model", {"question": "favourite colour?"})
+    assert allowed.success and allowed.content == "model said: blue, of course"
+    assert engine.calls[0]["messages"] == [{"role": "user", "content": "favourite colour?"}]
+    assert engine.calls[0]["max_tokens"] == 50
+    old = run("old__ask_model", {"question": "and now?"})  # a handshake-era session
+    assert old.content == "model said: green"
+    denied = run("plain__ask_model", {"question": "favourite colour?"})
+    assert not denied.success and len(engine.calls) == 2  # off by default: never asked
+    set_sampling_engine(None)
+    nobody = run("f__ask_model", {"question": "x"})
+    assert not nobody.success and "no engine" in nobody.content
+
+
+def test_sampling_uses_the_engine_of_the_running_ask(tmp_path: Path) -> None:
+    from jarvis.engine.openai_compat import OpenAICompatEngine
+    from jarvis.sdk import Jarvis
+
+    path = write_config(tmp_path, {"f": features_server(sampling=True)})
+    script = [reply(tool_calls=[tool_call("f__ask_model", {"question": "Say hi"})]),
+              reply("hi from the engine"),  # the server's sampling request
+              reply("The server's model said hi.")]
+    with FakeOpenAIServer(script, models=["m"]) as server:
+        engine = OpenAICompatEngine("vllm", server.url, model="m", client="http")
+        with Jarvis(config_path=path, engine=engine) as j:
+            result = j.ask_full("ask the server", agent="orchestrator", tools=["f__ask_model"])
+        engine.close()
+        requests = server.requests
+    set_sampling_engine(None)
+    assert result["tool_results"][0]["content"] == "model said: hi from the engine"
+    assert requests[1]["messages"] == [{"role": "user", "content": "Say hi"}]
+    assert result["content"] == "The server's model said hi."
+
+
+def test_elicitation_is_refused_when_nobody_can_answer(manager: McpManager) -> None:
+    assert run("f__ask_user", {}).content == "user declined"
+    assert run("old__ask_user", {}).content == "user declined"
+
+
+def test_elicitation_is_asked_on_the_terminal(tmp_path: Path, cli_env) -> None:
+    write_config(tmp_path, {"f": features_server()})
+    master, slave = pty.openpty()
+    env = {**cli_env, "PYTHONUNBUFFERED": "1"}
+    env.pop("CI", None)
+    proc = subprocess.Popen([sys.executable, "-m", "jarvis.cli", "tools", "run", "f__ask_user",
+                             "{}"], stdin=slave, stderr=slave, stdout=subprocess.PIPE,
+                            cwd=tmp_path, env=env)
+    os.close(slave)
+    seen = b""
+    answers = [(b"Answer?", b"y\n"), (b"favourite colour", b"teal\n")]
+    deadline = time.monotonic() + 60
+    try:
+        while answers and time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 1.0)
+            if not ready:
+                continue
+            try:
+                seen += os.read(master, 4096)
+            except OSError:
+                break
+            if answers[0][0] in seen:
+                os.write(master, answers.pop(0)[1])
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+        os.close(master)
+    assert b"MCP server 'f' asks: What is your favourite colour?" in seen
+    assert out.decode().strip() == "user said: teal"
