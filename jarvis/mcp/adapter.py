@@ -61,6 +61,8 @@ class McpTool(BaseTool):
             metadata["mcp_annotations"] = dict(remote.annotations)
         if remote.output_schema:
             metadata["output_schema"] = remote.output_schema
+        if remote.title:
+            metadata["title"] = remote.title
         self._spec = ToolSpec(
             name=local_name,
             description=description,

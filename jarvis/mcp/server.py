@@ -74,15 +74,20 @@ def select_tools(config: Any, names: list[str] | None) -> tuple[list[BaseTool], 
     return tools, set()
 
 
-def build_server(tools: list[BaseTool], executor: ToolExecutor, name: str = "jarvis") -> Any:
-    """An SDK low-level Server whose tools/list and tools/call are the given jarvis tools."""
+def build_server(tools: list[BaseTool], executor: ToolExecutor, name: str = "jarvis",
+                 memory: Any = None) -> Any:
+    """An SDK low-level Server whose tools/list and tools/call are the given jarvis tools
+    (with titles, behaviour hints and output schemas: see jarvis.mcp.served); with `memory`
+    (a MemoryResources), jarvis's memory documents are its resources."""
     from mcp.server import Server
     from mcp.types import CallToolResult, ListToolsResult, TextContent, Tool
 
     from jarvis.mcp.results import to_call_tool_result
+    from jarvis.mcp.served import structured_for, tool_entry
 
-    listed = [Tool.model_validate(t.spec.to_mcp_tool()) for t in tools]
+    listed = [Tool.model_validate(tool_entry(t.spec)) for t in tools]
     schemas = {t.name: t.input_schema for t in listed}
+    has_output = {t.name for t in listed if t.output_schema}
 
     async def list_tools(ctx: Any, params: Any) -> Any:
         return ListToolsResult(tools=listed)
@@ -95,10 +100,43 @@ def build_server(tools: list[BaseTool], executor: ToolExecutor, name: str = "jar
         except Exception as exc:  # noqa: BLE001 - the executor should not raise; never crash the server
             return CallToolResult(content=[TextContent(type="text", text=f"{type(exc).__name__}: {exc}")],
                                   is_error=True)
+        structured = structured_for(result, params.name in has_output)
+        if structured is not None:
+            result.metadata["structured_content"] = structured
         return to_call_tool_result(result)
 
+    handlers: dict[str, Any] = {}
+    if memory is not None:
+        handlers = _memory_handlers(memory)
     return Server(name, version=_version(), on_list_tools=list_tools, on_call_tool=call_tool,
-                  get_tool_input_schema=schemas.get)
+                  get_tool_input_schema=schemas.get, **handlers)
+
+
+def _memory_handlers(memory: Any) -> dict[str, Any]:
+    """resources/list and resources/read over jarvis's memory (store access in a thread)."""
+    import anyio
+    from mcp.shared.exceptions import MCPError
+    from mcp.types import ListResourcesResult, ReadResourceResult, Resource, TextResourceContents
+
+    async def list_resources(ctx: Any, params: Any) -> Any:
+        rows = await anyio.to_thread.run_sync(memory.list)
+        return ListResourcesResult(resources=[Resource.model_validate(r) for r in rows])
+
+    async def read_resource(ctx: Any, params: Any) -> Any:
+        uri = str(params.uri)
+        text = await anyio.to_thread.run_sync(memory.read, uri)
+        if text is None:
+            raise MCPError(code=-32002, message=f"no such resource: {uri}")
+        return ReadResourceResult(contents=[TextResourceContents(uri=uri, text=text,
+                                                                 mime_type="text/plain")])
+
+    return {"on_list_resources": list_resources, "on_read_resource": read_resource}
+
+
+def _memory_resources(config: Any) -> Any:
+    from jarvis.mcp.served import MemoryResources
+
+    return MemoryResources(config)
 
 
 def _version() -> str:
@@ -130,7 +168,8 @@ def run_stdio(tools: list[BaseTool], config: Any, approved: set[str]) -> None:
     import anyio
     from mcp.server.stdio import stdio_server
 
-    server = build_server(tools, make_executor(tools, config, approved))
+    server = build_server(tools, make_executor(tools, config, approved),
+                          memory=_memory_resources(config))
     _announce(tools, "stdio")
 
     async def main() -> None:
@@ -207,7 +246,8 @@ def run_http(tools: list[BaseTool], config: Any, approved: set[str], host: str, 
     except UserError as exc:
         reason = str(exc).split(";")[0]
         raise UserError(f"{reason}; pick another --http HOST:PORT") from None
-    server = build_server(tools, make_executor(tools, config, approved))
+    server = build_server(tools, make_executor(tools, config, approved),
+                          memory=_memory_resources(config))
     app = http_app(server, host, api_key, config)
     _announce(tools, f"{url_of(sock)}/mcp")
     try:

@@ -367,6 +367,28 @@ class SQLiteMemory:
                 "GROUP BY source ORDER BY sum(chunk_count) DESC, source LIMIT ?", (limit,))
             return [{"source": s, "documents": d, "chunks": c, "chars": n} for s, d, c, n in rows]
 
+    def documents(self, limit: int = 1000) -> list[dict[str, Any]]:
+        """The newest stored documents: id, source, kind, chars, created_at (no text)."""
+        with self._reader() as conn:
+            rows = conn.execute(
+                "SELECT id, source, kind, chars, created_at FROM documents "
+                "ORDER BY created_at DESC, id LIMIT ?", (max(0, int(limit)),))
+            return [{"id": i, "source": s, "kind": k, "chars": c, "created_at": t}
+                    for i, s, k, c, t in rows]
+
+    def document(self, doc_id: str) -> str | None:
+        """A stored document's text (rebuilt from its chunks), or None if there is none."""
+        with self._reader() as conn:
+            if conn.execute("SELECT 1 FROM documents WHERE id = ?", (doc_id,)).fetchone() is None:
+                return None
+            rows = conn.execute("SELECT start, content FROM chunks WHERE doc_id = ? "
+                                "ORDER BY chunk_index", (doc_id,)).fetchall()
+        text = ""
+        for start, content in rows:
+            # Chunks overlap; each one is the document's text from its `start` on.
+            text = text[:start] + content if start is not None else text + content
+        return text
+
     def file_hash(self, source: str) -> tuple[str, str] | None:
         """(document id, content hash) of the file indexed as `source`, if any."""
         with self._reader() as conn:

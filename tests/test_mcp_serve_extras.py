@@ -1,0 +1,149 @@
+"""`jarvis mcp serve` beyond names and schemas: titles and behaviour hints on every tool, output
+schemas and structured content, proxied servers' annotations passed through, and jarvis's
+memory as resources; driven by the official SDK client (in-process and over stdio)."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+from mcp_support import stdio_server, write_config
+
+from jarvis.core.config import load_config
+from jarvis.core.registry import ToolRegistry
+from jarvis.mcp.manager import register_mcp_tools
+from jarvis.mcp.served import MemoryResources
+from jarvis.mcp.server import build_server, make_executor, select_tools
+from jarvis.tools.base import tool
+
+
+@tool(register=False, metadata={"output_schema": {
+    "type": "object", "properties": {"total": {"type": "integer"}}, "required": ["total"]},
+    "title": "Sum of numbers"})
+def total(numbers: list[int]) -> str:
+    """Add numbers up, answering as JSON.
+
+    Args:
+        numbers: The numbers.
+    """
+    import json
+
+    return json.dumps({"total": sum(numbers)})
+
+
+async def _drive(server, calls=(), read=None) -> dict:
+    from mcp import Client
+
+    async with Client(server) as client:
+        listed = {t.name: t for t in (await client.list_tools()).tools}
+        answers = [await client.call_tool(name, args) for name, args in calls]
+        resources = None
+        contents = None
+        if read is not None:
+            resources = (await client.list_resources()).resources
+            uri = read(resources)
+            contents = (await client.read_resource(uri)).contents
+        return {"tools": listed, "answers": answers, "resources": resources, "contents": contents}
+
+
+def test_every_tool_has_a_title_and_behaviour_hints(tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_text("")
+    config = load_config(tmp_path / "config.toml")
+    ToolRegistry.register_value("total", total)
+    tools, approved = select_tools(config, ["calculator", "file_read", "memory_store", "total"])
+    seen = asyncio.run(_drive(build_server(tools, make_executor(tools, config, approved)),
+                              [("total", {"numbers": [1, 2, 39]})]))
+    calc = seen["tools"]["calculator"]
+    assert calc.title == "Calculator" and calc.annotations.title == "Calculator"
+    assert calc.annotations.read_only_hint is True and calc.annotations.idempotent_hint is True
+    assert calc.annotations.destructive_hint is False
+    store = seen["tools"]["memory_store"].annotations
+    assert store.read_only_hint is False and store.idempotent_hint is False
+    assert seen["tools"]["file_read"].title == "File read"
+    for listed in seen["tools"].values():
+        ann = listed.annotations
+        assert None not in (ann.read_only_hint, ann.destructive_hint, ann.idempotent_hint, ann.title)
+    # A tool with an output schema lists it and answers with structured content (which the
+    # SDK client validates against it).
+    summed = seen["tools"]["total"]
+    assert summed.title == "Sum of numbers" and summed.output_schema["required"] == ["total"]
+    (answer,) = seen["answers"]
+    assert not answer.is_error and answer.structured_content == {"total": 42}
+
+
+def test_proxied_mcp_tools_keep_their_annotations_and_output_schema(tmp_path: Path) -> None:
+    path = write_config(tmp_path, {"tb": stdio_server("tb")})
+    config = load_config(path)
+    manager = register_mcp_tools(config)
+    try:
+        assert manager.refresh() == {"tb": None}
+        tools, approved = select_tools(config, ["tb__picture", "tb__add", "tb__delete_everything"])
+        seen = asyncio.run(_drive(build_server(tools, make_executor(tools, config, approved)),
+                                  [("tb__add", {"a": 2, "b": 3})]))
+    finally:
+        manager.close()
+    assert seen["tools"]["tb__picture"].annotations.read_only_hint is True
+    assert seen["tools"]["tb__delete_everything"].annotations.destructive_hint is True
+    add = seen["tools"]["tb__add"]
+    assert add.output_schema is not None and "result" in add.output_schema["properties"]
+    (answer,) = seen["answers"]
+    assert answer.structured_content == {"result": 5}
+
+
+def test_memory_is_served_as_resources(tmp_path: Path) -> None:
+    from jarvis.memory import open_memory
+
+    (tmp_path / "config.toml").write_text("[memory]\nchunk_size = 200\nchunk_overlap = 40\n")
+    config = load_config(tmp_path / "config.toml")
+    text = " ".join(f"sentence {i} about the garden." for i in range(200))  # many chunks
+    store = open_memory(config)
+    doc_id = store.store(text, source="notes/garden.md")
+    store.store("short note", source="inbox")
+    store.close()
+    tools, approved = select_tools(config, ["calculator"])
+    memory = MemoryResources(config)
+    try:
+        seen = asyncio.run(_drive(
+            build_server(tools, make_executor(tools, config, approved), memory=memory),
+            read=lambda resources: f"memory://documents/{doc_id}"))
+    finally:
+        memory.close()
+    by_uri = {str(r.uri): r for r in seen["resources"]}
+    garden = by_uri[f"memory://documents/{doc_id}"]
+    assert garden.name == "notes/garden.md" and garden.mime_type == "text/plain"
+    assert len(by_uri) == 2
+    (content,) = seen["contents"]
+    assert content.text == text  # rebuilt exactly from overlapping chunks
+
+
+def test_served_memory_over_stdio(tmp_path: Path, cli_env) -> None:
+    from mcp import Client, StdioServerParameters
+    from mcp.shared.exceptions import MCPError
+
+    from jarvis.memory import open_memory
+
+    (tmp_path / "config.toml").write_text("")
+    store = open_memory(load_config(tmp_path / "config.toml"))
+    doc_id = store.store("remember the milk", source="todo")
+    store.close()
+    env = {k: v for k, v in cli_env.items() if k in ("JARVIS_HOME", "PATH", "HOME")}
+    params = StdioServerParameters(command=sys.executable,
+                                   args=["-m", "jarvis.cli", "mcp", "serve", "--tools", "think"],
+                                   env=env, cwd=str(tmp_path))
+
+    async def go() -> tuple:
+        async with Client(params) as client:
+            listed = (await client.list_resources()).resources
+            read = (await client.read_resource(f"memory://documents/{doc_id}")).contents
+            try:
+                await client.read_resource("memory://documents/nope")
+                missing = None
+            except MCPError as exc:
+                missing = exc
+            return listed, read, missing
+
+    listed, read, missing = asyncio.run(go())
+    assert [str(r.uri) for r in listed] == [f"memory://documents/{doc_id}"]
+    assert read[0].text == "remember the milk"
+    assert missing is not None and "no such resource" in str(missing)
