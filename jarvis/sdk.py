@@ -411,7 +411,8 @@ class Jarvis:
         if result is not None and out is not None:
             run.update(content=result.content, turns=result.turns, usage=result.usage,
                        model=out["model"],
-                       messages=[m.to_openai() for m in result.messages],
+                       # Images as placeholders: the tool results keep their data already.
+                       messages=[m.to_openai(images=False) for m in result.messages],
                        metadata=dict(out["metadata"], context_sources=out["context_sources"]))
             calls = tool_results or []
         return log.record(run, calls)

@@ -31,7 +31,8 @@ def manager(tmp_path: Path):
     (tmp_path / "docs").mkdir()
     path = write_config(tmp_path, {
         "f": features_server(timeout=1, max_timeout=4, sampling=True),
-        "old": features_server(protocol="legacy", sampling=True),  # the handshake era: server-to-client requests
+        # The handshake era: server-to-client requests instead of input-required results.
+        "old": features_server(protocol="legacy", sampling=True),
         "plain": features_server(roots=False),  # sampling off by default
     }, extra='[tools.file_read]\nallowed_dirs = ["docs"]\n')
     made = McpManager(load_config(path))

@@ -28,6 +28,7 @@ from typing import Any
 MAX_SAMPLING_TOKENS = 4096
 MAX_SAMPLING_MESSAGES = 100
 MAX_ELICIT_FIELDS = 20
+MAX_ANSWER_SECONDS = 600.0  # how long a call waits for the person answering a question
 
 _engine: Any = None
 _model: str = ""

@@ -128,7 +128,7 @@ class ServerConnection:
         self.last_http: tuple[int, str, str] | None = None  # status, url, www-authenticate
         self._fresh = False  # tools were just listed by the connect (no second tools/list)
         self._paused = 0  # elicitations waiting on a person: call timeouts are paused
-        self._calls: dict[Any, Any] = {}  # running calls' cancel scopes -> deadline restarter
+        self._calls: dict[Any, float] = {}  # running calls' cancel scopes -> their timeout
 
     # --- connecting ----------------------------------------------------------------
     async def ensure(self) -> Any:
@@ -452,11 +452,16 @@ class ServerConnection:
     # --- calling -------------------------------------------------------------------
     def _on_wait(self, waiting: bool) -> None:
         """A person is (no longer) being asked: pause (restart) the clocks of running calls."""
-        import math
+        import anyio
+
+        from jarvis.mcp.capabilities import MAX_ANSWER_SECONDS
 
         self._paused += 1 if waiting else -1
-        for scope, restart in list(self._calls.items()):
-            scope.deadline = math.inf if self._paused > 0 else restart()
+        for scope, timeout in list(self._calls.items()):
+            # After the answer the call gets its whole `timeout` again (the person's time is
+            # not the server's).
+            scope.deadline = anyio.current_time() + (MAX_ANSWER_SECONDS if self._paused > 0
+                                                     else timeout)
 
     async def call(self, remote: str, arguments: dict[str, Any], timeout: float,
                    max_timeout: float | None = None, on_progress: Any = None) -> Any:
@@ -479,13 +484,13 @@ class ServerConnection:
                 return min(anyio.current_time() + timeout, start + limit)
 
             async def progress(value: float, total: float | None, message: str | None) -> None:
-                if self._paused == 0:
-                    scope.deadline = restart()
+                if self._paused == 0:  # never shortens (an answered question gave more)
+                    scope.deadline = max(scope.deadline, restart())
                 if on_progress is not None:
                     with contextlib.suppress(Exception):
                         on_progress(value, total, message)
 
-            self._calls[scope] = restart
+            self._calls[scope] = timeout
             try:
                 result = await self._request(remote, lambda: client.call_tool(
                     remote, arguments, progress_callback=progress))

@@ -377,9 +377,13 @@ class McpManager:
 
 def call_bound(config: Any, timeout: float) -> float:
     """How long one call may take in all: progress reports stretch `timeout` up to
-    `max_timeout`, and an elicitation can pause it (bounded here to an hour)."""
+    `max_timeout`, and a question to the person at the terminal (elicitation) pauses it."""
+    from jarvis.mcp.capabilities import MAX_ANSWER_SECONDS, interactive
+
     most = max(timeout, config.max_timeout)
-    return most + 3600.0 if getattr(config, "elicitation", False) else most
+    if getattr(config, "elicitation", False) and interactive():
+        most += MAX_ANSWER_SECONDS
+    return most
 
 
 def requires_confirmation(config: Any, tool: RemoteTool) -> bool:

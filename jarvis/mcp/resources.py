@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from jarvis.core.types import ImageBlock, TextBlock, ToolResult, human_size, image_placeholder
+from jarvis.core.types import (
+    ImageBlock,
+    TextBlock,
+    ToolResult,
+    base64_size,
+    human_size,
+    image_placeholder,
+)
 
 MAX_RESOURCE_IMAGE_CHARS = 8_000_000
 
@@ -33,12 +40,14 @@ def resource_result(tool_name: str, server: str, uri: str, result: Any, max_char
             blocks.append(image)
             lines.append(image_placeholder(image))
         else:
-            note = f"[binary resource {where} ({mime or 'unknown type'}), {human_size(len(blob) * 3 // 4)}, not shown]"
+            size = human_size(base64_size(blob))
+            note = f"[binary resource {where} ({mime or 'unknown type'}), {size}, not shown]"
             blocks.append(TextBlock(note))
             lines.append(note)
     content = "\n".join(lines) if lines else f"(resource {uri} is empty)"
     if cut:
-        content += f"\n[... {cut} characters cut; ask again with a larger max_chars (at most the tool's maximum)]"
+        content += (f"\n[... {cut} characters cut; ask again with a larger max_chars (at most "
+                    f"the tool's maximum)]")
     has_image = any(isinstance(b, ImageBlock) for b in blocks)
     return ToolResult(tool_name=tool_name, content=content,
                       blocks=blocks if has_image else [],

@@ -133,7 +133,8 @@ class MemoryResources:
         if text is None:
             return None
         if len(text) > MAX_MEMORY_READ_CHARS:
-            text = text[:MAX_MEMORY_READ_CHARS] + f"\n[... {len(text) - MAX_MEMORY_READ_CHARS} characters cut]"
+            cut = len(text) - MAX_MEMORY_READ_CHARS
+            text = text[:MAX_MEMORY_READ_CHARS] + f"\n[... {cut} characters cut]"
         return text
 
     def close(self) -> None:

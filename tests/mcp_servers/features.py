@@ -18,7 +18,6 @@ import base64
 import os
 import sys
 import warnings
-
 from typing import Annotated
 
 from mcp.server.elicitation import ElicitationResult
