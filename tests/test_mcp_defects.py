@@ -191,3 +191,17 @@ def test_sse_server_is_reachable_from_a_subprocess_cli(tmp_path: Path, cli_env,
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "old  [connected]  sse:" in proc.stdout
     assert "Not Found" not in proc.stdout
+
+
+def test_wrong_http_path_says_404_after_trying_both_transports(tmp_path: Path) -> None:
+    server = HttpFeatures(tmp_path)
+    try:
+        manager = manager_for(tmp_path, {"typo": {"url": server.base + "/mpc"}})
+        try:
+            reason = manager.refresh()["typo"]
+        finally:
+            manager.close()
+    finally:
+        server.close()
+    assert "HTTP 404 Not Found" in reason and "tried streamable HTTP and HTTP+SSE" in reason
+    assert "mcp.servers.typo" in reason

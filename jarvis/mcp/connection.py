@@ -126,6 +126,7 @@ class ServerConnection:
             config.transport == "auto" and bool(config.url)
             and urlsplit(config.url).path.rstrip("/").endswith("/sse"))
         self.last_http: tuple[int, str, str] | None = None  # status, url, www-authenticate
+        self._fell_back = False  # switched to SSE after streamable HTTP was refused
         self._fresh = False  # tools were just listed by the connect (no second tools/list)
         self._paused = 0  # elicitations waiting on a person: call timeouts are paused
         self._calls: dict[Any, float] = {}  # running calls' cancel scopes -> their timeout
@@ -169,8 +170,11 @@ class ServerConnection:
             if self._sse_fallback_wanted():
                 # An older server: streamable HTTP's POST is not found; speak HTTP+SSE instead.
                 await self._stop_session(session, wait=True)
-                self.sse = True
+                self.sse = self._fell_back = True
                 return await self._open_once_more()
+            if self._fell_back:
+                # Neither transport worked: the next attempt starts from streamable HTTP again.
+                self.sse = self._fell_back = False
             await self._fail(session, reason)
             raise McpServerError(self.name, self._with_stderr(reason)) from None
         return session.client
@@ -198,8 +202,11 @@ class ServerConnection:
                 hint = "the credentials in `headers` were refused; check them"
             extra = f" (WWW-Authenticate: {challenge[:200]})" if challenge else ""
             return f"HTTP {word} from {url}{extra}; {hint}"
-        if status == 404 and self.sse:
-            return f"HTTP 404 Not Found from {url}: is this the server's SSE endpoint?"
+        if status == 404:
+            tried = "streamable HTTP and HTTP+SSE" if self._fell_back else (
+                "HTTP+SSE" if self.sse else "streamable HTTP")
+            return (f"HTTP 404 Not Found from {url} (tried {tried}); check `url` of "
+                    f"[mcp.servers.{self.name}]")
         if status >= 400:
             return f"HTTP {status} from {url}"
         return None
