@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -72,9 +71,9 @@ def test_server_that_never_answers_discover_connects_with_the_handshake(tmp_path
                                              "args": [str(NODISCOVER), "--label", "old"],
                                              "env": {"NODISCOVER_LOG": str(log)}}})
     try:
-        start = time.monotonic()
+        # Within the default 10 s connect_timeout, which the SDK's own 10 s discover probe
+        # used up entirely.
         assert manager.refresh() == {"old": None}
-        assert time.monotonic() - start < 8.0  # the default connect_timeout is 10 s
         connection = manager.servers["old"].connection
         assert connection.protocol_version.startswith("20")
         assert connection.legacy  # remembered: a reconnect skips the probe
@@ -86,28 +85,31 @@ def test_server_that_never_answers_discover_connects_with_the_handshake(tmp_path
     assert methods.count("tools/list") == 1  # one listing per connection, not two
 
 
-# 5. A failing server: the real reason, once, quickly; remembered for a while.
+# 5. A failing server: the real reason, once; remembered for a while.
 def test_failed_server_says_why_and_is_remembered(tmp_path: Path, cli_env) -> None:
-    write_config(tmp_path, {"slow": {"command": sys.executable,
-                                     "args": ["-c", "import time; time.sleep(60)"],
+    starts = tmp_path / "starts.txt"
+    hang = f"open({str(starts)!r}, 'a').write('x'); import time; time.sleep(60)"
+    write_config(tmp_path, {"slow": {"command": sys.executable, "args": ["-c", hang],
                                      "connect_timeout": 2}})
-    start = time.monotonic()
     first = cli(["tools", "run", "slow__anything", "{}"], cli_env, tmp_path)
-    took = time.monotonic() - start
     assert first.returncode != 0
     assert "did not finish connecting within 2 s" in first.stderr
     assert "unknown tool" not in first.stderr
     assert first.stderr.count("did not finish connecting") == 1, first.stderr
-    assert took < 9.0, took  # one attempt (2 s + stopping the server), not two
+    assert starts.read_text() == "x"  # one attempt, not two
 
-    start = time.monotonic()
     again = cli(["tools", "run", "slow__anything", "{}"], cli_env, tmp_path)
-    assert time.monotonic() - start < 2.0  # remembered: no new attempt
     assert "did not finish connecting" in again.stderr and "remembered" in again.stderr
+    listing = cli(["tools", "list"], cli_env, tmp_path)
+    assert listing.returncode == 0 and "calculator" in listing.stdout
+    assert "MCP server 'slow' is unavailable" in listing.stderr
+    assert starts.read_text() == "x"  # remembered: not started again
 
     listed = cli(["mcp", "list", "--cached", "--json"], cli_env, tmp_path)
     row = json.loads(listed.stdout)[0]
     assert row["status"] == "failed" and "remembered" in row["error"]
+    retried = cli(["mcp", "list"], cli_env, tmp_path)  # the explicit check always tries again
+    assert retried.returncode == 1 and starts.read_text() == "xx"
 
 
 # 6. A stdio server whose call timed out does not outlive jarvis.
