@@ -30,6 +30,10 @@ STARTER_CONFIG = """\
 # retry_backoff = 0.5
 # Largest reply accepted, streamed or not (bytes).
 # max_response_bytes = 67108864
+# Whether the model takes images (images from tools go as image parts, else as text
+# placeholders): true | false | "auto" (known vision models by name). Per model:
+# [engine.vision_models] "my-vlm*" = true
+# vision = "auto"
 
 [engine.hosts]
 # Env: OLLAMA_HOST, VLLM_HOST, LLAMACPP_HOST, LMSTUDIO_HOST, SGLANG_HOST, OPENAI_BASE_URL.
