@@ -483,6 +483,11 @@ class Jarvis:
         if scheduler is not None:
             scheduler.stop(timeout=scheduler.shutdown_timeout)
             scheduler.store.close()
+        if self._engine is not None and self.config.mcp.servers:
+            from jarvis.mcp.capabilities import sampling_engine, set_sampling_engine
+
+            if sampling_engine()[0] is self._engine:  # MCP sampling must not use a closed engine
+                set_sampling_engine(None)
         if self._engine is not None and self._owns_engine:
             self._engine.close()
         if self._memory is not None and hasattr(self._memory, "close"):

@@ -19,7 +19,7 @@ from jarvis.core.config import load_config
 from jarvis.core.events import EventBus, EventType
 from jarvis.core.registry import ToolRegistry
 from jarvis.core.types import ErrorType, ImageBlock
-from jarvis.mcp.capabilities import set_sampling_engine
+from jarvis.mcp.capabilities import sampling_engine, set_sampling_engine
 from jarvis.mcp.manager import McpManager
 from jarvis.testing import FakeOpenAIServer, ScriptedEngine, reply, tool_call
 from jarvis.tools.executor import ToolExecutor
@@ -175,7 +175,7 @@ def test_sampling_uses_the_engine_of_the_running_ask(tmp_path: Path) -> None:
             result = j.ask_full("ask the server", agent="orchestrator", tools=["f__ask_model"])
         engine.close()
         requests = server.requests
-    set_sampling_engine(None)
+    assert sampling_engine() == (None, "")  # closing the Jarvis took its engine back
     assert result["tool_results"][0]["content"] == "model said: hi from the engine"
     assert requests[1]["messages"] == [{"role": "user", "content": "Say hi"}]
     assert result["content"] == "The server's model said hi."

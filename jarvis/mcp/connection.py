@@ -499,7 +499,7 @@ class ServerConnection:
 
             self._calls[scope] = timeout
             try:
-                result = await self._request(remote, lambda: client.call_tool(
+                result = await self._request(lambda: client.call_tool(
                     remote, arguments, progress_callback=progress))
             finally:
                 self._calls.pop(scope, None)
@@ -513,7 +513,7 @@ class ServerConnection:
                                  f"call reconnects")
         return result
 
-    async def _request(self, what: str, send: Any) -> Any:
+    async def _request(self, send: Any) -> Any:
         """Run one request over the session, turning every failure into our exceptions."""
         from mcp.shared.exceptions import MCPError
         from mcp_types import CONNECTION_CLOSED
@@ -553,8 +553,7 @@ class ServerConnection:
                                              "resource_templates")):
                 cursor = None
                 for _ in range(MAX_TOOL_PAGES):
-                    page = await self._request("resources/list",
-                                               lambda c=cursor, f=lister: f(cursor=c))
+                    page = await self._request(lambda c=cursor, f=lister: f(cursor=c))
                     out[key].extend(getattr(page, field_name))
                     cursor = page.next_cursor
                     if not cursor or len(out[key]) >= MAX_TOOLS:
@@ -566,7 +565,7 @@ class ServerConnection:
 
         client = await self.ensure()
         with anyio.fail_after(timeout):
-            return await self._request("resources/read", lambda: client.read_resource(uri))
+            return await self._request(lambda: client.read_resource(uri))
 
     async def list_prompts(self, timeout: float) -> list[Any]:
         import anyio
@@ -578,8 +577,7 @@ class ServerConnection:
         with anyio.fail_after(timeout):
             cursor = None
             for _ in range(MAX_TOOL_PAGES):
-                page = await self._request("prompts/list",
-                                           lambda c=cursor: client.list_prompts(cursor=c))
+                page = await self._request(lambda c=cursor: client.list_prompts(cursor=c))
                 prompts.extend(page.prompts)
                 cursor = page.next_cursor
                 if not cursor or len(prompts) >= MAX_TOOLS:
@@ -591,8 +589,7 @@ class ServerConnection:
 
         client = await self.ensure()
         with anyio.fail_after(timeout):
-            return await self._request("prompts/get",
-                                       lambda: client.get_prompt(name, arguments or None))
+            return await self._request(lambda: client.get_prompt(name, arguments or None))
 
 
 def _modern_versions() -> Any:
