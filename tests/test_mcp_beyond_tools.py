@@ -110,6 +110,10 @@ def test_resources_read_and_prompts_on_the_cli(tmp_path: Path, cli_env) -> None:
 
     prompts = cli(["mcp", "prompts", "f"], cli_env, tmp_path)
     assert prompts.returncode == 0 and "greet(name)  Greet someone by name." in prompts.stdout
+    filled = cli(["mcp", "prompt", "f", "greet", "name=Ada"], cli_env, tmp_path)
+    assert filled.returncode == 0 and filled.stdout.strip() == "[user] Please greet Ada warmly."
+    bad = cli(["mcp", "prompt", "f", "greet", "Ada"], cli_env, tmp_path)
+    assert bad.returncode != 0 and "KEY=VALUE" in bad.stderr and "Traceback" not in bad.stderr
 
 
 def test_read_resource_tool_is_bounded_and_keeps_images(manager: McpManager) -> None:

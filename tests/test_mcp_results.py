@@ -63,3 +63,13 @@ def test_tool_result_to_mcp() -> None:
     assert not ok.is_error and [c.type for c in ok.content] == ["text", "image"]
     bad = to_call_tool_result(ToolResult.failure("x", "nope", ErrorType.TIMEOUT))
     assert bad.is_error and bad.content[0].text == "nope"
+
+
+def test_embedded_image_resource_is_an_image() -> None:
+    from mcp.types import BlobResourceContents
+
+    out = to_tool_result("s__t", "s", "t", CallToolResult(content=[EmbeddedResource(
+        type="resource", resource=BlobResourceContents(uri="file:///a.png", blob="aGVsbG8=",
+                                                       mime_type="image/png"))]))
+    assert out.blocks == [ImageBlock(data="aGVsbG8=", mimeType="image/png")]
+    assert out.content == "[image: image/png, 5 B]"

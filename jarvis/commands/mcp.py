@@ -194,6 +194,44 @@ def prompts(server: str, as_json: bool) -> None:
         click.echo(f"(MCP server {server!r} offers no prompts)")
 
 
+@mcp.command("prompt")
+@click.argument("server")
+@click.argument("name")
+@click.argument("arguments", nargs=-1, metavar="[KEY=VALUE]...")
+@click.option("--json", "as_json", is_flag=True, help="Print the prompt's messages as JSON.")
+def prompt(server: str, name: str, arguments: tuple[str, ...], as_json: bool) -> None:
+    """Get prompt NAME of MCP server SERVER, filled with KEY=VALUE arguments.
+
+    \b
+    Example:
+      jarvis mcp prompt files summarize path=README.md
+    """
+    from jarvis.errors import UserError
+
+    values: dict[str, str] = {}
+    for item in arguments:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UserError(f"prompt arguments are KEY=VALUE, got {item!r}")
+        values[key] = value
+    manager = _manager_for(server)
+    result = _ask(server, lambda: manager.get_prompt(server, name, values))
+    messages = [m.model_dump(by_alias=True, exclude_none=True, mode="json") for m in result.messages]
+    if as_json:
+        echo_json(messages)
+        return
+    for message in messages:
+        content = message.get("content") or {}
+        text = content.get("text") if isinstance(content, dict) else None
+        click.echo(f"[{message.get('role')}] {text if text is not None else json_text(content)}")
+
+
+def json_text(value: Any) -> str:
+    import json
+
+    return json.dumps(value, ensure_ascii=False)[:2000]
+
+
 @mcp.command("serve")
 @click.option("--tools", "tool_names", default=None, metavar="A,B",
               help="Comma-separated tools to expose (default: the built-in and workspace tools "

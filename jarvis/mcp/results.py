@@ -93,9 +93,17 @@ def to_tool_result(tool_name: str, server: str, remote: str, result: Any) -> Too
         elif kind == "resource":
             res = item.resource
             text = getattr(res, "text", None)
+            blob = getattr(res, "blob", None)
+            mime = res.mime_type or ""
             if text is not None:
                 has_text = True
                 blocks.append(TextBlock(_cut(text)))
+            elif blob and mime.startswith("image/") and image_chars + len(blob) <= MAX_IMAGE_CHARS:
+                # An embedded image is an image like any other: it can reach the model.
+                image_chars += len(blob)
+                blocks.append(ImageBlock(data=blob, mimeType=mime))
+                lines.append(image_placeholder(blocks[-1]))
+                continue
             else:
                 blocks.append(TextBlock(_describe_blob("resource", res.mime_type,
                                                        getattr(res, "blob", ""), str(res.uri))
