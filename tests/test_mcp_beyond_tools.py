@@ -30,7 +30,8 @@ from jarvis.tools.mcp_adapter import McpReadResourceTool
 def manager(tmp_path: Path):
     (tmp_path / "docs").mkdir()
     path = write_config(tmp_path, {
-        "f": features_server(timeout=1, max_timeout=4, sampling=True),
+        # `slow` gets 1 s without progress; everything else the default 30 s (a loaded machine).
+        "f": features_server(tool_timeouts={"slow": 1}, max_timeout=4, sampling=True),
         # The handshake era: server-to-client requests instead of input-required results.
         "old": features_server(protocol="legacy", sampling=True),
         "plain": features_server(roots=False),  # sampling off by default

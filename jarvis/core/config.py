@@ -169,7 +169,8 @@ class McpServerConfig(_Section):
         "transport), auto: sse for a URL ending in /sse, else streamable HTTP with a fall back "
         "to sse when the server does not know it")
     max_timeout: float = Field(300.0, gt=0, description="seconds a call may run while the "
-                               "server keeps reporting progress (each report restarts `timeout`)")
+                               "server keeps reporting progress (each report restarts `timeout`); "
+                               "never less than the call's timeout")
     sampling: bool = Field(False, description="let the server ask jarvis's engine for "
                            "completions (MCP sampling)")
     roots: bool = Field(True, description="tell the server the workspace folder and the "
@@ -180,8 +181,6 @@ class McpServerConfig(_Section):
     def model_post_init(self, __context: Any) -> None:
         if self.protocol not in ("auto", "legacy"):
             raise ValueError(f"protocol must be 'auto' or 'legacy', got {self.protocol!r}")
-        if self.max_timeout < self.timeout:
-            self.max_timeout = self.timeout
         if bool(self.command) == bool(self.url):
             raise ValueError("an MCP server needs exactly one of `command` (stdio) or `url` "
                              "(streamable HTTP)")
