@@ -115,7 +115,7 @@ def test_failed_server_says_why_and_is_remembered(tmp_path: Path, cli_env) -> No
 # 6. A stdio server whose call timed out does not outlive jarvis.
 def test_timed_out_server_tree_is_killed_when_jarvis_exits(tmp_path: Path, cli_env) -> None:
     pids = tmp_path / "pids.txt"
-    write_config(tmp_path, {"tb": stdio_server("tb", "--touch", str(pids), timeout=1,
+    write_config(tmp_path, {"tb": stdio_server("tb", "--touch", str(pids),
                                                tool_timeouts={"hang": 1})})
     spawned = cli(["tools", "run", "tb__spawn_child", "{}"], cli_env, tmp_path)
     child = int(spawned.stdout.strip())
