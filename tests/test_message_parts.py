@@ -96,3 +96,28 @@ def test_structured_content_never_shows_base64() -> None:
     assert "a.png" in out.content and "AAAA" not in out.content
     assert "[image: image/png, 4 KB]" in out.content
     assert out.metadata["structured_content"]["raw"] == data  # kept whole for SDK callers
+
+
+def test_a_jarvis_tool_image_reaches_the_engine() -> None:
+    from jarvis.agents.orchestrator import OrchestratorAgent
+    from jarvis.testing import ScriptedEngine, reply, tool_call
+    from jarvis.tools.base import tool
+
+    @tool(register=False)
+    def chart(title: str) -> dict:
+        """Draw a chart (ORS observation + image).
+
+        Args:
+            title: The chart's title.
+        """
+        return {"observation": f"chart {title}", "image": {"data": "aGVsbG8=", "mimeType": "image/png"}}
+
+    engine = ScriptedEngine([reply(tool_calls=[tool_call("chart", {"title": "sales"})]), "done"])
+    result = OrchestratorAgent(engine, tools=[chart]).run("draw it")
+    assert result.content == "done"
+    messages = engine.calls[1]["messages"]
+    assert messages[-2] == {"role": "tool", "content": "chart sales\n[image: image/png, 5 B]",
+                            "tool_call_id": messages[-2]["tool_call_id"]}
+    assert messages[-1]["role"] == "user"
+    assert messages[-1]["content"][1] == {"type": "image_url",
+                                          "image_url": {"url": "data:image/png;base64,aGVsbG8="}}
