@@ -84,6 +84,8 @@ def test_proxied_mcp_tools_keep_their_annotations_and_output_schema(tmp_path: Pa
     finally:
         manager.close()
     assert seen["tools"]["tb__picture"].annotations.read_only_hint is True
+    # Passed through as the server gave them: no hint is filled in for the server.
+    assert seen["tools"]["tb__add"].annotations.destructive_hint is None
     assert seen["tools"]["tb__delete_everything"].annotations.destructive_hint is True
     add = seen["tools"]["tb__add"]
     assert add.output_schema is not None and "result" in add.output_schema["properties"]

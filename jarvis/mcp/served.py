@@ -59,6 +59,11 @@ def annotations_of(spec: Any) -> dict[str, Any]:
     """The MCP ToolAnnotations (wire names) for a jarvis tool."""
     own = spec.metadata.get("mcp_annotations")
     out: dict[str, Any] = dict(own) if isinstance(own, dict) else {}
+    if spec.metadata.get("mcp_server"):
+        # A proxied server's tool: its hints as the server gave them (an absent hint has the
+        # spec's default, e.g. destructive, which a value filled in here would contradict).
+        out.setdefault("title", title_of(spec))
+        return out
     known = BUILTIN_HINTS.get(spec.name)
     read_only = out.get("readOnlyHint", known[0] if known else False)
     out.setdefault("readOnlyHint", bool(read_only))
