@@ -131,7 +131,8 @@ def test_served_memory_over_stdio(tmp_path: Path, cli_env) -> None:
     store.close()
     env = {k: v for k, v in cli_env.items() if k in ("JARVIS_HOME", "PATH", "HOME")}
     params = StdioServerParameters(command=sys.executable,
-                                   args=["-m", "jarvis.cli", "mcp", "serve", "--tools", "think"],
+                                   args=["-m", "jarvis.cli", "mcp", "serve", "--tools", "think",
+                                         "--memory"],
                                    env=env, cwd=str(tmp_path))
 
     async def go() -> tuple:
@@ -149,3 +150,20 @@ def test_served_memory_over_stdio(tmp_path: Path, cli_env) -> None:
     assert [str(r.uri) for r in listed] == [f"memory://documents/{doc_id}"]
     assert read[0].text == "remember the milk"
     assert missing is not None and "no such resource" in str(missing)
+
+
+def test_memory_is_not_served_unless_asked_or_already_readable(tmp_path: Path, cli_env) -> None:
+    from mcp import Client, StdioServerParameters
+
+    (tmp_path / "config.toml").write_text("")
+    env = {k: v for k, v in cli_env.items() if k in ("JARVIS_HOME", "PATH", "HOME")}
+
+    async def capabilities(*args: str):
+        params = StdioServerParameters(command=sys.executable, env=env, cwd=str(tmp_path),
+                                       args=["-m", "jarvis.cli", "mcp", "serve", *args])
+        async with Client(params) as client:
+            return client.server_capabilities.resources
+
+    assert asyncio.run(capabilities("--tools", "calculator")) is None  # deny by default
+    assert asyncio.run(capabilities("--tools", "calculator,memory_search")) is not None
+    assert asyncio.run(capabilities("--tools", "memory_search", "--no-memory")) is None

@@ -245,7 +245,11 @@ def json_text(value: Any) -> str:
 @click.option("--api-key", envvar="JARVIS_API_KEY", default=None,
               help="With --http: require this key (X-API-Key or 'Authorization: Bearer KEY') "
                    "on every request; needed to listen anywhere but loopback.")
-def serve(tool_names: str | None, http: str | None, api_key: str | None) -> None:
+@click.option("--memory/--no-memory", default=None,
+              help="Serve jarvis's memory documents as resources (memory://documents/ID). "
+                   "Default: only when a tool that reads the memory is served.")
+def serve(tool_names: str | None, http: str | None, api_key: str | None,
+          memory: bool | None) -> None:
     """Run an MCP server exposing jarvis tools (stdio by default).
 
     Every call goes through the ToolExecutor: arguments are validated, timeouts and output
@@ -270,6 +274,6 @@ def serve(tool_names: str | None, http: str | None, api_key: str | None) -> None
     with contextlib.redirect_stdout(sys.stderr):
         tools, approved = select_tools(config, names)
     if address is None:
-        run_stdio(tools, config, approved)
+        run_stdio(tools, config, approved, memory=memory)
     else:
-        run_http(tools, config, approved, *address, api_key=api_key or None)
+        run_http(tools, config, approved, *address, api_key=api_key or None, memory=memory)

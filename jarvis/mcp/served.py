@@ -8,7 +8,8 @@
 - A tool with `metadata["output_schema"]` (proxied MCP tools carry their server's) is listed
   with that `outputSchema`, and its results carry structured content.
 - jarvis's memory is served as resources: `memory://documents/ID`, one per stored document,
-  text/plain, newest first.
+  text/plain, newest first; with `--memory`, or by default when a tool that reads the memory
+  is served anyway.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ BUILTIN_HINTS: dict[str, tuple[bool, bool, bool]] = {
 }
 
 MEMORY_SCHEME = "memory://documents/"
+MEMORY_READERS = frozenset({"memory_search", "memory_retrieve", "retrieval"})
 MAX_MEMORY_RESOURCES = 1000
 MAX_MEMORY_READ_CHARS = 2_000_000
 

@@ -133,10 +133,15 @@ def _memory_handlers(memory: Any) -> dict[str, Any]:
     return {"on_list_resources": list_resources, "on_read_resource": read_resource}
 
 
-def _memory_resources(config: Any) -> Any:
-    from jarvis.mcp.served import MemoryResources
+def _memory_resources(config: Any, tools: list[BaseTool], memory: bool | None) -> Any:
+    """jarvis's memory as resources: when asked (`memory`), else (None) only when a tool that
+    reads the memory is served anyway (deny by default: serving the calculator must not
+    publish your notes)."""
+    from jarvis.mcp.served import MEMORY_READERS, MemoryResources
 
-    return MemoryResources(config)
+    if memory is None:
+        memory = any(t.spec.name in MEMORY_READERS for t in tools)
+    return MemoryResources(config) if memory else None
 
 
 def _version() -> str:
@@ -163,13 +168,14 @@ def _announce(tools: list[BaseTool], where: str) -> None:
     click.echo(f"jarvis mcp serve: {count} over {where}: {names}", err=True)
 
 
-def run_stdio(tools: list[BaseTool], config: Any, approved: set[str]) -> None:
+def run_stdio(tools: list[BaseTool], config: Any, approved: set[str],
+              memory: bool | None = None) -> None:
     """Serve over this process's stdin/stdout until the client closes stdin."""
     import anyio
     from mcp.server.stdio import stdio_server
 
     server = build_server(tools, make_executor(tools, config, approved),
-                          memory=_memory_resources(config))
+                          memory=_memory_resources(config, tools, memory))
     _announce(tools, "stdio")
 
     async def main() -> None:
@@ -235,7 +241,7 @@ def http_app(server: Any, host: str, api_key: str | None, config: Any) -> Any:
 
 
 def run_http(tools: list[BaseTool], config: Any, approved: set[str], host: str, port: int,
-             api_key: str | None = None) -> None:
+             api_key: str | None = None, memory: bool | None = None) -> None:
     """Serve streamable HTTP on host:port (endpoint /mcp) until interrupted; with `api_key`,
     every request must carry it (X-API-Key or Authorization: Bearer)."""
     from jarvis.server.runner import bind, serve_forever, url_of
@@ -247,7 +253,7 @@ def run_http(tools: list[BaseTool], config: Any, approved: set[str], host: str, 
         reason = str(exc).split(";")[0]
         raise UserError(f"{reason}; pick another --http HOST:PORT") from None
     server = build_server(tools, make_executor(tools, config, approved),
-                          memory=_memory_resources(config))
+                          memory=_memory_resources(config, tools, memory))
     app = http_app(server, host, api_key, config)
     _announce(tools, f"{url_of(sock)}/mcp")
     try:
