@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -127,6 +128,7 @@ class ServerConnection:
             and urlsplit(config.url).path.rstrip("/").endswith("/sse"))
         self.last_http: tuple[int, str, str] | None = None  # status, url, www-authenticate
         self._fell_back = False  # switched to SSE after streamable HTTP was refused
+        self.failed_at = 0.0  # when connecting last failed (epoch seconds)
         self._fresh = False  # tools were just listed by the connect (no second tools/list)
         self._paused = 0  # elicitations waiting on a person: call timeouts are paused
         self._calls: dict[Any, float] = {}  # running calls' cancel scopes -> their timeout
@@ -215,6 +217,7 @@ class ServerConnection:
         await self._stop_session(session, wait=True)
         self.status = "failed"
         self.error = self._with_stderr(reason)
+        self.failed_at = time.time()
 
     def _with_stderr(self, reason: str) -> str:
         tail = self.stderr_tail()

@@ -180,10 +180,11 @@ class McpManager:
     def failure(self, state: ServerState) -> str | None:
         """Why the server is failing now, from this process or remembered on disk; else None."""
         conn = state.connection
-        if conn is not None and conn.status == "failed":
-            return conn.error
         if conn is not None and conn.status == "ready":
             return None
+        if conn is not None and conn.status == "failed" and conn.failed_at and \
+                time.time() - conn.failed_at < FAILURE_TTL:
+            return conn.error
         remembered = read_failure(self.state_dir, state.name, state.key)
         state.remembered = remembered
         return remembered[0] if remembered else None
