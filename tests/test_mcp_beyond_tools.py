@@ -23,7 +23,6 @@ from jarvis.mcp.capabilities import sampling_engine, set_sampling_engine
 from jarvis.mcp.manager import McpManager
 from jarvis.testing import FakeOpenAIServer, ScriptedEngine, reply, tool_call
 from jarvis.tools.executor import ToolExecutor
-from jarvis.tools.mcp_adapter import McpReadResourceTool
 
 
 @pytest.fixture
@@ -118,6 +117,8 @@ def test_resources_read_and_prompts_on_the_cli(tmp_path: Path, cli_env) -> None:
 
 
 def test_read_resource_tool_is_bounded_and_keeps_images(manager: McpManager) -> None:
+    from jarvis.tools.mcp_adapter import McpReadResourceTool
+
     tool = McpReadResourceTool(manager=manager)
     readme = tool.execute(server="f", uri="notes://readme")
     assert readme.success and readme.content.startswith("Read me first.")
