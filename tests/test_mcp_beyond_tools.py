@@ -19,6 +19,7 @@ from jarvis.core.config import load_config
 from jarvis.core.events import EventBus, EventType
 from jarvis.core.registry import ToolRegistry
 from jarvis.core.types import ErrorType, ImageBlock
+from jarvis.mcp.adapter import McpReadResourceTool
 from jarvis.mcp.capabilities import sampling_engine, set_sampling_engine
 from jarvis.mcp.manager import McpManager
 from jarvis.testing import FakeOpenAIServer, ScriptedEngine, reply, tool_call
@@ -117,8 +118,6 @@ def test_resources_read_and_prompts_on_the_cli(tmp_path: Path, cli_env) -> None:
 
 
 def test_read_resource_tool_is_bounded_and_keeps_images(manager: McpManager) -> None:
-    from jarvis.tools.mcp_adapter import McpReadResourceTool
-
     tool = McpReadResourceTool(manager=manager)
     readme = tool.execute(server="f", uri="notes://readme")
     assert readme.success and readme.content.startswith("Read me first.")
