@@ -40,6 +40,9 @@ BUILTIN_HINTS: dict[str, tuple[bool, bool, bool]] = {
     "http_request": (False, False, True),
     "web_fetch": (True, True, True),
     "web_search": (True, True, True),
+    "channel_send": (False, False, True),
+    "channel_list": (True, True, False),
+    "channel_status": (True, True, False),
 }
 
 MEMORY_SCHEME = "memory://documents/"
