@@ -147,7 +147,7 @@ def test_hostile_replies_parse_quickly_and_never_raise():
     for text in replies:
         start = _time.perf_counter()
         step = parse_react(text)
-        assert _time.perf_counter() - start < 2.0  # was 27 s: a hang guard, not a figure
+        assert _time.perf_counter() - start < 10.0  # was 27 s: a hang guard, not a figure
         assert step.kind in ("error", "final", "action")
     assert parse_react(replies[2]).kind == "error"
     assert strip_thinking("a<THINK>x</Think>b<think>y</think>c<think>open") == "abc<think>open"
@@ -166,7 +166,7 @@ def test_tool_call_tags_and_fences_parse_in_linear_time():
     for text in hostile:
         start = _time.perf_counter()
         step = parse_react(text)
-        assert _time.perf_counter() - start < 2.0  # a hang guard, not a figure
+        assert _time.perf_counter() - start < 10.0  # a hang guard, not a figure
         assert step.kind in ("error", "final")
     # What the tags and fences mean is unchanged.
     closed = parse_react('<TOOL_CALL> {"name": "calculator", "arguments": {"expression": "2"}} '
@@ -219,7 +219,7 @@ def test_the_answer_filter_is_linear_in_the_number_of_deltas():
     assert _forwarded(thought, [1]) == "done"  # 40 000 one-character deltas, was 10.8 s
     spaces = " " * 39_980 + "\nFinal Answer: ok"
     assert _forwarded(spaces, [1]) == "ok"
-    assert _time.perf_counter() - start < 2.0  # a hang guard, not a figure
+    assert _time.perf_counter() - start < 10.0  # a hang guard, not a figure
 
 
 def test_react_streams_a_long_reply_from_the_loopback_engine():
