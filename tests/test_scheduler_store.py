@@ -333,3 +333,23 @@ def test_a_once_task_paused_mid_run_does_not_run_again_when_resumed(store):
     assert [r.status for r in sched.run_due()] == ["succeeded"]
     assert calls == [T0 + 10, T0 + 300]
     assert store.get_task(later.id).status == "completed"
+
+
+@pytest.mark.parametrize("cron, tz, start, end, expected", [
+    # Fall back in New York: both passes of 01:00-01:59 fire, 10 runs from 00:50 to 03:05.
+    ("*/20 * * * *", "America/New_York", "2026-11-01T00:50:00-04:00", "2026-11-01T03:05:00-05:00",
+     ["05:00", "05:20", "05:40", "06:00", "06:20", "06:40", "07:00", "07:20", "07:40", "08:00"]),
+    # Spring forward in Paris: 02:00 and 02:30 do not exist; both fire, shifted by the gap.
+    ("0,30 2 * * *", "Europe/Paris", "2026-03-29T00:00:00+01:00", "2026-03-29T04:00:00+02:00",
+     ["01:00", "01:30"]),
+])
+def test_the_claim_loop_runs_every_occurrence_across_dst(store, cron, tz, start, end, expected):
+    clock, runner = Clock(parse_iso(start)), Recorder()
+    sched = make(store, runner, clock)
+    task = sched.add("tick", cron=cron, tz=tz)
+    while clock.now < parse_iso(end):  # a daemon waking every minute through the night
+        clock.now += 60
+        sched.run_due()
+    runs = sorted(store.list_runs(task.id, limit=None), key=lambda r: r.scheduled_for)
+    assert [(r.status, iso(r.scheduled_for)[11:16]) for r in runs] == [
+        ("succeeded", hhmm) for hhmm in expected]
