@@ -9,7 +9,7 @@ import sys
 
 import pytest
 from click.testing import CliRunner
-from scheduler_support import daemon_env, jarvis
+from scheduler_support import daemon_env, jarvis, query
 
 from jarvis.core.registry import ToolRegistry
 from jarvis.core.types import ToolCall
@@ -229,3 +229,38 @@ def test_a_file_that_is_not_a_database_is_a_clear_error(env, tmp_path):
         assert result.returncode == 2, result.stderr
         assert "Traceback" not in result.stderr
         assert result.stderr.strip().startswith(f"Error: cannot use the scheduler database {bad}")
+
+
+# --- issue 13: input that was accepted wrongly -------------------------------------------------
+def test_an_interval_is_stored_exactly(env, tmp_path):
+    # `%g` kept 6 significant digits: 1000001 s was stored (and run) as 1e+06 = 1000000 s.
+    task = json.loads(ok(jarvis(env, "schedule", "add", "x", "--every", "1000001", "--json")))
+    assert (task["schedule_value"], task["schedule"]) == ("1000001", "every 1000001 s")
+    stored = query(tmp_path / "scheduler.db", "SELECT schedule_value, next_run - anchor FROM tasks")
+    assert stored == [("1000001", 1000001.0)]
+    fraction = json.loads(ok(jarvis(env, "schedule", "add", "x", "--every", "1234.5678", "--json")))
+    assert fraction["schedule_value"] == "1234.5678"
+
+
+@pytest.mark.parametrize("args, message", [
+    # Year 10000 in UTC: accepted before, then every listing failed with "year 10000 is out of
+    # range".
+    (["--at", "9999-12-31T23:59:59-05:00"], "out of range"),
+    (["--at", "0001-01-01T00:00:00+05:00"], "out of range"),
+    # An approval without --tools applied to whatever tools the agent has by default.
+    (["--every", "60", "--approve-tools", "shell"], "--approve-tools needs --tools"),
+    # `$` matches before a trailing newline: 'simple\n' passed as a valid agent name.
+    (["--every", "60", "--agent", "simple\n"], "invalid agent name 'simple\\n'"),
+    (["--every", "60", "--tools", "calculator,think\n\n"], None),  # stripped: fine
+])
+def test_add_refuses_what_it_cannot_honour_and_listing_keeps_working(env, args, message):
+    result = jarvis(env, "schedule", "add", "x", *args)
+    if message is None:
+        assert result.returncode == 0, result.stderr
+    else:
+        assert result.returncode == 2, result.stdout
+        assert message in result.stderr and "Traceback" not in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
+    listed = jarvis(env, "schedule", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert len(json.loads(listed.stdout)) == (message is None)

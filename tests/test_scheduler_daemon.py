@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 from collections import Counter
@@ -162,3 +163,24 @@ def test_sigterm_gives_running_tasks_the_shutdown_timeout_then_requeues_them(env
                      "ORDER BY attempt", (task.id,))
     assert rows == [(1, "failed", "interrupted", "schedule"), (2, "pending", None, "recovery")]
     assert "interrupted by shutdown" in d.text()
+
+
+def test_grace_0_runs_on_time_and_skips_only_really_late_occurrences(env, api, db, daemons):
+    # Every claim is a few ms after the due time: with `--grace 0` taken literally, the task
+    # never ran at all (each occurrence was recorded as missed).
+    added = jarvis(env, "schedule", "add", "echo on time", "--every", "1", "--grace", "0", "--json")
+    task_id = json.loads(added.stdout)["task_id"]
+    d = Daemon(env, "--poll", "0.2")
+    daemons.append(d)
+    wait_for(lambda: query(db, "SELECT count(*) FROM runs WHERE task_id = ? AND status = "
+                               "'succeeded'", (task_id,))[0][0] >= 3, timeout=15,
+             what="three on-time runs")
+    assert d.stop() == 0
+    # 30 s late is beyond the small on-time tolerance: skipped, as grace 0 promises.
+    late = api.add("echo late", every=3600, grace_seconds=0)
+    api.store.db.conn.execute("UPDATE tasks SET next_run = ? WHERE id = ?", (time.time() - 30, late.id))
+    api.store.db.conn.commit()
+    once = jarvis(env, "scheduler", "start", "--once", "--runner", "scheduler_support:ScriptRunner")
+    assert once.returncode == 0 and "nothing to run" in once.stdout, once.stdout
+    assert query(db, "SELECT status, error_type FROM runs WHERE task_id = ?", (late.id,)) == [
+        ("skipped", "missed")]

@@ -34,7 +34,8 @@ MAX_PROMPT_CHARS = 20_000
 MAX_TOOLS = 64
 MAX_TIMEOUT_SECONDS = 24 * 3600.0
 MAX_RETRIES = 10
-_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+# fullmatch, never match with `$`: `$` also matches before a trailing newline ('simple\n').
+_TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
 
 def _settings(config: Any) -> Any:
@@ -133,11 +134,17 @@ class TaskScheduler:
             self._check_model_interval(schedule, now)
         tool_names = _names(tools, "tools")
         approved = _names(approved_tools, "approved tools")
-        stray = [n for n in approved if tool_names and n not in tool_names]
+        if approved and not tool_names:
+            # Without --tools the agent's default tools apply, and the approval would reach
+            # whatever those are: approvals only name tools the task lists.
+            raise UserError(f"--approve-tools needs --tools: list the tools the task may use "
+                            f"(approved: {', '.join(approved)}), e.g. --tools "
+                            f"{','.join(approved)} --approve-tools {','.join(approved)}")
+        stray = [n for n in approved if n not in tool_names]
         if stray:
             raise UserError(f"approved tool(s) {', '.join(stray)} are not among the task's tools "
                             f"({', '.join(tool_names)}); add them to --tools or drop the approval")
-        if agent is not None and (not isinstance(agent, str) or not _TOOL_NAME.match(agent)):
+        if agent is not None and (not isinstance(agent, str) or not _TOOL_NAME.fullmatch(agent)):
             raise UserError(f"invalid agent name {agent!r}")
         timeout = self.default_timeout if timeout_seconds is None else float(timeout_seconds)
         if not 0 < timeout <= MAX_TIMEOUT_SECONDS:
@@ -570,6 +577,6 @@ def _names(value: list[str] | str | None, what: str) -> list[str]:
     if len(names) > MAX_TOOLS:
         raise UserError(f"too many {what}: {len(names)} (limit {MAX_TOOLS})")
     for name in names:
-        if not _TOOL_NAME.match(name):
+        if not _TOOL_NAME.fullmatch(name):
             raise UserError(f"invalid tool name {name!r} in {what}: use letters, digits, '_' or '-'")
     return list(dict.fromkeys(names))

@@ -75,7 +75,7 @@ class Schedule:
         if self.type == "once":
             return f"once at {iso(parse_iso(self.value, self.timezone))}"
         if self.type == "interval":
-            return f"every {float(self.value):g} s"
+            return f"every {seconds_text(float(self.value))} s"
         return f"cron '{self.value}' ({self.timezone})"
 
 
@@ -105,7 +105,7 @@ def parse_schedule(schedule_type: str, value: str, timezone: str | None = "UTC",
         if not math.isfinite(seconds) or not (MIN_INTERVAL_SECONDS <= seconds <= MAX_INTERVAL_SECONDS):
             raise ScheduleError(f"interval must be between {MIN_INTERVAL_SECONDS:g} and "
                                 f"{MAX_INTERVAL_SECONDS:g} seconds, got {value}")
-        return Schedule("interval", f"{seconds:g}", timezone)
+        return Schedule("interval", seconds_text(seconds), timezone)
     if schedule_type == "once":
         at = parse_iso(value, timezone)
         # A few seconds of slack: "now" typed by a person is already in the past.
@@ -132,7 +132,21 @@ def parse_iso(value: str, timezone: str = "UTC") -> float:
                             f"2030-03-01T09:00:00Z or 2030-03-01T09:00:00+01:00") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=_zone(timezone))
-    return moment.timestamp()
+    # Valid ISO text can still name an instant outside what a datetime holds once moved to
+    # UTC (9999-12-31T23:59:59-05:00 is in year 10000): refuse it here, or every listing
+    # that shows the time fails later.
+    try:
+        stamp = moment.timestamp()
+        datetime.fromtimestamp(stamp, UTC)
+    except (OverflowError, ValueError, OSError):
+        raise ScheduleError(f"{value!r} is out of range; give a time between "
+                            f"0001-01-02T00:00:00Z and 9999-12-30T23:59:59Z") from None
+    return stamp
+
+
+def seconds_text(seconds: float) -> str:
+    """A number of seconds as text that reads back exactly (1000001, not %g's 1e+06)."""
+    return str(int(seconds)) if float(seconds).is_integer() else repr(float(seconds))
 
 
 def iso(ts: float | None) -> str | None:

@@ -33,6 +33,9 @@ from jarvis.scheduler.records import Run, Task
 MAX_ANSWER_CHARS = 100_000
 MAX_ERROR_CHARS = 10_000
 CRON_CATCH_UP_STEPS = 2_000  # occurrences walked when counting missed cron runs
+# A claim always comes a little after the due time (wake-up, locks, a busy machine): lateness
+# up to this is "on time", whatever the grace window, so `grace = 0` still runs the task.
+ON_TIME_SECONDS = 2.0
 
 
 class TaskNotFoundError(UserError):
@@ -357,7 +360,7 @@ class SchedulerStore:
                     lease_seconds: float, default_grace: float) -> Claim | None:
         grace = task.grace_seconds if task.grace_seconds is not None else default_grace
         plan = plan_catch_up(task, now)
-        run_at = plan.latest if now - plan.latest <= grace else None
+        run_at = plan.latest if now - plan.latest <= max(grace, ON_TIME_SECONDS) else None
         skipped_from, skipped_to, skipped = plan.older_first, plan.older_last, plan.older_count
         if run_at is None:  # even the latest occurrence is too late: skip it as well
             skipped_from = skipped_from if skipped else plan.latest
