@@ -31,12 +31,17 @@ def _log(event: str, task: Any, occurrence: Any) -> None:
         return
     line = json.dumps({"event": event, "task_id": task.id, "scheduled_for": occurrence.scheduled_for,
                        "attempt": occurrence.attempt, "run_id": occurrence.id, "pid": os.getpid(),
-                       "time": time.time()}) + "\n"
+                       "pidns": pid_namespace(), "time": time.time()}) + "\n"
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, line.encode())
     finally:
         os.close(fd)
+
+
+def pid_namespace() -> int:
+    """The inode of this process's PID namespace: tells daemons in containers apart."""
+    return os.stat("/proc/self/ns/pid").st_ino
 
 
 class ScriptRunner:
@@ -98,10 +103,11 @@ class Daemon:
     """A `jarvis scheduler start` subprocess whose stderr lines are collected as they come."""
 
     def __init__(self, env: dict[str, str], *args: str, runner: str | None = "scheduler_support:ScriptRunner",
-                 cwd: str | None = None) -> None:
+                 cwd: str | None = None, prefix: tuple[str, ...] = ()) -> None:
         import threading
 
-        command = [sys.executable, "-m", "jarvis.cli", "scheduler", "start", *args]
+        # `prefix` wraps the daemon, e.g. in `unshare` (then `pid` is unshare's, not the daemon's).
+        command = [*prefix, sys.executable, "-m", "jarvis.cli", "scheduler", "start", *args]
         if runner:
             command += ["--runner", runner]
         self.proc = subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.PIPE,

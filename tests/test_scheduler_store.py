@@ -245,14 +245,17 @@ def test_crashed_runs_are_recovered_per_policy(store):
 def test_dead_process_on_this_host_is_detected_without_waiting_for_the_lease(store):
     import socket
 
+    from jarvis.scheduler.store import _pid_scope
+
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait()
     clock = Clock()
     sched = make(store, clock=clock)
     task = sched.add("x", every=60)
     clock.now = T0 + 60
-    store.claim_due(now=clock.now, owner=f"{socket.gethostname()}:{proc.pid}:dead", lease_seconds=3600,
-                    limit=1, default_grace=3600)
+    boot, pidns = _pid_scope()
+    store.claim_due(now=clock.now, owner=f"{socket.gethostname()}:{proc.pid}:dead:{boot}:{pidns}",
+                    lease_seconds=3600, limit=1, default_grace=3600)
     recovered = store.recover(now=clock.now)
     assert [(r.task_id, r.error_type) for r in recovered] == [(task.id, "crashed")]
 
@@ -353,3 +356,21 @@ def test_the_claim_loop_runs_every_occurrence_across_dst(store, cron, tz, start,
     runs = sorted(store.list_runs(task.id, limit=None), key=lambda r: r.scheduled_for)
     assert [(r.status, iso(r.scheduled_for)[11:16]) for r in runs] == [
         ("succeeded", hhmm) for hhmm in expected]
+
+
+def test_an_owner_is_judged_by_pid_only_inside_this_pid_namespace():
+    import socket
+
+    from jarvis.scheduler.store import _pid_scope, owner_id, owner_is_dead
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # reaped: its pid names no process now
+    host, boot, pidns = socket.gethostname(), *_pid_scope()
+    assert owner_is_dead(f"{host}:{gone.pid}:ab12cd34:{boot}:{pidns}")
+    assert not owner_is_dead(owner_id())  # ourselves
+    # The same pid in another PID namespace (a container sharing our host name), another boot,
+    # or an id written before namespaces were recorded: only the lease can tell.
+    assert not owner_is_dead(f"{host}:{gone.pid}:ab12cd34:{boot}:1")
+    assert not owner_is_dead(f"{host}:{gone.pid}:ab12cd34:{'0' * 32}:{pidns}")
+    assert not owner_is_dead(f"{host}:{gone.pid}:ab12cd34")
+    assert not owner_is_dead(f"elsewhere:{gone.pid}:ab12cd34:{boot}:{pidns}")

@@ -10,8 +10,9 @@ Policies applied here, inside the claiming transaction (documented in docs/sched
   late; older occurrences are skipped and recorded as one "skipped" run with their count;
 - overlap: a task whose previous run is still running is not started again until it ends;
 - failures: with retries left, a new attempt is queued after `backoff * 2**(attempt-1)` s;
-- crashes: a run whose daemon died (dead pid on this host, or lease expired) is recorded as
-  failed ("crashed") and, when the task's `on_crash` is "retry", queued again right away.
+- crashes: a run whose daemon died (a dead pid in this PID namespace, or a lease that its
+  owner stopped renewing) is recorded as failed ("crashed") and, when the task's `on_crash`
+  is "retry", queued again right away.
 """
 
 from __future__ import annotations
@@ -96,20 +97,45 @@ _RUN_FIELDS = tuple(f.name for f in fields(Run))
 
 
 def owner_id() -> str:
-    """This process as a claim owner: host, pid and a random token (pids get reused)."""
-    return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(4).hex()}"
+    """This process as a claim owner: `host:pid:token:boot:pidns`.
+
+    A random token, since pids get reused; the boot id and the PID namespace say where the pid
+    means something (containers that share a host name have their own pids).
+    """
+    boot, pidns = _pid_scope()
+    return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(4).hex()}:{boot}:{pidns}"
+
+
+def _pid_scope() -> tuple[str, str]:
+    """(boot id, PID namespace inode) of this process; "-" where the system has none (a
+    system without /proc has no PID namespaces either)."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip().replace("-", "")
+    except OSError:
+        boot = "-"
+    try:
+        pidns = str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        pidns = "-"
+    return boot or "-", pidns
 
 
 def owner_is_dead(owner: str | None) -> bool:
-    """True when `owner` is a process on this host that no longer exists.
+    """True when `owner` is a process of this PID namespace (same host, same boot) that no
+    longer exists.
 
-    Only a same-host, other-pid owner can be judged; others wait for their lease to expire.
+    Only such an owner can be judged by its pid: a pid from another namespace (a container
+    that shares our host name), another boot or another host names some other process here,
+    or none. Those owners, and owners recorded before the namespace was part of the id, are
+    judged by their lease alone: the recovery waits until the owner stops renewing it.
     """
     if not owner:
         return True
-    host, _, rest = owner.partition(":")
-    pid_text = rest.split(":", 1)[0]
-    if host != socket.gethostname() or not pid_text.isdigit():
+    parts = owner.split(":")
+    if len(parts) != 5 or not parts[1].isdigit():
+        return False
+    host, pid_text, _token, boot, pidns = parts
+    if host != socket.gethostname() or (boot, pidns) != _pid_scope():
         return False
     pid = int(pid_text)
     if pid == os.getpid():
@@ -465,7 +491,7 @@ class SchedulerStore:
 
     def recover(self, *, now: float, is_dead: Callable[[str | None], bool] = owner_is_dead,
                 exclude_owner: str | None = None) -> list[Run]:
-        """Find runs whose daemon died (dead pid on this host, or lease expired), record them
+        """Find runs whose daemon died (dead pid in this namespace, or lease expired), record them
         as failed ("crashed") and apply each task's on_crash policy."""
         recovered: list[Run] = []
         with self.immediate() as conn:
