@@ -184,3 +184,40 @@ def test_grace_0_runs_on_time_and_skips_only_really_late_occurrences(env, api, d
     assert once.returncode == 0 and "nothing to run" in once.stdout, once.stdout
     assert query(db, "SELECT status, error_type FROM runs WHERE task_id = ?", (late.id,)) == [
         ("skipped", "missed")]
+
+
+def test_a_timed_out_attempt_holds_its_worker_until_its_call_really_ends(env, api, db, runlog,
+                                                                      daemons):
+    # timeout 0.5 s, 2 retries, a 2 s call: each timed-out call went on in its abandoned thread
+    # while the retry started, so all three attempts (and other tasks) ran at once, beyond
+    # max_workers.
+    slow = api.add("sleep 2", every=3600, timeout_seconds=0.5, max_retries=2,
+                   retry_backoff_seconds=0)
+    other = api.add("echo other", every=3600)
+    make_due = "UPDATE tasks SET next_run = ? WHERE id = ?"
+    api.store.db.conn.execute(make_due, (time.time() - 1, slow.id))
+    api.store.db.conn.execute(make_due, (time.time() - 0.5, other.id))
+    api.store.db.conn.commit()
+    d = Daemon(env, "--poll", "0.1", "--max-workers", "1")
+    daemons.append(d)
+    wait_for(lambda: query(db, "SELECT count(*) FROM runs WHERE task_id = ? AND attempt = 3 AND "
+                               "status = 'failed'", (slow.id,))[0][0], timeout=30,
+             what="the third attempt to time out")
+    wait_for(lambda: query(db, "SELECT 1 FROM runs WHERE task_id = ? AND status = 'succeeded'",
+                           (other.id,)), timeout=10, what="the other task")
+    assert d.stop() == 0
+
+    events = read_log(runlog)
+    calls = {}  # run id -> [start, end] of the runner's call, as it really happened
+    for e in events:
+        calls.setdefault(e["run_id"], {})[e["event"]] = e["time"]
+    spans = sorted((c["start"], c.get("end", float("inf"))) for c in calls.values())
+    for (_, end), (next_start, _) in zip(spans, spans[1:], strict=False):
+        assert next_start >= end, spans  # one worker: never two calls at once
+    assert len(spans) == 4 and all(len(c) == 2 for c in calls.values()), calls
+    rows = query(db, "SELECT attempt, status, error_type, error FROM runs WHERE task_id = ? "
+                     "ORDER BY attempt", (slow.id,))
+    assert [r[:3] for r in rows] == [(1, "failed", "timeout"), (2, "failed", "timeout"),
+                                     (3, "failed", "timeout")]
+    assert "timed out after 0.5 s" in rows[0][3]
+    assert "timed out" in d.text() and "still running" in d.text()

@@ -7,8 +7,9 @@
 
 The loop sleeps until the next due occurrence, but at most `poll_seconds`, so tasks added by
 other processes are noticed within that time. Each claimed run executes on a worker thread
-that keeps the run's lease alive while it waits; a run past its timeout is recorded as failed
-and the worker moves on (Python cannot kill a thread; the abandoned call's result is dropped).
+that keeps the run's lease alive while it waits. A run past its timeout is recorded as failed
+("timeout") and its result dropped, but only when its call really ends (Python cannot kill a
+thread): until then it keeps its worker and blocks its task's retry and next runs.
 """
 
 from __future__ import annotations
@@ -98,6 +99,8 @@ class TaskScheduler:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._active: dict[int, threading.Thread] = {}
+        self._overdue: set[int] = set()  # runs past their timeout whose call still runs
+        self._given_up: set[int] = set()  # runs recorded before their call ended
         self._active_lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self.abandoned = 0  # runs whose call outlived their timeout
@@ -309,9 +312,10 @@ class TaskScheduler:
             with lock:
                 finished.append(run)
 
-        threads: list[threading.Thread] = []
+        threads: dict[int, threading.Thread] = {}  # run id -> its worker
+        drain_until: float | None = None
         while True:
-            threads = [t for t in threads if t.is_alive()]
+            threads = {run_id: t for run_id, t in threads.items() if t.is_alive()}
             free = self.max_workers - len(threads)
             claims = self.store.claim_due(now=self.clock(), owner=self.owner,
                                           lease_seconds=self.lease_seconds, limit=free,
@@ -321,12 +325,28 @@ class TaskScheduler:
                 thread = threading.Thread(target=work, args=(claim,), daemon=True,
                                           name=f"jarvis-run-{claim.run.id}")
                 thread.start()
-                threads.append(thread)
+                threads[claim.run.id] = thread
             if not claims and not threads:
                 break
-            if not claims:
-                threads[0].join(0.05)
-        return sorted(finished, key=lambda r: r.id)
+            if claims:
+                continue
+            with self._active_lock:
+                all_overdue = set(threads) <= self._overdue
+            # Only calls past their timeout are left: like a shutdown, they get
+            # shutdown_timeout to end, then are recorded as timed out (and nothing more is
+            # claimed: a retry must not start beside a call that may still be running).
+            if all_overdue and drain_until is None:
+                drain_until = time.monotonic() + self.shutdown_timeout
+            elif not all_overdue:
+                drain_until = None
+            if drain_until is not None and time.monotonic() >= drain_until:
+                for run in self._give_up(list(threads), "the end of a --once pass"):
+                    with lock:
+                        finished.append(run)
+                break
+            next(iter(threads.values())).join(0.05)
+        with lock:
+            return sorted(finished, key=lambda r: r.id)
 
     def start(self) -> TaskScheduler:
         """Run the daemon loop on a background thread (stop it with `stop()`)."""
@@ -432,14 +452,32 @@ class TaskScheduler:
             pending = dict(self._active)
         for thread in pending.values():
             thread.join(max(0.0, deadline - time.monotonic()))
-        for run_id, thread in pending.items():
-            if thread.is_alive():
-                run = self.store.interrupt(run_id, self.owner, now=self.clock(),
-                                           reason="interrupted: the scheduler shut down before "
-                                                  "this run finished")
-                if run is not None:
-                    log.warning("run %d of task %s interrupted by shutdown", run_id, run.task_id)
+        self._give_up([run_id for run_id, thread in pending.items() if thread.is_alive()],
+                      "shutdown")
         log.info("scheduler %s stopped", self.owner)
+
+    def _give_up(self, run_ids: list[int], cause: str) -> list[Run]:
+        """Stop waiting for these runs of ours and record them: a run already past its timeout
+        as timed out, any other as interrupted; each task's retry or on_crash policy applies."""
+        recorded: list[Run] = []
+        for run_id in run_ids:
+            with self._active_lock:
+                overdue = run_id in self._overdue
+                self._given_up.add(run_id)
+            if overdue:
+                task = self.store.get_task(self.store.get_run(run_id).task_id)
+                run = self.store.finish_run(run_id, self.owner, now=self.clock(), success=False,
+                                            error=_timed_out(task, None).error,
+                                            error_type="timeout")
+            else:
+                run = self.store.interrupt(run_id, self.owner, now=self.clock(),
+                                           reason=f"interrupted: the scheduler stopped ({cause}) "
+                                                  f"before this run finished")
+                if run is not None:
+                    log.warning("run %d of task %s interrupted by %s", run_id, run.task_id, cause)
+            if run is not None:
+                recorded.append(run)
+        return recorded
 
     def _recover(self) -> None:
         # Our own runs are included: a worker renews its lease, so only a stuck one expires.
@@ -481,20 +519,35 @@ class TaskScheduler:
         started = time.monotonic()
         worker.start()
         beat = max(self.lease_seconds / 4, 0.05)
+        timed_out = False
+        # Python cannot stop a thread: a call past its timeout goes on. Until it really ends
+        # the run stays "running" (its lease renewed), so it keeps its worker slot, and no
+        # retry or next occurrence of the task starts beside it.
         while worker.is_alive():
             left = task.timeout_seconds - (time.monotonic() - started)
-            if left <= 0:
-                break
-            worker.join(min(beat, left))
+            if left <= 0 and not timed_out:
+                timed_out = True
+                self.abandoned += 1
+                with self._active_lock:
+                    self._overdue.add(run.id)
+                log.warning("task %s: run %d timed out after %g s; its call is still running "
+                            "and its result will be dropped; the task's retry and next runs "
+                            "wait until it ends (it holds one of the %d workers)", task.id,
+                            run.id, task.timeout_seconds, self.max_workers)
+            worker.join(beat if timed_out else min(beat, left))
+            if self._was_given_up(run.id):
+                return run
             if worker.is_alive():
                 try:
                     self.store.heartbeat(self.owner, self.clock() + self.lease_seconds)
                 except sqlite3.OperationalError as exc:  # busy: the next beat will do
                     log.warning("could not renew the lease of run %d: %s", run.id, exc)
-        if worker.is_alive():
-            self.abandoned += 1
-            outcome = RunOutcome.failed(f"timed out after {task.timeout_seconds:g} s (the task's "
-                                        f"timeout); the run was abandoned", "timeout")
+        if self._was_given_up(run.id):
+            return run
+        if timed_out:
+            with self._active_lock:
+                self._overdue.discard(run.id)
+            outcome = _timed_out(task, time.monotonic() - started)
         elif "error" in box:
             outcome = _failure(box["error"])
         else:
@@ -538,6 +591,15 @@ class TaskScheduler:
             run.delivery = record
             return run
 
+    def _was_given_up(self, run_id: int) -> bool:
+        """Whether the run was recorded already (shutdown, end of --once) while its call went
+        on: then its worker leaves the store alone."""
+        with self._active_lock:
+            if run_id not in self._given_up:
+                return False
+            self._given_up.discard(run_id)
+            self._overdue.discard(run_id)
+            return True
 
     def _record(self, run: Run, outcome: RunOutcome) -> Run | None:
         """finish_run, retried while the database is locked by other processes (the outcome
@@ -554,6 +616,12 @@ class TaskScheduler:
                 log.warning("recording run %d failed (%s); retrying", run.id, exc)
                 time.sleep(0.5 * (attempt + 1))
         return None
+
+
+def _timed_out(task: Task, took: float | None) -> RunOutcome:
+    went_on = "" if took is None else f"; its call went on for {took:.1f} s"
+    return RunOutcome.failed(f"timed out after {task.timeout_seconds:g} s (the task's timeout)"
+                             f"{went_on}; its result was dropped", "timeout")
 
 
 def _failure(exc: BaseException) -> RunOutcome:
