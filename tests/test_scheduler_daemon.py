@@ -221,3 +221,53 @@ def test_a_timed_out_attempt_holds_its_worker_until_its_call_really_ends(env, ap
                                      (3, "failed", "timeout")]
     assert "timed out after 0.5 s" in rows[0][3]
     assert "timed out" in d.text() and "still running" in d.text()
+
+
+def test_schedule_run_never_overlaps_a_running_run_of_the_same_task(env, api, db, runlog, daemons):
+    import subprocess
+    import sys
+
+    task = api.add("sleep 2", every=3600)
+    d = Daemon(env, "--poll", "0.1")
+    daemons.append(d)
+
+    def make_due() -> None:
+        api.store.db.conn.execute("UPDATE tasks SET next_run = ? WHERE id = ?",
+                                  (time.time() - 0.5, task.id))
+        api.store.db.conn.commit()
+
+    def started() -> list[dict]:
+        return [e for e in read_log(runlog) if e["event"] == "start"]
+
+    make_due()
+    wait_for(started, what="the scheduled run to start")
+    # While the daemon runs it, `schedule run` says so and runs nothing (it ran beside it).
+    busy = jarvis(env, "schedule", "run", task.id, "--runner", "scheduler_support:ScriptRunner")
+    assert busy.returncode == 3, (busy.stdout, busy.stderr)
+    assert "is running now" in busy.stderr and "--wait" in busy.stderr
+    assert len(busy.stderr.strip().splitlines()) == 1 and busy.stdout == ""
+    assert query(db, "SELECT count(*) FROM runs WHERE trigger = 'manual'") == [(0,)]
+    # --wait runs it as soon as the scheduled run has ended ...
+    waited = subprocess.Popen([sys.executable, "-m", "jarvis.cli", "schedule", "run", task.id,
+                               "--wait", "--runner", "scheduler_support:ScriptRunner"], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: len(started()) == 2, timeout=15, what="the manual run to start")
+        make_due()  # ... and an occurrence due meanwhile waits for the manual run in turn
+        out, err = waited.communicate(timeout=30)
+    finally:
+        waited.kill()
+    assert waited.returncode == 0, err
+    assert out.strip() == "2" and "waiting for run #" in err
+    wait_for(lambda: len([e for e in read_log(runlog) if e["event"] == "end"]) == 3, timeout=15,
+             what="the occurrence due during the manual run")
+    assert d.stop() == 0
+    calls = {}
+    for e in read_log(runlog):
+        calls.setdefault(e["run_id"], {})[e["event"]] = e["time"]
+    spans = sorted((c["start"], c.get("end", float("inf"))) for c in calls.values())
+    for (_, end), (next_start, _) in zip(spans, spans[1:], strict=False):
+        assert next_start >= end, spans
+    triggers = [r[0] for r in query(db, "SELECT trigger FROM runs WHERE status = 'succeeded' "
+                                        "ORDER BY started_at")]
+    assert triggers == ["schedule", "manual", "schedule"], triggers

@@ -197,16 +197,25 @@ _status_command("cancel", "cancel_task", "Cancel task TASK_ID for good.")
 @click.argument("task_id")
 @click.option("--runner", default=None, metavar="MODULE:FACTORY",
               help="TaskRunner to use instead of the configured one.")
+@click.option("--wait", is_flag=True, help="If a run of the task is going on, wait for it to "
+              "end, then run (default: say so and exit 3).")
 @click.option("--json", "as_json", is_flag=True, help="Print the run record as JSON.")
-def run_task(task_id: str, runner: str | None, as_json: bool) -> None:
+def run_task(task_id: str, runner: str | None, wait: bool, as_json: bool) -> None:
     """Run task TASK_ID now, in the foreground, and record the run.
 
-    Prints the answer; exits 1 if the run failed.
+    Prints the answer; exits 1 if the run failed. Never runs beside a run of the same task
+    that is going on (e.g. in the daemon): exits 3 without running, or waits with --wait.
     """
+    from jarvis.scheduler.schedules import iso
+
     scheduler = _scheduler(runner)
     scheduler.get_task(task_id)  # an unknown id fails before anything is said
-    click.echo(f"running task {task_id} now...", err=True)
-    run = scheduler.run_now(task_id)
+
+    def waiting(busy: Any) -> None:
+        click.echo(f"waiting for run #{busy.id} of task {task_id} (started "
+                   f"{iso(busy.started_at)}) to end...", err=True)
+
+    run = scheduler.run_now(task_id, wait=wait, on_wait=waiting)
     if as_json:
         echo_json(run.to_dict())
     elif run.status == "succeeded":

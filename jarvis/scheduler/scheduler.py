@@ -27,7 +27,7 @@ from jarvis.errors import EngineError, JarvisError, UserError
 from jarvis.scheduler.records import CRASH_POLICIES, TASK_STATUSES, Run, Task
 from jarvis.scheduler.runner import FunctionRunner, RunOutcome, SdkRunner, TaskRunner
 from jarvis.scheduler.schedules import iso, parse_schedule
-from jarvis.scheduler.store import Claim, QuotaError, SchedulerStore, owner_id
+from jarvis.scheduler.store import Claim, QuotaError, SchedulerStore, TaskBusyError, owner_id
 
 log = logging.getLogger("jarvis.scheduler")
 
@@ -290,13 +290,29 @@ class TaskScheduler:
             self.store.get_task(task_id)  # an unknown id is an error, not an empty list
         return self.store.list_runs(task_id, status=status, limit=limit)
 
-    def run_now(self, task_id: str) -> Run:
-        """Run a task once right now in this thread (outside its schedule); returns the run."""
+    def run_now(self, task_id: str, *, wait: bool = False,
+                on_wait: Callable[[Run], None] | None = None) -> Run:
+        """Run a task once right now in this thread (outside its schedule); returns the run.
+
+        Never beside another run of the task: raises TaskBusyError while one is going on, or
+        with `wait=True` waits for it to end (calling `on_wait(busy_run)` once) and runs then.
+        """
         task = self.store.get_task(task_id)
         if task.status == "cancelled":
             raise UserError(f"task {task_id} is cancelled; create a new task instead")
-        claim = self.store.claim_manual(task, now=self.clock(), owner=self.owner,
-                                        lease_seconds=self.lease_seconds)
+        told = False
+        while True:
+            try:
+                claim = self.store.claim_manual(task, now=self.clock(), owner=self.owner,
+                                                lease_seconds=self.lease_seconds)
+                break
+            except TaskBusyError as busy:
+                if not wait:
+                    raise
+                if not told and on_wait is not None:
+                    on_wait(busy.run)
+                told = True
+                time.sleep(min(self.poll_seconds, 0.25))
         return self._execute(claim)
 
     # --- running -----------------------------------------------------------------------

@@ -28,7 +28,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from jarvis.errors import UserError
+from jarvis.errors import JarvisError, UserError
 from jarvis.scheduler.records import Run, Task
 
 MAX_ANSWER_CHARS = 100_000
@@ -50,6 +50,21 @@ class TaskNotFoundError(UserError):
 
 class QuotaError(UserError):
     """A limit on what a model may schedule was reached (see [scheduler] model_*)."""
+
+
+class TaskBusyError(JarvisError):
+    """A run of the task is going on already; starting another would overlap it."""
+
+    exit_code = 3  # distinct from a failed run (1) and a misuse (2): nothing was run
+
+    def __init__(self, task_id: str, run: Run) -> None:
+        self.task_id = task_id
+        self.run = run
+        from jarvis.scheduler.schedules import iso
+
+        super().__init__(f"task {task_id} is running now (run #{run.id}, {run.trigger}, started "
+                         f"{iso(run.started_at)} by {run.claimed_by}); nothing was run: retry "
+                         f"when it ends, or pass --wait to run it then")
 
 
 @dataclass(slots=True)
@@ -418,8 +433,15 @@ class SchedulerStore:
         return claim
 
     def claim_manual(self, task: Task, *, now: float, owner: str, lease_seconds: float) -> Claim:
-        """Claim a run of `task` right now, outside its schedule (`jarvis schedule run`)."""
+        """Claim a run of `task` right now, outside its schedule (`jarvis schedule run`).
+
+        Raises TaskBusyError while a run of the task is going on (the same no-overlap rule as
+        scheduled runs, checked in the same transaction as the claim)."""
         with self.immediate() as conn:
+            busy = self._query("SELECT * FROM runs WHERE task_id = ? AND status = 'running' "
+                               "ORDER BY id LIMIT 1", (task.id,))
+            if busy:
+                raise TaskBusyError(task.id, _run(busy[0]))
             cursor = conn.execute(
                 "INSERT INTO runs (task_id, scheduled_for, attempt, status, trigger, claimed_by, "
                 "lease_until, started_at) VALUES (?, ?, 1, 'running', 'manual', ?, ?, ?)",
