@@ -264,3 +264,43 @@ def test_add_refuses_what_it_cannot_honour_and_listing_keeps_working(env, args, 
     listed = jarvis(env, "schedule", "list", "--json")
     assert listed.returncode == 0, listed.stderr
     assert len(json.loads(listed.stdout)) == (message is None)
+
+
+# --- issue 13: paging, prompts from files and stdin ------------------------------------------
+def test_schedule_list_pages_with_limit_and_offset(env, tmp_path):
+    from jarvis.scheduler.scheduler import TaskScheduler
+    from jarvis.scheduler.store import SchedulerStore
+
+    store = SchedulerStore(tmp_path / "scheduler.db")
+    api = TaskScheduler(store=store, runner=lambda task, occurrence: "unused")
+    ids = [api.add(f"task {i}", every=3600).id for i in range(230)]
+    store.close()
+
+    first = jarvis(env, "schedule", "list", "--json")  # a page of 100 by default
+    assert [t["task_id"] for t in json.loads(ok(first))] == ids[:100]
+    assert "showing tasks 1-100 of 230; next page: --offset 100" in first.stderr
+    last = jarvis(env, "schedule", "list", "--limit", "100", "--offset", "200", "--json")
+    assert [t["task_id"] for t in json.loads(ok(last))] == ids[200:]
+    assert "showing" not in last.stderr  # the last page: nothing more to say
+    everything = jarvis(env, "schedule", "list", "--limit", "0")
+    assert len(ok(everything).splitlines()) == 230
+    past = jarvis(env, "schedule", "list", "--offset", "500")
+    assert ok(past) == "" and "no tasks from --offset 500: there are 230" in past.stderr
+    bad = jarvis(env, "schedule", "list", "--limit", "-1")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+
+
+def test_list_scheduled_tasks_tool_pages_and_bounds_its_work(scheduler):
+    from jarvis.scheduler import tools as st
+
+    ids = [scheduler.add(f"task {i}", every=3600).id for i in range(120)]
+    tool = st.ListScheduledTasksTool(scheduler=scheduler)
+    page = json.loads(tool.execute().content)
+    assert [t["task_id"] for t in page] == ids[:100]
+    page = json.loads(tool.execute(limit=30, offset=100).content)
+    assert [t["task_id"] for t in page] == ids[100:]
+    assert json.loads(tool.execute(status="paused", limit=5).content) == []
+    for bad in ({"limit": 100_000}, {"limit": "all"}, {"limit": 0}, {"offset": -1},
+                {"offset": True}, {"status": "sleeping"}):
+        result = tool.execute(**bad)
+        assert not result.success and result.error_type.value == "invalid_args", bad

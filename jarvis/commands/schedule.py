@@ -143,16 +143,34 @@ def add_task(prompt: str, cron: str | None, tz: str, every: float | None, at: st
 @schedule.command("list")
 @click.option("--status", type=click.Choice(["active", "paused", "completed", "cancelled"]),
               default=None, help="Only tasks with this status.")
+@click.option("--limit", type=click.IntRange(0), default=100, show_default=True,
+              help="Show at most this many tasks (0: all).")
+@click.option("--offset", type=click.IntRange(0), default=0, show_default=True,
+              help="Skip this many tasks first (the next page: --offset LIMIT).")
 @click.option("--json", "as_json", is_flag=True, help="Print the tasks as JSON.")
-def list_tasks(status: str | None, as_json: bool) -> None:
-    """List scheduled tasks with their status and next run."""
-    tasks = _scheduler().list_tasks(status)
+def list_tasks(status: str | None, limit: int, offset: int, as_json: bool) -> None:
+    """List scheduled tasks (oldest first) with their status and next run.
+
+    Shows a page of --limit tasks from --offset; when more exist, stderr says how to see them.
+    """
+    scheduler = _scheduler()
+    tasks = scheduler.list_tasks(status, limit=limit or None, offset=offset)
+    # A full page may hide more: count only then (a page never says nothing about the rest).
+    total = (scheduler.count_tasks(status)
+             if (limit and len(tasks) == limit) or (offset and not tasks) else None)
+    end = offset + len(tasks)
+    if total is not None and tasks and end < total:
+        click.echo(f"showing tasks {offset + 1}-{end} of {total}; next page: --offset {end}",
+                   err=True)
+    elif total and not tasks:
+        click.echo(f"no tasks from --offset {offset}: there are {total}", err=True)
     if as_json:
         echo_json([t.to_dict() for t in tasks])
         return
     if not tasks:
-        click.echo("no scheduled tasks" + (f" with status {status}" if status else "")
-                   + "; add one with `jarvis schedule add`", err=True)
+        if not offset:
+            click.echo("no scheduled tasks" + (f" with status {status}" if status else "")
+                       + "; add one with `jarvis schedule add`", err=True)
         return
     for task in tasks:
         data = task.to_dict()

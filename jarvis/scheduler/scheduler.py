@@ -244,10 +244,20 @@ class TaskScheduler:
     def get_task(self, task_id: str) -> Task:
         return self.store.get_task(task_id)
 
-    def list_tasks(self, status: str | None = None) -> list[Task]:
+    def list_tasks(self, status: str | None = None, *, limit: int | None = None,
+                   offset: int = 0) -> list[Task]:
+        """Tasks in creation order (all of them, or a page: `limit` from `offset`)."""
         if status is not None and status not in TASK_STATUSES:
             raise UserError(f"unknown status {status!r}; use one of: {', '.join(TASK_STATUSES)}")
-        return self.store.list_tasks(status)
+        for name, value in (("limit", limit), ("offset", offset)):
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool)
+                                      or value < 0):
+                raise UserError(f"{name} must be a whole number of 0 or more, got {value!r}")
+        return self.store.list_tasks(status, limit=limit, offset=offset)
+
+    def count_tasks(self, status: str | None = None) -> int:
+        counts = self.store.count_tasks()
+        return counts.get(status, 0) if status else sum(counts.values())
 
     def pause_task(self, task_id: str) -> Task:
         """Stop scheduling a task (kept, and resumable); a run in progress finishes."""

@@ -272,15 +272,18 @@ class SchedulerStore:
             raise TaskNotFoundError(task_id)
         return _task(rows[0])
 
-    def list_tasks(self, status: str | None = None, limit: int | None = None) -> list[Task]:
+    def list_tasks(self, status: str | None = None, limit: int | None = None,
+                   offset: int = 0) -> list[Task]:
+        """Tasks in creation order; `limit` and `offset` page through them."""
         sql = "SELECT * FROM tasks"
         params: list[Any] = []
         if status:
             sql += " WHERE status = ?"
             params.append(status)
         sql += " ORDER BY created_at, rowid"
-        if limit:
-            sql += f" LIMIT {int(limit)}"
+        if limit or offset:
+            sql += " LIMIT ? OFFSET ?"
+            params += [int(limit) if limit else -1, max(int(offset), 0)]
         return [_task(r) for r in self._query(sql, tuple(params))]
 
     def count_tasks(self) -> dict[str, int]:
