@@ -107,13 +107,18 @@ def test_documented_add_examples_run_as_written(env):
     docs = (Path(__file__).parent.parent / "docs" / "scheduler.md").read_text()
     help_text = ok(jarvis(env, "schedule", "add", "--help"))
     lines = [line.split("#")[0] for line in docs.splitlines() + help_text.splitlines()
-             if re.match(r"\s*jarvis schedule add ", line)]
+             if re.match(r"\s*(echo .*\| *)?jarvis schedule add ", line)]
     assert len(lines) >= 6 and any("--at" in line for line in lines), lines
     # The --notify example names this channel; every tool the examples name must exist.
     Path("config.toml").write_text('[channels.phone]\nurl = "ntfy://ntfy.example/alerts"\n')
+    assert any("--prompt-file" in line for line in lines) and any("|" in line for line in lines)
+    Path("weekly-report.txt").write_text("Write the weekly report\n")  # the file an example reads
     for line in lines:
-        args = shlex.split(line)[1:]
-        result = jarvis(env, *args)
+        piped, _, command = line.rpartition("|")
+        stdin = shlex.split(piped)[1] + "\n" if piped else None  # `echo "TEXT" | ...`
+        args = shlex.split(command)[1:]
+        result = subprocess.run([sys.executable, "-m", "jarvis.cli", *args], input=stdin,
+                                env=env, capture_output=True, text=True, timeout=30)
         assert result.returncode == 0, (line, result.stderr)
         assert "unknown tool" not in result.stderr, (line, result.stderr)
 
@@ -304,3 +309,30 @@ def test_list_scheduled_tasks_tool_pages_and_bounds_its_work(scheduler):
                 {"offset": True}, {"status": "sleeping"}):
         result = tool.execute(**bad)
         assert not result.success and result.error_type.value == "invalid_args", bad
+
+
+def test_a_prompt_comes_from_a_file_or_stdin(env, tmp_path):
+    text = "Summarize the news:\n- politics\n- science ✓\n"
+    piped = subprocess.run([sys.executable, "-m", "jarvis.cli", "schedule", "add", "-", "--every",
+                            "60", "--json"], input=text, env=env, capture_output=True, text=True,
+                           timeout=30)
+    assert json.loads(ok(piped))["prompt"] == text.strip()
+    path = tmp_path / "prompt.txt"
+    path.write_text(text * 2, encoding="utf-8")
+    from_file = jarvis(env, "schedule", "add", "--prompt-file", str(path), "--every", "60", "--json")
+    assert json.loads(ok(from_file))["prompt"] == (text * 2).strip()
+
+    path.write_bytes(b"\xff\xfe not utf-8")
+    (tmp_path / "long.txt").write_text("x" * 20_001)
+    (tmp_path / "blank.txt").write_text("\n  \n")
+    for args, message in (
+            (["--prompt-file", str(path)], "is not UTF-8 text"),
+            (["--prompt-file", str(tmp_path / "long.txt")], "longer than 20000 characters"),
+            (["--prompt-file", str(tmp_path / "blank.txt")], "is empty"),
+            (["--prompt-file", str(tmp_path / "missing.txt")], "No such file or directory"),
+            (["inline", "--prompt-file", str(path)], "not both"),
+            ([], "give the prompt")):
+        result = jarvis(env, "schedule", "add", *args, "--every", "60")
+        assert result.returncode == 2 and message in result.stderr, (args, result.stderr)
+        assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+    assert len(json.loads(ok(jarvis(env, "schedule", "list", "--json")))) == 2

@@ -78,8 +78,44 @@ def schedule() -> None:
     """
 
 
+def _read_prompt(prompt: str | None, prompt_file: str | None) -> str:
+    """The task prompt: the PROMPT argument, or the text of --prompt-file (`-`: stdin)."""
+    from jarvis.errors import UserError
+    from jarvis.scheduler.scheduler import MAX_PROMPT_CHARS
+
+    if prompt is not None and prompt_file is not None:
+        raise UserError("give the prompt once: as PROMPT, or with --prompt-file, not both")
+    if prompt is None and prompt_file is None:
+        raise UserError("give the prompt: PROMPT, `-` to read it from stdin, or --prompt-file PATH")
+    source = prompt_file if prompt_file is not None else "-"
+    if prompt not in (None, "-"):
+        return prompt
+    where = "stdin" if source == "-" else source
+    limit = MAX_PROMPT_CHARS * 4 + 1  # bytes: enough for the longest UTF-8 prompt, and one more
+    try:
+        if source == "-":
+            data = sys.stdin.buffer.read(limit)
+        else:
+            with open(source, "rb") as handle:
+                data = handle.read(limit)
+    except OSError as exc:
+        raise UserError(f"cannot read the prompt from {where}: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UserError(f"the prompt in {where} is not UTF-8 text") from None
+    if len(data) == limit or len(text) > MAX_PROMPT_CHARS:
+        raise UserError(f"the prompt in {where} is longer than {MAX_PROMPT_CHARS} characters")
+    text = text.strip()
+    if not text:
+        raise UserError(f"the prompt in {where} is empty")
+    return text
+
+
 @schedule.command("add")
-@click.argument("prompt")
+@click.argument("prompt", required=False)
+@click.option("--prompt-file", "prompt_file", metavar="PATH", default=None,
+              help="Read the prompt from this file (`-`: stdin) instead of PROMPT.")
 @click.option("--cron", "cron", metavar="EXPR", help="5-field cron expression, e.g. '0 8 * * 1-5'.")
 @click.option("--tz", "tz", default="UTC", show_default=True, metavar="ZONE",
               help="IANA time zone for --cron (and --at without an offset).")
@@ -104,19 +140,26 @@ def schedule() -> None:
 @click.option("--notify", "notify", default=None, metavar="CHANNEL",
               help="Send each run's answer (or failure) to this channel ([channels.CHANNEL]).")
 @click.option("--json", "as_json", is_flag=True, help="Print the new task as JSON.")
-def add_task(prompt: str, cron: str | None, tz: str, every: float | None, at: str | None,
-             agent: str | None, tools: str | None, approve_tools: str | None,
-             timeout: float | None, retries: int, retry_backoff: float, on_crash: str,
-             grace: float | None, notify: str | None, as_json: bool) -> None:
+def add_task(prompt: str | None, prompt_file: str | None, cron: str | None, tz: str,
+             every: float | None, at: str | None, agent: str | None, tools: str | None,
+             approve_tools: str | None, timeout: float | None, retries: int,
+             retry_backoff: float, on_crash: str, grace: float | None, notify: str | None,
+             as_json: bool) -> None:
     """Schedule PROMPT: exactly one of --cron, --every or --at.
+
+    PROMPT `-` (or --prompt-file -) reads the prompt from stdin; --prompt-file PATH from a
+    file (UTF-8, up to 20 000 characters, surrounding blank space dropped).
 
     \b
     Examples:
       jarvis schedule add "Summarize my inbox" --cron "0 8 * * 1-5" --tz Europe/Paris
       jarvis schedule add "Check the build" --every 3600 --tools http_request
       jarvis schedule add "Remind me to call Bob" --at 2030-03-01T09:00:00Z
+      echo "Summarize the news" | jarvis schedule add - --cron "0 7 * * *"
     """
     from jarvis.errors import UserError
+
+    prompt = _read_prompt(prompt, prompt_file)
 
     given = [name for name, value in (("--cron", cron), ("--every", every), ("--at", at))
              if value is not None]
