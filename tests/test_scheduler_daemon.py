@@ -271,3 +271,44 @@ def test_schedule_run_never_overlaps_a_running_run_of_the_same_task(env, api, db
     triggers = [r[0] for r in query(db, "SELECT trigger FROM runs WHERE status = 'succeeded' "
                                         "ORDER BY started_at")]
     assert triggers == ["schedule", "manual", "schedule"], triggers
+
+
+def test_the_daemon_applies_keep_runs_by_age_and_count(env, api, db, daemons):
+    from pathlib import Path
+
+    now, day = time.time(), 86400.0
+    busy = api.add("echo busy", every=3600)
+    old = api.add("echo old", every=3600)
+
+    def insert(task_id: str, age_days: float, *, status: str = "succeeded",
+               trigger: str = "schedule", attempt: int = 1) -> int:
+        at = now - age_days * day
+        cursor = api.store.db.conn.execute(
+            "INSERT INTO runs (task_id, scheduled_for, attempt, status, trigger, started_at, "
+            "finished_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (task_id, at, attempt, status, trigger, at, None if status == "pending" else at))
+        return cursor.lastrowid
+
+    # Oldest first, as a daemon records them.
+    lone = [insert(old.id, 42 - i) for i in range(3)]  # lone[-1] is that task's newest: kept
+    ancient = [insert(busy.id, 40.1 - i / 100) for i in range(10)]
+    manual = insert(busy.id, 35, trigger="manual")  # the task's only manual run: kept
+    pending = insert(busy.id, 33, status="pending", attempt=2)  # not finished: kept
+    recent = [insert(busy.id, 1.1 - i / 100) for i in range(10)]
+    api.store.db.conn.commit()
+    Path("config.toml").write_text("[scheduler]\nkeep_runs = { days = 30, count = 5 }\n")
+
+    d = Daemon(env, "--poll", "0.2")
+    daemons.append(d)
+    line = d.wait_for_line("old run(s)")
+    assert "deleted 17 old run(s) (keep_runs: 30 days and 5 runs per task)" in line
+    assert d.stop() == 0
+    left = {r[0] for r in query(db, "SELECT id FROM runs")}
+    assert left == {*recent[5:], manual, pending, lone[-1]}, (left, ancient)
+    # A count alone, and days alone, written the short ways.
+    Path("config.toml").write_text("[scheduler]\nkeep_runs = 2\n")
+    once = jarvis(env, "scheduler", "start", "--once", "--runner", "scheduler_support:ScriptRunner")
+    assert once.returncode == 0 and "deleted 3 old run(s)" in once.stderr, once.stderr
+    Path("config.toml").write_text('[scheduler]\nkeep_runs = "thirty days"\n')
+    bad = jarvis(env, "scheduler", "start", "--once")
+    assert bad.returncode == 2 and "keep_runs" in bad.stderr and "Traceback" not in bad.stderr

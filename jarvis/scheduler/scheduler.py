@@ -36,6 +36,7 @@ MAX_TOOLS = 64
 MAX_TIMEOUT_SECONDS = 24 * 3600.0
 MAX_RETRIES = 10
 # fullmatch, never match with `$`: `$` also matches before a trailing newline ('simple\n').
+PRUNE_EVERY_SECONDS = 3600.0  # how often a running daemon applies [scheduler] keep_runs
 _TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
 
@@ -95,6 +96,7 @@ class TaskScheduler:
         self.model_max_active_tasks = settings.model_max_active_tasks
         self.model_min_interval_seconds = settings.model_min_interval_seconds
         self.model_max_prompt_chars = settings.model_max_prompt_chars
+        self.keep_runs = getattr(settings, "keep_runs", None)  # retention of finished runs
         self.owner = owner_id()
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -330,6 +332,7 @@ class TaskScheduler:
         """Run everything due now (catch-up policy included), wait for it, and return the
         finished runs: what `jarvis scheduler start --once` does."""
         self._recover()
+        self._prune()
         finished: list[Run] = []
         lock = threading.Lock()
 
@@ -420,6 +423,8 @@ class TaskScheduler:
                  self.store.path, self.max_workers, self.poll_seconds)
         self._recover()
         last_recover = time.monotonic()
+        self._prune()
+        last_prune = time.monotonic()
         idle_state: str | None = None
         while not self._stop.is_set():
             try:
@@ -427,6 +432,9 @@ class TaskScheduler:
                 if time.monotonic() - last_recover >= self.lease_seconds / 2:
                     self._recover()
                     last_recover = time.monotonic()
+                if time.monotonic() - last_prune >= PRUNE_EVERY_SECONDS:
+                    last_prune = time.monotonic()
+                    self._prune()
             except Exception as exc:  # e.g. the database stayed locked: log, wait, go on
                 log.error("scheduler loop error (will retry in %g s): %s: %s",
                           self.poll_seconds, type(exc).__name__, exc)
@@ -504,6 +512,26 @@ class TaskScheduler:
             if run is not None:
                 recorded.append(run)
         return recorded
+
+    def prune(self) -> int:
+        """Apply `[scheduler] keep_runs` now: delete the finished runs it does not keep."""
+        keep = self.keep_runs
+        if keep is None:
+            return 0
+        return self.store.prune_runs(
+            now=self.clock(), max_age=None if keep.days is None else keep.days * 86400.0,
+            keep_per_task=keep.count)
+
+    def _prune(self) -> None:
+        if self.keep_runs is None:
+            return
+        try:
+            deleted = self.prune()
+        except sqlite3.Error as exc:  # busy or locked: the next pass will do
+            log.warning("could not delete old runs (keep_runs): %s", exc)
+            return
+        if deleted:
+            log.info("deleted %d old run(s) (keep_runs: %s)", deleted, self.keep_runs.describe())
 
     def _recover(self) -> None:
         # Our own runs are included: a worker renews its lease, so only a stuck one expires.

@@ -347,6 +347,41 @@ class SchedulerStore:
             sql += f" LIMIT {int(limit)}"
         return [_run(r) for r in self._query(sql, tuple(params))]
 
+    def prune_runs(self, *, now: float, max_age: float | None = None,
+                   keep_per_task: int | None = None, batch: int = 2_000,
+                   max_batches: int = 50) -> int:
+        """Delete finished runs older than `max_age` seconds and/or beyond the newest
+        `keep_per_task` of each task; returns how many were deleted.
+
+        Never deletes a pending or running run, nor the newest scheduled and the newest manual
+        run of a task (they answer "did this occurrence run?" and the task's last outcome).
+        Works in batches of `batch` rows, one short write transaction each, so daemons and the
+        CLI are not held up; at most `max_batches` per call (the rest goes next time).
+        """
+        if max_age is None and keep_per_task is None:
+            return 0
+        finished = "status IN ('succeeded', 'failed', 'skipped')"
+        newest = "SELECT max(id) FROM runs GROUP BY task_id, trigger = 'manual'"
+        rules, params = [], []
+        if max_age is not None:
+            rules.append(f"SELECT id FROM runs WHERE {finished} AND "
+                         f"coalesce(finished_at, started_at, scheduled_for) < ?")
+            params.append(now - max_age)
+        if keep_per_task is not None:
+            rules.append(f"SELECT id FROM (SELECT id, row_number() OVER (PARTITION BY task_id "
+                         f"ORDER BY id DESC) AS newer FROM runs WHERE {finished}) WHERE newer > ?")
+            params.append(int(keep_per_task))
+        sql = (f"DELETE FROM runs WHERE id IN (SELECT id FROM ({' UNION '.join(rules)}) "
+               f"WHERE id NOT IN ({newest}) LIMIT ?)")
+        deleted = 0
+        for _ in range(max_batches):
+            with self.immediate() as conn:
+                count = conn.execute(sql, (*params, batch)).rowcount
+            deleted += count
+            if count < batch:
+                break
+        return deleted
+
     def next_wake(self) -> float | None:
         """When something next becomes due (a task occurrence or a queued retry)."""
         rows = self._query(
