@@ -75,6 +75,21 @@ def daemon_pid(d: Daemon) -> int:
     return wait_for(child, 10, "unshare to fork the daemon")
 
 
+def stop_contained(d: Daemon) -> int:
+    """SIGTERM to the daemon itself (unshare ignores it while it waits for its child)."""
+    import subprocess
+
+    # As pid 1 of its namespace it ignores SIGTERM until its handler is set: wait for that.
+    d.wait_for_line(" started on ")
+    os.kill(daemon_pid(d), signal.SIGTERM)
+    try:
+        return d.proc.wait(15)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"the contained daemon did not stop:\n{d.text()[-3000:]}") from None
+    finally:
+        d.close()
+
+
 def starts(runlog: Path) -> list[dict]:
     return [e for e in read_log(runlog) if e["event"] == "start"]
 
@@ -110,8 +125,7 @@ def test_live_daemons_in_two_pid_namespaces_never_double_a_run(env, api, db, run
     # the other holds runs.
     wait_for(lambda: len([e for e in read_log(runlog) if e["event"] == "end"]) >= 16,
              timeout=60, what="16 finished runs")
-    assert host.stop() == 0
-    inside.close()
+    assert host.stop() == 0 and stop_contained(inside) == 0
 
     events = read_log(runlog)
     began = Counter((e["task_id"], e["scheduled_for"]) for e in events if e["event"] == "start")
@@ -166,3 +180,71 @@ def test_a_daemon_killed_in_either_namespace_is_recovered_once_by_its_lease(env,
 
     runs = Counter((e["task_id"], e["attempt"]) for e in starts(runlog))
     assert runs == {(first.id, 1): 1, (first.id, 2): 1, (second.id, 1): 1, (second.id, 2): 1}
+
+
+@pytest.mark.slow
+def test_kill_9_chaos_across_pid_namespaces_loses_and_doubles_nothing(env, api, db, runlog,
+                                                                    daemons):
+    # Three daemons (two on the host, one in its own PID namespace) share 150 one-off tasks due
+    # over 20 s; one of them, chosen at random, is killed with SIGKILL about every 1.5 s and
+    # replaced. Then everything drains. Every occurrence must end succeeded exactly once, or
+    # failed by its on_crash policy (crashed again on its one recovery attempt); no attempt
+    # may start twice.
+    import random
+    from datetime import UTC, datetime
+
+    rng = random.Random(13)
+    start = time.time() + 2
+    tasks = [api.add("sleep 0.4", at=datetime.fromtimestamp(start + i * 0.13, UTC).isoformat())
+             for i in range(150)]
+    kinds = ["host", "inside", "host"]
+
+    def launch(kind: str) -> Daemon:
+        d = (contained if kind == "inside" else Daemon)(env, "--poll", "0.1", "--max-workers", "3")
+        daemons.append(d)
+        return d
+
+    slots = [launch(kind) for kind in kinds]
+    kills = 0
+    while time.time() < start + 20:
+        time.sleep(rng.uniform(0.8, 2.2))  # chaos is paced by the clock, on purpose
+        victim = rng.randrange(len(slots))
+        d = slots[victim]
+        if kinds[victim] == "inside":
+            os.kill(daemon_pid(d), signal.SIGKILL)
+            d.close()
+        else:
+            d.kill9()
+        kills += 1
+        slots[victim] = launch(kinds[victim])
+
+    def drained() -> bool:
+        busy = query(db, "SELECT count(*) FROM runs WHERE status IN ('running', 'pending')")[0][0]
+        active = query(db, "SELECT count(*) FROM tasks WHERE status = 'active'")[0][0]
+        return busy == 0 and active == 0
+
+    wait_for(drained, timeout=60, what="every occurrence to be done", interval=0.2)
+    for d, kind in zip(slots, kinds, strict=True):
+        assert (stop_contained(d) if kind == "inside" else d.stop()) == 0, d.text()[-3000:]
+
+    events = read_log(runlog)
+    began = Counter((e["task_id"], e["attempt"]) for e in events if e["event"] == "start")
+    assert max(began.values()) == 1, began.most_common(3)  # no attempt ran twice
+    ends = {e["run_id"] for e in events if e["event"] == "end"}
+    rows = query(db, "SELECT id, task_id, attempt, status, error_type FROM runs")
+    by_task: dict[str, list[tuple]] = {}
+    for row in rows:
+        by_task.setdefault(row[1], []).append(row)
+    lost, doubled, crashed = [], [], 0
+    for task in tasks:
+        runs = sorted(by_task.get(task.id, []), key=lambda r: r[2])
+        succeeded = [r for r in runs if r[3] == "succeeded"]
+        crashed += sum(r[4] in ("crashed", "interrupted") for r in runs)
+        if len(succeeded) > 1:
+            doubled.append(runs)
+        elif not succeeded and not (len(runs) == 2 and all(r[4] == "crashed" for r in runs)):
+            lost.append(runs)  # neither done nor given up by policy
+        assert all(r[0] in ends for r in succeeded), runs  # recorded = really ran to the end
+    assert (lost, doubled) == ([], []), (lost, doubled)
+    assert kills >= 8 and crashed >= 1, (kills, crashed)  # the chaos really hit running runs
+    print(f"{len(tasks)} occurrences, {kills} kill -9, {crashed} runs crashed and recovered")

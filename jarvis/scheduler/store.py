@@ -136,8 +136,8 @@ def _pid_scope() -> tuple[str, str]:
 
 
 def owner_is_dead(owner: str | None) -> bool:
-    """True when `owner` is a process of this PID namespace (same host, same boot) that no
-    longer exists.
+    """True when `owner` is a process of this PID namespace (of this boot of this machine)
+    that no longer exists.
 
     Only such an owner can be judged by its pid: a pid from another namespace (a container
     that shares our host name), another boot or another host names some other process here,
@@ -150,7 +150,10 @@ def owner_is_dead(owner: str | None) -> bool:
     if len(parts) != 5 or not parts[1].isdigit():
         return False
     host, pid_text, _token, boot, pidns = parts
-    if host != socket.gethostname() or (boot, pidns) != _pid_scope():
+    # The boot id and namespace inode name the pid's scope; the host name only matters where
+    # they are unknown (no /proc), and may change under a running daemon anyway.
+    scope = _pid_scope()
+    if (boot, pidns) != scope or ("-" in scope and host != socket.gethostname()):
         return False
     pid = int(pid_text)
     if pid == os.getpid():
