@@ -231,6 +231,16 @@ def test_kill_9_chaos_across_pid_namespaces_loses_and_doubles_nothing(env, api, 
     began = Counter((e["task_id"], e["attempt"]) for e in events if e["event"] == "start")
     assert max(began.values()) == 1, began.most_common(3)  # no attempt ran twice
     ends = {e["run_id"] for e in events if e["event"] == "end"}
+    # A re-run is only for a daemon that really died: its call never ends after the next
+    # attempt began. (A live daemon's run taken for dead would: the true double of defect 1.)
+    spans: dict[tuple, dict[int, dict[str, float]]] = {}
+    for e in events:
+        spans.setdefault((e["task_id"], e["scheduled_for"]), {}).setdefault(
+            e["attempt"], {})[e["event"]] = e["time"]
+    overlapping = [(occurrence, attempts) for occurrence, attempts in spans.items()
+                   if any("end" in attempts[a] and a + 1 in attempts
+                          and attempts[a]["end"] > attempts[a + 1]["start"] for a in attempts)]
+    assert overlapping == [], overlapping[:3]
     rows = query(db, "SELECT id, task_id, attempt, status, error_type FROM runs")
     by_task: dict[str, list[tuple]] = {}
     for row in rows:
