@@ -351,20 +351,21 @@ class SchedulerStore:
         return [_run(r) for r in self._query(sql, tuple(params))]
 
     def prune_runs(self, *, now: float, max_age: float | None = None,
-                   keep_per_task: int | None = None, batch: int = 2_000,
-                   max_batches: int = 50) -> int:
+                   keep_per_task: int | None = None, batch: int = 500,
+                   max_rows: int = 200_000) -> int:
         """Delete finished runs older than `max_age` seconds and/or beyond the newest
         `keep_per_task` of each task; returns how many were deleted.
 
         Never deletes a pending or running run, nor the newest scheduled and the newest manual
         run of a task (they answer "did this occurrence run?" and the task's last outcome).
-        Works in batches of `batch` rows, one short write transaction each, so daemons and the
-        CLI are not held up; at most `max_batches` per call (the rest goes next time).
+        The runs to delete are found by one read (no write lock), then deleted by id in
+        batches of `batch`, one short write transaction each, so that claims are not held
+        up; at most `max_rows` per call (the rest goes next time). A run found this way stays
+        deletable: finished runs do not change, and newer runs only push it further back.
         """
         if max_age is None and keep_per_task is None:
             return 0
         finished = "status IN ('succeeded', 'failed', 'skipped')"
-        newest = "SELECT max(id) FROM runs GROUP BY task_id, trigger = 'manual'"
         rules, params = [], []
         if max_age is not None:
             rules.append(f"SELECT id FROM runs WHERE {finished} AND "
@@ -374,15 +375,17 @@ class SchedulerStore:
             rules.append(f"SELECT id FROM (SELECT id, row_number() OVER (PARTITION BY task_id "
                          f"ORDER BY id DESC) AS newer FROM runs WHERE {finished}) WHERE newer > ?")
             params.append(int(keep_per_task))
-        sql = (f"DELETE FROM runs WHERE id IN (SELECT id FROM ({' UNION '.join(rules)}) "
-               f"WHERE id NOT IN ({newest}) LIMIT ?)")
+        victims = [row["id"] for row in self._query(
+            f"SELECT id FROM ({' UNION '.join(rules)}) WHERE id NOT IN (SELECT max(id) FROM "
+            f"runs GROUP BY task_id, trigger = 'manual') ORDER BY id LIMIT ?",
+            (*params, int(max_rows)))]
         deleted = 0
-        for _ in range(max_batches):
+        for at in range(0, len(victims), batch):
+            chunk = victims[at:at + batch]
+            marks = ",".join("?" * len(chunk))
             with self.immediate() as conn:
-                count = conn.execute(sql, (*params, batch)).rowcount
-            deleted += count
-            if count < batch:
-                break
+                deleted += conn.execute(f"DELETE FROM runs WHERE id IN ({marks}) AND {finished}",
+                                        chunk).rowcount
         return deleted
 
     def next_wake(self) -> float | None:
