@@ -3,7 +3,8 @@ process and by daemon subprocesses (`--runner scheduler_support:ScriptRunner`, w
 on PYTHONPATH), plus helpers to start daemons and wait for observable database state.
 
 Prompts: "echo TEXT" answers TEXT; "fail" raises; "sleep SECONDS" sleeps then answers;
-"hang-first SECONDS" sleeps on attempt 1 only (then answers "recovered"). Every run appends a
+"hang-first SECONDS" sleeps on attempt 1 only (then answers "recovered"); "gate DIR" waits
+until the test creates the file DIR/<run id> (then answers "opened"). Every run appends a
 JSON line to $SCHED_TEST_LOG when set: what actually ran, independent of the run table.
 """
 
@@ -54,6 +55,11 @@ class ScriptRunner:
             raise RuntimeError("boom: the task failed on purpose")
         if verb == "sleep":
             time.sleep(float(rest))
+        if verb == "gate":  # held until the test creates DIR/<run id> (at most 60 s)
+            gate, deadline = Path(rest) / str(occurrence.id), time.monotonic() + 60
+            while not gate.exists() and time.monotonic() < deadline:
+                time.sleep(0.02)
+            rest = "opened" if gate.exists() else "gate timed out"
         if verb == "hang-first" and occurrence.attempt == 1:
             time.sleep(float(rest))
             rest = "woke up"

@@ -176,6 +176,7 @@ def test_grace_0_runs_on_time_and_skips_only_really_late_occurrences(env, api, d
                                "'succeeded'", (task_id,))[0][0] >= 3, timeout=15,
              what="three on-time runs")
     assert d.stop() == 0
+    assert jarvis(env, "schedule", "pause", task_id).returncode == 0  # only `late` may be due
     # 30 s late is beyond the small on-time tolerance: skipped, as grace 0 promises.
     late = api.add("echo late", every=3600, grace_seconds=0)
     api.store.db.conn.execute("UPDATE tasks SET next_run = ? WHERE id = ?", (time.time() - 30, late.id))
@@ -223,11 +224,14 @@ def test_a_timed_out_attempt_holds_its_worker_until_its_call_really_ends(env, ap
     assert "timed out" in d.text() and "still running" in d.text()
 
 
-def test_schedule_run_never_overlaps_a_running_run_of_the_same_task(env, api, db, runlog, daemons):
+def test_schedule_run_never_overlaps_a_running_run_of_the_same_task(env, api, db, runlog, daemons,
+                                                                     tmp_path):
     import subprocess
     import sys
 
-    task = api.add("sleep 2", every=3600)
+    gates = tmp_path / "gates"  # each run waits until the test opens its gate: no races
+    gates.mkdir()
+    task = api.add(f"gate {gates}", every=3600)
     d = Daemon(env, "--poll", "0.1")
     daemons.append(d)
 
@@ -240,27 +244,39 @@ def test_schedule_run_never_overlaps_a_running_run_of_the_same_task(env, api, db
         return [e for e in read_log(runlog) if e["event"] == "start"]
 
     make_due()
-    wait_for(started, what="the scheduled run to start")
+    (scheduled,) = wait_for(started, what="the scheduled run to start")
     # While the daemon runs it, `schedule run` says so and runs nothing (it ran beside it).
     busy = jarvis(env, "schedule", "run", task.id, "--runner", "scheduler_support:ScriptRunner")
     assert busy.returncode == 3, (busy.stdout, busy.stderr)
     assert "is running now" in busy.stderr and "--wait" in busy.stderr
     assert len(busy.stderr.strip().splitlines()) == 1 and busy.stdout == ""
     assert query(db, "SELECT count(*) FROM runs WHERE trigger = 'manual'") == [(0,)]
-    # --wait runs it as soon as the scheduled run has ended ...
-    waited = subprocess.Popen([sys.executable, "-m", "jarvis.cli", "schedule", "run", task.id,
-                               "--wait", "--runner", "scheduler_support:ScriptRunner"], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # --wait waits for it, and runs as soon as it has ended ...
+    err_path = tmp_path / "wait.err"
+    with open(err_path, "w") as err_file:
+        waited = subprocess.Popen([sys.executable, "-m", "jarvis.cli", "schedule", "run", task.id,
+                                   "--wait", "--runner", "scheduler_support:ScriptRunner"],
+                                  env=env, stdout=subprocess.PIPE, stderr=err_file, text=True)
     try:
-        wait_for(lambda: len(started()) == 2, timeout=15, what="the manual run to start")
-        make_due()  # ... and an occurrence due meanwhile waits for the manual run in turn
-        out, err = waited.communicate(timeout=30)
+        wait_for(lambda: "waiting for run #" in err_path.read_text(), timeout=20,
+                 what="the manual run to wait")
+        assert len(started()) == 1
+        (gates / str(scheduled["run_id"])).touch()
+        manual = wait_for(lambda: started()[1:], timeout=15, what="the manual run to start")[0]
+        # ... and an occurrence due meanwhile waits for the manual run in turn.
+        make_due()
+        time.sleep(1.0)  # ten daemon polls: time for a wrong start to happen
+        assert len(started()) == 2
+        (gates / str(manual["run_id"])).touch()
+        out, _ = waited.communicate(timeout=30)
     finally:
         waited.kill()
-    assert waited.returncode == 0, err
-    assert out.strip() == "2" and "waiting for run #" in err
+    assert waited.returncode == 0, err_path.read_text()
+    assert out.strip() == "opened"
+    third = wait_for(lambda: started()[2:], timeout=15, what="the occurrence due meanwhile")[0]
+    (gates / str(third["run_id"])).touch()
     wait_for(lambda: len([e for e in read_log(runlog) if e["event"] == "end"]) == 3, timeout=15,
-             what="the occurrence due during the manual run")
+             what="the third run to end")
     assert d.stop() == 0
     calls = {}
     for e in read_log(runlog):

@@ -186,7 +186,7 @@ def add_task(prompt: str | None, prompt_file: str | None, cron: str | None, tz: 
 @schedule.command("list")
 @click.option("--status", type=click.Choice(["active", "paused", "completed", "cancelled"]),
               default=None, help="Only tasks with this status.")
-@click.option("--limit", type=click.IntRange(0), default=100, show_default=True,
+@click.option("-n", "--limit", type=click.IntRange(0), default=100, show_default=True,
               help="Show at most this many tasks (0: all).")
 @click.option("--offset", type=click.IntRange(0), default=0, show_default=True,
               help="Skip this many tasks first (the next page: --offset LIMIT).")
