@@ -138,6 +138,7 @@ def test_live_daemons_in_two_pid_namespaces_never_double_a_run(env, api, db, run
     assert {e["task_id"] for e in events} == {t.id for t in tasks}
 
 
+@pytest.mark.slow
 def test_a_daemon_killed_in_either_namespace_is_recovered_once_by_its_lease(env, api, db, runlog,
                                                                          daemons):
     # Contained daemon dies: the host daemon takes its run over when the lease expires (a pid
