@@ -247,6 +247,21 @@ def test_an_interval_is_stored_exactly(env, tmp_path):
     assert fraction["schedule_value"] == "1234.5678"
 
 
+def test_a_time_stored_out_of_range_before_the_fix_does_not_break_listing(env, tmp_path):
+    from jarvis.scheduler.store import SchedulerStore
+
+    ok(jarvis(env, "schedule", "add", "x", "--every", "60"))
+    store = SchedulerStore(tmp_path / "scheduler.db")
+    store.db.conn.execute("UPDATE tasks SET schedule_type = 'once', schedule_value = ?, "
+                          "next_run = ?", ("9999-12-31T23:59:59-05:00", 253402318799.0))
+    store.db.conn.commit()
+    store.close()
+    listed = json.loads(ok(jarvis(env, "schedule", "list", "--json")))
+    assert listed[0]["next_run"] == "out of range (253402318799.0)"
+    assert listed[0]["schedule"] == "once at 9999-12-31T23:59:59-05:00 (out of range)"
+    assert "out of range" in ok(jarvis(env, "schedule", "list"))
+
+
 @pytest.mark.parametrize("args, message", [
     # Year 10000 in UTC: accepted before, then every listing failed with "year 10000 is out of
     # range".

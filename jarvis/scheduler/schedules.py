@@ -73,7 +73,10 @@ class Schedule:
 
     def describe(self) -> str:
         if self.type == "once":
-            return f"once at {iso(parse_iso(self.value, self.timezone))}"
+            try:
+                return f"once at {iso(parse_iso(self.value, self.timezone))}"
+            except ScheduleError:
+                return f"once at {self.value} (out of range)"
         if self.type == "interval":
             return f"every {seconds_text(float(self.value))} s"
         return f"cron '{self.value}' ({self.timezone})"
@@ -153,7 +156,11 @@ def iso(ts: float | None) -> str | None:
     """A timestamp as ISO 8601 in UTC (seconds precision), e.g. 2026-02-26T08:00:00+00:00."""
     if ts is None:
         return None
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds")
+    try:
+        return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds")
+    except (OverflowError, ValueError, OSError):
+        # Refused on input since issue 13; a row stored before must not break every listing.
+        return f"out of range ({ts!r})"
 
 
 def _zone(name: str) -> tzinfo:
