@@ -3,7 +3,8 @@ process and by daemon subprocesses (`--runner scheduler_support:ScriptRunner`, w
 on PYTHONPATH), plus helpers to start daemons and wait for observable database state.
 
 Prompts: "echo TEXT" answers TEXT; "fail" raises; "sleep SECONDS" sleeps then answers;
-"hang-first SECONDS" sleeps on attempt 1 only (then answers "recovered"). Every run appends a
+"hang-first SECONDS" sleeps on attempt 1 only (then answers "recovered"); "gate DIR" waits
+until the test creates the file DIR/<run id> (then answers "opened"). Every run appends a
 JSON line to $SCHED_TEST_LOG when set: what actually ran, independent of the run table.
 """
 
@@ -31,12 +32,17 @@ def _log(event: str, task: Any, occurrence: Any) -> None:
         return
     line = json.dumps({"event": event, "task_id": task.id, "scheduled_for": occurrence.scheduled_for,
                        "attempt": occurrence.attempt, "run_id": occurrence.id, "pid": os.getpid(),
-                       "time": time.time()}) + "\n"
+                       "pidns": pid_namespace(), "time": time.time()}) + "\n"
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, line.encode())
     finally:
         os.close(fd)
+
+
+def pid_namespace() -> int:
+    """The inode of this process's PID namespace: tells daemons in containers apart."""
+    return os.stat("/proc/self/ns/pid").st_ino
 
 
 class ScriptRunner:
@@ -49,6 +55,11 @@ class ScriptRunner:
             raise RuntimeError("boom: the task failed on purpose")
         if verb == "sleep":
             time.sleep(float(rest))
+        if verb == "gate":  # held until the test creates DIR/<run id> (at most 60 s)
+            gate, deadline = Path(rest) / str(occurrence.id), time.monotonic() + 60
+            while not gate.exists() and time.monotonic() < deadline:
+                time.sleep(0.02)
+            rest = "opened" if gate.exists() else "gate timed out"
         if verb == "hang-first" and occurrence.attempt == 1:
             time.sleep(float(rest))
             rest = "woke up"
@@ -98,10 +109,11 @@ class Daemon:
     """A `jarvis scheduler start` subprocess whose stderr lines are collected as they come."""
 
     def __init__(self, env: dict[str, str], *args: str, runner: str | None = "scheduler_support:ScriptRunner",
-                 cwd: str | None = None) -> None:
+                 cwd: str | None = None, prefix: tuple[str, ...] = ()) -> None:
         import threading
 
-        command = [sys.executable, "-m", "jarvis.cli", "scheduler", "start", *args]
+        # `prefix` wraps the daemon, e.g. in `unshare` (then `pid` is unshare's, not the daemon's).
+        command = [*prefix, sys.executable, "-m", "jarvis.cli", "scheduler", "start", *args]
         if runner:
             command += ["--runner", runner]
         self.proc = subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.PIPE,

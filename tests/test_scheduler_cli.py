@@ -9,7 +9,7 @@ import sys
 
 import pytest
 from click.testing import CliRunner
-from scheduler_support import daemon_env, jarvis
+from scheduler_support import daemon_env, jarvis, query
 
 from jarvis.core.registry import ToolRegistry
 from jarvis.core.types import ToolCall
@@ -107,13 +107,18 @@ def test_documented_add_examples_run_as_written(env):
     docs = (Path(__file__).parent.parent / "docs" / "scheduler.md").read_text()
     help_text = ok(jarvis(env, "schedule", "add", "--help"))
     lines = [line.split("#")[0] for line in docs.splitlines() + help_text.splitlines()
-             if re.match(r"\s*jarvis schedule add ", line)]
+             if re.match(r"\s*(echo .*\| *)?jarvis schedule add ", line)]
     assert len(lines) >= 6 and any("--at" in line for line in lines), lines
     # The --notify example names this channel; every tool the examples name must exist.
     Path("config.toml").write_text('[channels.phone]\nurl = "ntfy://ntfy.example/alerts"\n')
+    assert any("--prompt-file" in line for line in lines) and any("|" in line for line in lines)
+    Path("weekly-report.txt").write_text("Write the weekly report\n")  # the file an example reads
     for line in lines:
-        args = shlex.split(line)[1:]
-        result = jarvis(env, *args)
+        piped, _, command = line.rpartition("|")
+        stdin = shlex.split(piped)[1] + "\n" if piped else None  # `echo "TEXT" | ...`
+        args = shlex.split(command)[1:]
+        result = subprocess.run([sys.executable, "-m", "jarvis.cli", *args], input=stdin,
+                                env=env, capture_output=True, text=True, timeout=30)
         assert result.returncode == 0, (line, result.stderr)
         assert "unknown tool" not in result.stderr, (line, result.stderr)
 
@@ -229,3 +234,120 @@ def test_a_file_that_is_not_a_database_is_a_clear_error(env, tmp_path):
         assert result.returncode == 2, result.stderr
         assert "Traceback" not in result.stderr
         assert result.stderr.strip().startswith(f"Error: cannot use the scheduler database {bad}")
+
+
+# --- issue 13: input that was accepted wrongly -------------------------------------------------
+def test_an_interval_is_stored_exactly(env, tmp_path):
+    # `%g` kept 6 significant digits: 1000001 s was stored (and run) as 1e+06 = 1000000 s.
+    task = json.loads(ok(jarvis(env, "schedule", "add", "x", "--every", "1000001", "--json")))
+    assert (task["schedule_value"], task["schedule"]) == ("1000001", "every 1000001 s")
+    stored = query(tmp_path / "scheduler.db", "SELECT schedule_value, next_run - anchor FROM tasks")
+    assert stored == [("1000001", 1000001.0)]
+    fraction = json.loads(ok(jarvis(env, "schedule", "add", "x", "--every", "1234.5678", "--json")))
+    assert fraction["schedule_value"] == "1234.5678"
+
+
+def test_a_time_stored_out_of_range_before_the_fix_does_not_break_listing(env, tmp_path):
+    from jarvis.scheduler.store import SchedulerStore
+
+    ok(jarvis(env, "schedule", "add", "x", "--every", "60"))
+    store = SchedulerStore(tmp_path / "scheduler.db")
+    store.db.conn.execute("UPDATE tasks SET schedule_type = 'once', schedule_value = ?, "
+                          "next_run = ?", ("9999-12-31T23:59:59-05:00", 253402318799.0))
+    store.db.conn.commit()
+    store.close()
+    listed = json.loads(ok(jarvis(env, "schedule", "list", "--json")))
+    assert listed[0]["next_run"] == "out of range (253402318799.0)"
+    assert listed[0]["schedule"] == "once at 9999-12-31T23:59:59-05:00 (out of range)"
+    assert "out of range" in ok(jarvis(env, "schedule", "list"))
+
+
+@pytest.mark.parametrize("args, message", [
+    # Year 10000 in UTC: accepted before, then every listing failed with "year 10000 is out of
+    # range".
+    (["--at", "9999-12-31T23:59:59-05:00"], "out of range"),
+    (["--at", "0001-01-01T00:00:00+05:00"], "out of range"),
+    # An approval without --tools applied to whatever tools the agent has by default.
+    (["--every", "60", "--approve-tools", "shell"], "--approve-tools needs --tools"),
+    # `$` matches before a trailing newline: 'simple\n' passed as a valid agent name.
+    (["--every", "60", "--agent", "simple\n"], "invalid agent name 'simple\\n'"),
+    (["--every", "60", "--tools", "calculator,think\n\n"], None),  # stripped: fine
+])
+def test_add_refuses_what_it_cannot_honour_and_listing_keeps_working(env, args, message):
+    result = jarvis(env, "schedule", "add", "x", *args)
+    if message is None:
+        assert result.returncode == 0, result.stderr
+    else:
+        assert result.returncode == 2, result.stdout
+        assert message in result.stderr and "Traceback" not in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
+    listed = jarvis(env, "schedule", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert len(json.loads(listed.stdout)) == (message is None)
+
+
+# --- issue 13: paging, prompts from files and stdin ------------------------------------------
+def test_schedule_list_pages_with_limit_and_offset(env, tmp_path):
+    from jarvis.scheduler.scheduler import TaskScheduler
+    from jarvis.scheduler.store import SchedulerStore
+
+    store = SchedulerStore(tmp_path / "scheduler.db")
+    api = TaskScheduler(store=store, runner=lambda task, occurrence: "unused")
+    ids = [api.add(f"task {i}", every=3600).id for i in range(230)]
+    store.close()
+
+    first = jarvis(env, "schedule", "list", "--json")  # a page of 100 by default
+    assert [t["task_id"] for t in json.loads(ok(first))] == ids[:100]
+    assert "showing tasks 1-100 of 230; next page: --offset 100" in first.stderr
+    last = jarvis(env, "schedule", "list", "--limit", "100", "--offset", "200", "--json")
+    assert [t["task_id"] for t in json.loads(ok(last))] == ids[200:]
+    assert "showing" not in last.stderr  # the last page: nothing more to say
+    everything = jarvis(env, "schedule", "list", "--limit", "0")
+    assert len(ok(everything).splitlines()) == 230
+    past = jarvis(env, "schedule", "list", "--offset", "500")
+    assert ok(past) == "" and "no tasks from --offset 500: there are 230" in past.stderr
+    bad = jarvis(env, "schedule", "list", "--limit", "-1")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+
+
+def test_list_scheduled_tasks_tool_pages_and_bounds_its_work(scheduler):
+    from jarvis.scheduler import tools as st
+
+    ids = [scheduler.add(f"task {i}", every=3600).id for i in range(120)]
+    tool = st.ListScheduledTasksTool(scheduler=scheduler)
+    page = json.loads(tool.execute().content)
+    assert [t["task_id"] for t in page] == ids[:100]
+    page = json.loads(tool.execute(limit=30, offset=100).content)
+    assert [t["task_id"] for t in page] == ids[100:]
+    assert json.loads(tool.execute(status="paused", limit=5).content) == []
+    for bad in ({"limit": 100_000}, {"limit": "all"}, {"limit": 0}, {"offset": -1},
+                {"offset": True}, {"status": "sleeping"}):
+        result = tool.execute(**bad)
+        assert not result.success and result.error_type.value == "invalid_args", bad
+
+
+def test_a_prompt_comes_from_a_file_or_stdin(env, tmp_path):
+    text = "Summarize the news:\n- politics\n- science ✓\n"
+    piped = subprocess.run([sys.executable, "-m", "jarvis.cli", "schedule", "add", "-", "--every",
+                            "60", "--json"], input=text, env=env, capture_output=True, text=True,
+                           timeout=30)
+    assert json.loads(ok(piped))["prompt"] == text.strip()
+    path = tmp_path / "prompt.txt"
+    path.write_text(text * 2, encoding="utf-8")
+    from_file = jarvis(env, "schedule", "add", "--prompt-file", str(path), "--every", "60", "--json")
+    assert json.loads(ok(from_file))["prompt"] == (text * 2).strip()
+
+    path.write_bytes(b"\xff\xfe not utf-8")
+    (tmp_path / "long.txt").write_text("x" * 20_001)
+    (tmp_path / "blank.txt").write_text("\n  \n")
+    for args, message in (
+            (["--prompt-file", str(path)], "is not UTF-8 text"),
+            (["--prompt-file", str(tmp_path / "long.txt")], "longer than 20000 characters"),
+            (["--prompt-file", str(tmp_path / "blank.txt")], "is empty"),
+            (["--prompt-file", str(tmp_path / "missing.txt")], "No such file or directory"),
+            (["inline", "--prompt-file", str(path)], "not both"),
+            ([], "give the prompt")):
+        result = jarvis(env, "schedule", "add", *args, "--every", "60")
+        assert result.returncode == 2 and message in result.stderr, (args, result.stderr)
+        assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+    assert len(json.loads(ok(jarvis(env, "schedule", "list", "--json")))) == 2

@@ -109,3 +109,40 @@ def test_once_parses_offsets_zones_and_rejects_the_past():
         parse_schedule("once", "next tuesday", now=NOW)
     with pytest.raises(UserError, match="unknown schedule type"):
         parse_schedule("weekly", "1", now=NOW)
+
+
+def between(schedule, start: str, end: str) -> list[str]:
+    """Every firing instant in (start, end], as the daemon walks them one by one."""
+    out, t, stop = [], parse_iso(start), parse_iso(end)
+    while (t := schedule.next_after(t)) is not None and t <= stop:
+        out.append(iso(t))
+    return out
+
+
+def test_fall_back_sub_hourly_wildcard_fires_every_slot_of_both_passes():
+    # 2026-11-01 in New York: 01:00-01:59 happens twice (EDT, then EST). `*/20` with a wildcard
+    # hour fires in each elapsed hour: 01:00, 01:20, 01:40 twice, plus 02:00-03:00 EST.
+    s = parse_schedule("cron", "*/20 * * * *", "America/New_York", now=NOW)
+    assert between(s, "2026-11-01T00:50:00-04:00", "2026-11-01T03:05:00-05:00") == [
+        "2026-11-01T05:00:00+00:00", "2026-11-01T05:20:00+00:00", "2026-11-01T05:40:00+00:00",
+        "2026-11-01T06:00:00+00:00", "2026-11-01T06:20:00+00:00", "2026-11-01T06:40:00+00:00",
+        "2026-11-01T07:00:00+00:00", "2026-11-01T07:20:00+00:00", "2026-11-01T07:40:00+00:00",
+        "2026-11-01T08:00:00+00:00"]
+    every_minute = parse_schedule("cron", "* * * * *", "America/New_York", now=NOW)
+    fired = between(every_minute, "2026-11-01T00:59:00-04:00", "2026-11-01T02:00:00-05:00")
+    assert len(fired) == len(set(fired)) == 121  # 60 + 60 minutes of the two passes, then 02:00
+    assert fired == sorted(fired)
+
+
+def test_spring_forward_every_time_inside_the_gap_fires_once_shifted():
+    # 2026-03-29 in Paris: 02:00-02:59 does not exist (CET -> CEST). 02:00 and 02:30 both fire,
+    # shifted by the gap: 03:00 and 03:30 CEST (01:00 and 01:30 UTC).
+    s = parse_schedule("cron", "0,30 2 * * *", "Europe/Paris", now=NOW)
+    assert between(s, "2026-03-28T12:00:00Z", "2026-03-30T12:00:00Z") == [
+        "2026-03-29T01:00:00+00:00", "2026-03-29T01:30:00+00:00",
+        "2026-03-30T00:00:00+00:00", "2026-03-30T00:30:00+00:00"]
+    # A shifted time that lands on a real one fires once: `*/20` keeps one 03:00, 03:20, 03:40.
+    wild = parse_schedule("cron", "*/20 * * * *", "Europe/Paris", now=NOW)
+    assert between(wild, "2026-03-29T00:30:00Z", "2026-03-29T01:50:00Z") == [
+        "2026-03-29T00:40:00+00:00", "2026-03-29T01:00:00+00:00", "2026-03-29T01:20:00+00:00",
+        "2026-03-29T01:40:00+00:00"]

@@ -150,7 +150,9 @@ def test_raise_hang_and_engine_down_are_failures_that_do_not_stop_others(store):
         return f"ok {task.prompt}"
 
     clock = Clock()
-    sched = make(store, runner, clock, max_workers=4)
+    # run_due gives a call past its timeout shutdown_timeout more to end (0 here), then
+    # records it as timed out; the hung call itself cannot be stopped.
+    sched = make(store, runner, clock, max_workers=4, shutdown_timeout=0)
     ids = {p: sched.add(p, every=5, timeout_seconds=0.3).id for p in ("hang", "engine", "raise", "fine")}
     clock.now = T0 + 5
     try:
@@ -245,14 +247,17 @@ def test_crashed_runs_are_recovered_per_policy(store):
 def test_dead_process_on_this_host_is_detected_without_waiting_for_the_lease(store):
     import socket
 
+    from jarvis.scheduler.store import _pid_scope
+
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait()
     clock = Clock()
     sched = make(store, clock=clock)
     task = sched.add("x", every=60)
     clock.now = T0 + 60
-    store.claim_due(now=clock.now, owner=f"{socket.gethostname()}:{proc.pid}:dead", lease_seconds=3600,
-                    limit=1, default_grace=3600)
+    boot, pidns = _pid_scope()
+    store.claim_due(now=clock.now, owner=f"{socket.gethostname()}:{proc.pid}:dead:{boot}:{pidns}",
+                    lease_seconds=3600, limit=1, default_grace=3600)
     recovered = store.recover(now=clock.now)
     assert [(r.task_id, r.error_type) for r in recovered] == [(task.id, "crashed")]
 
@@ -333,3 +338,43 @@ def test_a_once_task_paused_mid_run_does_not_run_again_when_resumed(store):
     assert [r.status for r in sched.run_due()] == ["succeeded"]
     assert calls == [T0 + 10, T0 + 300]
     assert store.get_task(later.id).status == "completed"
+
+
+@pytest.mark.parametrize("cron, tz, start, end, expected", [
+    # Fall back in New York: both passes of 01:00-01:59 fire, 10 runs from 00:50 to 03:05.
+    ("*/20 * * * *", "America/New_York", "2026-11-01T00:50:00-04:00", "2026-11-01T03:05:00-05:00",
+     ["05:00", "05:20", "05:40", "06:00", "06:20", "06:40", "07:00", "07:20", "07:40", "08:00"]),
+    # Spring forward in Paris: 02:00 and 02:30 do not exist; both fire, shifted by the gap.
+    ("0,30 2 * * *", "Europe/Paris", "2026-03-29T00:00:00+01:00", "2026-03-29T04:00:00+02:00",
+     ["01:00", "01:30"]),
+])
+def test_the_claim_loop_runs_every_occurrence_across_dst(store, cron, tz, start, end, expected):
+    clock, runner = Clock(parse_iso(start)), Recorder()
+    sched = make(store, runner, clock)
+    task = sched.add("tick", cron=cron, tz=tz)
+    while clock.now < parse_iso(end):  # a daemon waking every minute through the night
+        clock.now += 60
+        sched.run_due()
+    runs = sorted(store.list_runs(task.id, limit=None), key=lambda r: r.scheduled_for)
+    assert [(r.status, iso(r.scheduled_for)[11:16]) for r in runs] == [
+        ("succeeded", hhmm) for hhmm in expected]
+
+
+def test_an_owner_is_judged_by_pid_only_inside_this_pid_namespace():
+    import socket
+
+    from jarvis.scheduler.store import _pid_scope, owner_id, owner_is_dead
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # reaped: its pid names no process now
+    host, boot, pidns = socket.gethostname(), *_pid_scope()
+    assert owner_is_dead(f"{host}:{gone.pid}:ab12cd34:{boot}:{pidns}")
+    assert not owner_is_dead(owner_id())  # ourselves
+    # The same pid in another PID namespace (a container sharing our host name), another boot,
+    # or an id written before namespaces were recorded: only the lease can tell.
+    assert not owner_is_dead(f"{host}:{gone.pid}:ab12cd34:{boot}:1")
+    assert not owner_is_dead(f"{host}:{gone.pid}:ab12cd34:{'0' * 32}:{pidns}")
+    assert not owner_is_dead(f"{host}:{gone.pid}:ab12cd34")
+    # The host name is informative only: boot id and namespace say where a pid means something
+    # (and a host name may change under a running daemon).
+    assert owner_is_dead(f"renamed:{gone.pid}:ab12cd34:{boot}:{pidns}")

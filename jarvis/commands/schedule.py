@@ -78,8 +78,44 @@ def schedule() -> None:
     """
 
 
+def _read_prompt(prompt: str | None, prompt_file: str | None) -> str:
+    """The task prompt: the PROMPT argument, or the text of --prompt-file (`-`: stdin)."""
+    from jarvis.errors import UserError
+    from jarvis.scheduler.scheduler import MAX_PROMPT_CHARS
+
+    if prompt is not None and prompt_file is not None:
+        raise UserError("give the prompt once: as PROMPT, or with --prompt-file, not both")
+    if prompt is None and prompt_file is None:
+        raise UserError("give the prompt: PROMPT, `-` to read it from stdin, or --prompt-file PATH")
+    source = prompt_file if prompt_file is not None else "-"
+    if prompt not in (None, "-"):
+        return prompt
+    where = "stdin" if source == "-" else source
+    limit = MAX_PROMPT_CHARS * 4 + 1  # bytes: enough for the longest UTF-8 prompt, and one more
+    try:
+        if source == "-":
+            data = sys.stdin.buffer.read(limit)
+        else:
+            with open(source, "rb") as handle:
+                data = handle.read(limit)
+    except OSError as exc:
+        raise UserError(f"cannot read the prompt from {where}: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UserError(f"the prompt in {where} is not UTF-8 text") from None
+    if len(data) == limit or len(text) > MAX_PROMPT_CHARS:
+        raise UserError(f"the prompt in {where} is longer than {MAX_PROMPT_CHARS} characters")
+    text = text.strip()
+    if not text:
+        raise UserError(f"the prompt in {where} is empty")
+    return text
+
+
 @schedule.command("add")
-@click.argument("prompt")
+@click.argument("prompt", required=False)
+@click.option("--prompt-file", "prompt_file", metavar="PATH", default=None,
+              help="Read the prompt from this file (`-`: stdin) instead of PROMPT.")
 @click.option("--cron", "cron", metavar="EXPR", help="5-field cron expression, e.g. '0 8 * * 1-5'.")
 @click.option("--tz", "tz", default="UTC", show_default=True, metavar="ZONE",
               help="IANA time zone for --cron (and --at without an offset).")
@@ -104,19 +140,26 @@ def schedule() -> None:
 @click.option("--notify", "notify", default=None, metavar="CHANNEL",
               help="Send each run's answer (or failure) to this channel ([channels.CHANNEL]).")
 @click.option("--json", "as_json", is_flag=True, help="Print the new task as JSON.")
-def add_task(prompt: str, cron: str | None, tz: str, every: float | None, at: str | None,
-             agent: str | None, tools: str | None, approve_tools: str | None,
-             timeout: float | None, retries: int, retry_backoff: float, on_crash: str,
-             grace: float | None, notify: str | None, as_json: bool) -> None:
+def add_task(prompt: str | None, prompt_file: str | None, cron: str | None, tz: str,
+             every: float | None, at: str | None, agent: str | None, tools: str | None,
+             approve_tools: str | None, timeout: float | None, retries: int,
+             retry_backoff: float, on_crash: str, grace: float | None, notify: str | None,
+             as_json: bool) -> None:
     """Schedule PROMPT: exactly one of --cron, --every or --at.
+
+    PROMPT `-` (or --prompt-file -) reads the prompt from stdin; --prompt-file PATH from a
+    file (UTF-8, up to 20 000 characters, surrounding blank space dropped).
 
     \b
     Examples:
       jarvis schedule add "Summarize my inbox" --cron "0 8 * * 1-5" --tz Europe/Paris
       jarvis schedule add "Check the build" --every 3600 --tools http_request
       jarvis schedule add "Remind me to call Bob" --at 2030-03-01T09:00:00Z
+      echo "Summarize the news" | jarvis schedule add - --cron "0 7 * * *"
     """
     from jarvis.errors import UserError
+
+    prompt = _read_prompt(prompt, prompt_file)
 
     given = [name for name, value in (("--cron", cron), ("--every", every), ("--at", at))
              if value is not None]
@@ -143,16 +186,34 @@ def add_task(prompt: str, cron: str | None, tz: str, every: float | None, at: st
 @schedule.command("list")
 @click.option("--status", type=click.Choice(["active", "paused", "completed", "cancelled"]),
               default=None, help="Only tasks with this status.")
+@click.option("-n", "--limit", type=click.IntRange(0), default=100, show_default=True,
+              help="Show at most this many tasks (0: all).")
+@click.option("--offset", type=click.IntRange(0), default=0, show_default=True,
+              help="Skip this many tasks first (the next page: --offset LIMIT).")
 @click.option("--json", "as_json", is_flag=True, help="Print the tasks as JSON.")
-def list_tasks(status: str | None, as_json: bool) -> None:
-    """List scheduled tasks with their status and next run."""
-    tasks = _scheduler().list_tasks(status)
+def list_tasks(status: str | None, limit: int, offset: int, as_json: bool) -> None:
+    """List scheduled tasks (oldest first) with their status and next run.
+
+    Shows a page of --limit tasks from --offset; when more exist, stderr says how to see them.
+    """
+    scheduler = _scheduler()
+    tasks = scheduler.list_tasks(status, limit=limit or None, offset=offset)
+    # A full page may hide more: count only then (a page never says nothing about the rest).
+    total = (scheduler.count_tasks(status)
+             if (limit and len(tasks) == limit) or (offset and not tasks) else None)
+    end = offset + len(tasks)
+    if total is not None and tasks and end < total:
+        click.echo(f"showing tasks {offset + 1}-{end} of {total}; next page: --offset {end}",
+                   err=True)
+    elif total and not tasks:
+        click.echo(f"no tasks from --offset {offset}: there are {total}", err=True)
     if as_json:
         echo_json([t.to_dict() for t in tasks])
         return
     if not tasks:
-        click.echo("no scheduled tasks" + (f" with status {status}" if status else "")
-                   + "; add one with `jarvis schedule add`", err=True)
+        if not offset:
+            click.echo("no scheduled tasks" + (f" with status {status}" if status else "")
+                       + "; add one with `jarvis schedule add`", err=True)
         return
     for task in tasks:
         data = task.to_dict()
@@ -197,16 +258,25 @@ _status_command("cancel", "cancel_task", "Cancel task TASK_ID for good.")
 @click.argument("task_id")
 @click.option("--runner", default=None, metavar="MODULE:FACTORY",
               help="TaskRunner to use instead of the configured one.")
+@click.option("--wait", is_flag=True, help="If a run of the task is going on, wait for it to "
+              "end, then run (default: say so and exit 3).")
 @click.option("--json", "as_json", is_flag=True, help="Print the run record as JSON.")
-def run_task(task_id: str, runner: str | None, as_json: bool) -> None:
+def run_task(task_id: str, runner: str | None, wait: bool, as_json: bool) -> None:
     """Run task TASK_ID now, in the foreground, and record the run.
 
-    Prints the answer; exits 1 if the run failed.
+    Prints the answer; exits 1 if the run failed. Never runs beside a run of the same task
+    that is going on (e.g. in the daemon): exits 3 without running, or waits with --wait.
     """
+    from jarvis.scheduler.schedules import iso
+
     scheduler = _scheduler(runner)
     scheduler.get_task(task_id)  # an unknown id fails before anything is said
-    click.echo(f"running task {task_id} now...", err=True)
-    run = scheduler.run_now(task_id)
+
+    def waiting(busy: Any) -> None:
+        click.echo(f"waiting for run #{busy.id} of task {task_id} (started "
+                   f"{iso(busy.started_at)}) to end...", err=True)
+
+    run = scheduler.run_now(task_id, wait=wait, on_wait=waiting)
     if as_json:
         echo_json(run.to_dict())
     elif run.status == "succeeded":

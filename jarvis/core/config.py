@@ -14,7 +14,15 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from jarvis.core.paths import jarvis_home
 from jarvis.errors import ConfigError
@@ -126,6 +134,41 @@ class MemoryConfig(_Section):
     max_file_bytes: int = Field(10_000_000, ge=1, description="`memory index` skips larger files")
 
 
+class KeepRuns(_Section):
+    """How long finished scheduler runs are kept: by age, by count per task, or both."""
+
+    days: float | None = Field(None, gt=0, description="delete finished runs older than this")
+    count: int | None = Field(None, ge=1, description="keep this many newest runs per task")
+
+    @model_validator(mode="after")
+    def _one_limit(self) -> KeepRuns:
+        if self.days is None and self.count is None:
+            raise ValueError("give days, count or both, e.g. keep_runs = { days = 30 }")
+        return self
+
+    def describe(self) -> str:
+        parts = [f"{self.days:g} days" if self.days is not None else "",
+                 f"{self.count} runs per task" if self.count is not None else ""]
+        return " and ".join(p for p in parts if p)
+
+
+def _keep_runs(value: Any) -> Any:
+    """`keep_runs = 500` (runs per task), `"30d"` (days) or `{ days = 30, count = 500 }`."""
+    if isinstance(value, bool):
+        raise ValueError("keep_runs is a count (500), a number of days (\"30d\") or a table")
+    if isinstance(value, int):
+        return {"count": value}
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text.endswith("d"):
+            try:
+                return {"days": float(text[:-1])}
+            except ValueError:
+                pass
+        raise ValueError(f"keep_runs {value!r}: write days as \"30d\", or a count as 500")
+    return value
+
+
 class SchedulerConfig(_Section):
     db_path: str = ""
     grace_seconds: float = Field(3600.0, ge=0, description="how late a missed run may still run")
@@ -145,6 +188,14 @@ class SchedulerConfig(_Section):
                                               "two runs of a task a model schedules")
     model_max_prompt_chars: int = Field(4_000, ge=1, le=20_000, description="longest prompt of "
                                         "a task a model schedules")
+    keep_runs: KeepRuns | None = Field(None, description="retention of finished runs, applied "
+                                       "by the daemon: 500 (per task), \"30d\", or "
+                                       "{ days = 30, count = 500 }; unset keeps them all")
+
+    @field_validator("keep_runs", mode="before")
+    @classmethod
+    def _parse_keep_runs(cls, value: Any) -> Any:
+        return _keep_runs(value)
 
 
 class McpServerConfig(_Section):

@@ -17,6 +17,7 @@ from typing import Any
 _EXPORTS = {
     "SchedulerStore": "jarvis.scheduler.store",
     "TaskNotFoundError": "jarvis.scheduler.store",
+    "TaskBusyError": "jarvis.scheduler.store",
     "TaskScheduler": "jarvis.scheduler.scheduler",
     "Task": "jarvis.scheduler.records",
     "Run": "jarvis.scheduler.records",

@@ -7,8 +7,9 @@
 
 The loop sleeps until the next due occurrence, but at most `poll_seconds`, so tasks added by
 other processes are noticed within that time. Each claimed run executes on a worker thread
-that keeps the run's lease alive while it waits; a run past its timeout is recorded as failed
-and the worker moves on (Python cannot kill a thread; the abandoned call's result is dropped).
+that keeps the run's lease alive while it waits. A run past its timeout is recorded as failed
+("timeout") and its result dropped, but only when its call really ends (Python cannot kill a
+thread): until then it keeps its worker and blocks its task's retry and next runs.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from jarvis.errors import EngineError, JarvisError, UserError
 from jarvis.scheduler.records import CRASH_POLICIES, TASK_STATUSES, Run, Task
 from jarvis.scheduler.runner import FunctionRunner, RunOutcome, SdkRunner, TaskRunner
 from jarvis.scheduler.schedules import iso, parse_schedule
-from jarvis.scheduler.store import Claim, QuotaError, SchedulerStore, owner_id
+from jarvis.scheduler.store import Claim, QuotaError, SchedulerStore, TaskBusyError, owner_id
 
 log = logging.getLogger("jarvis.scheduler")
 
@@ -34,7 +35,9 @@ MAX_PROMPT_CHARS = 20_000
 MAX_TOOLS = 64
 MAX_TIMEOUT_SECONDS = 24 * 3600.0
 MAX_RETRIES = 10
-_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+# fullmatch, never match with `$`: `$` also matches before a trailing newline ('simple\n').
+PRUNE_EVERY_SECONDS = 3600.0  # how often a running daemon applies [scheduler] keep_runs
+_TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
 
 def _settings(config: Any) -> Any:
@@ -93,10 +96,13 @@ class TaskScheduler:
         self.model_max_active_tasks = settings.model_max_active_tasks
         self.model_min_interval_seconds = settings.model_min_interval_seconds
         self.model_max_prompt_chars = settings.model_max_prompt_chars
+        self.keep_runs = getattr(settings, "keep_runs", None)  # retention of finished runs
         self.owner = owner_id()
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._active: dict[int, threading.Thread] = {}
+        self._overdue: set[int] = set()  # runs past their timeout whose call still runs
+        self._given_up: set[int] = set()  # runs recorded before their call ended
         self._active_lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self.abandoned = 0  # runs whose call outlived their timeout
@@ -133,11 +139,17 @@ class TaskScheduler:
             self._check_model_interval(schedule, now)
         tool_names = _names(tools, "tools")
         approved = _names(approved_tools, "approved tools")
-        stray = [n for n in approved if tool_names and n not in tool_names]
+        if approved and not tool_names:
+            # Without --tools the agent's default tools apply, and the approval would reach
+            # whatever those are: approvals only name tools the task lists.
+            raise UserError(f"--approve-tools needs --tools: list the tools the task may use "
+                            f"(approved: {', '.join(approved)}), e.g. --tools "
+                            f"{','.join(approved)} --approve-tools {','.join(approved)}")
+        stray = [n for n in approved if n not in tool_names]
         if stray:
             raise UserError(f"approved tool(s) {', '.join(stray)} are not among the task's tools "
                             f"({', '.join(tool_names)}); add them to --tools or drop the approval")
-        if agent is not None and (not isinstance(agent, str) or not _TOOL_NAME.match(agent)):
+        if agent is not None and (not isinstance(agent, str) or not _TOOL_NAME.fullmatch(agent)):
             raise UserError(f"invalid agent name {agent!r}")
         timeout = self.default_timeout if timeout_seconds is None else float(timeout_seconds)
         if not 0 < timeout <= MAX_TIMEOUT_SECONDS:
@@ -234,10 +246,20 @@ class TaskScheduler:
     def get_task(self, task_id: str) -> Task:
         return self.store.get_task(task_id)
 
-    def list_tasks(self, status: str | None = None) -> list[Task]:
+    def list_tasks(self, status: str | None = None, *, limit: int | None = None,
+                   offset: int = 0) -> list[Task]:
+        """Tasks in creation order (all of them, or a page: `limit` from `offset`)."""
         if status is not None and status not in TASK_STATUSES:
             raise UserError(f"unknown status {status!r}; use one of: {', '.join(TASK_STATUSES)}")
-        return self.store.list_tasks(status)
+        for name, value in (("limit", limit), ("offset", offset)):
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool)
+                                      or value < 0):
+                raise UserError(f"{name} must be a whole number of 0 or more, got {value!r}")
+        return self.store.list_tasks(status, limit=limit, offset=offset)
+
+    def count_tasks(self, status: str | None = None) -> int:
+        counts = self.store.count_tasks()
+        return counts.get(status, 0) if status else sum(counts.values())
 
     def pause_task(self, task_id: str) -> Task:
         """Stop scheduling a task (kept, and resumable); a run in progress finishes."""
@@ -280,13 +302,29 @@ class TaskScheduler:
             self.store.get_task(task_id)  # an unknown id is an error, not an empty list
         return self.store.list_runs(task_id, status=status, limit=limit)
 
-    def run_now(self, task_id: str) -> Run:
-        """Run a task once right now in this thread (outside its schedule); returns the run."""
+    def run_now(self, task_id: str, *, wait: bool = False,
+                on_wait: Callable[[Run], None] | None = None) -> Run:
+        """Run a task once right now in this thread (outside its schedule); returns the run.
+
+        Never beside another run of the task: raises TaskBusyError while one is going on, or
+        with `wait=True` waits for it to end (calling `on_wait(busy_run)` once) and runs then.
+        """
         task = self.store.get_task(task_id)
         if task.status == "cancelled":
             raise UserError(f"task {task_id} is cancelled; create a new task instead")
-        claim = self.store.claim_manual(task, now=self.clock(), owner=self.owner,
-                                        lease_seconds=self.lease_seconds)
+        told = False
+        while True:
+            try:
+                claim = self.store.claim_manual(task, now=self.clock(), owner=self.owner,
+                                                lease_seconds=self.lease_seconds)
+                break
+            except TaskBusyError as busy:
+                if not wait:
+                    raise
+                if not told and on_wait is not None:
+                    on_wait(busy.run)
+                told = True
+                time.sleep(min(self.poll_seconds, 0.25))
         return self._execute(claim)
 
     # --- running -----------------------------------------------------------------------
@@ -294,6 +332,7 @@ class TaskScheduler:
         """Run everything due now (catch-up policy included), wait for it, and return the
         finished runs: what `jarvis scheduler start --once` does."""
         self._recover()
+        self._prune()
         finished: list[Run] = []
         lock = threading.Lock()
 
@@ -302,9 +341,10 @@ class TaskScheduler:
             with lock:
                 finished.append(run)
 
-        threads: list[threading.Thread] = []
+        threads: dict[int, threading.Thread] = {}  # run id -> its worker
+        drain_until: float | None = None
         while True:
-            threads = [t for t in threads if t.is_alive()]
+            threads = {run_id: t for run_id, t in threads.items() if t.is_alive()}
             free = self.max_workers - len(threads)
             claims = self.store.claim_due(now=self.clock(), owner=self.owner,
                                           lease_seconds=self.lease_seconds, limit=free,
@@ -314,12 +354,28 @@ class TaskScheduler:
                 thread = threading.Thread(target=work, args=(claim,), daemon=True,
                                           name=f"jarvis-run-{claim.run.id}")
                 thread.start()
-                threads.append(thread)
+                threads[claim.run.id] = thread
             if not claims and not threads:
                 break
-            if not claims:
-                threads[0].join(0.05)
-        return sorted(finished, key=lambda r: r.id)
+            if claims:
+                continue
+            with self._active_lock:
+                all_overdue = set(threads) <= self._overdue
+            # Only calls past their timeout are left: like a shutdown, they get
+            # shutdown_timeout to end, then are recorded as timed out (and nothing more is
+            # claimed: a retry must not start beside a call that may still be running).
+            if all_overdue and drain_until is None:
+                drain_until = time.monotonic() + self.shutdown_timeout
+            elif not all_overdue:
+                drain_until = None
+            if drain_until is not None and time.monotonic() >= drain_until:
+                for run in self._give_up(list(threads), "the end of a --once pass"):
+                    with lock:
+                        finished.append(run)
+                break
+            next(iter(threads.values())).join(0.05)
+        with lock:
+            return sorted(finished, key=lambda r: r.id)
 
     def start(self) -> TaskScheduler:
         """Run the daemon loop on a background thread (stop it with `stop()`)."""
@@ -367,6 +423,8 @@ class TaskScheduler:
                  self.store.path, self.max_workers, self.poll_seconds)
         self._recover()
         last_recover = time.monotonic()
+        self._prune()
+        last_prune = time.monotonic()
         idle_state: str | None = None
         while not self._stop.is_set():
             try:
@@ -374,6 +432,9 @@ class TaskScheduler:
                 if time.monotonic() - last_recover >= self.lease_seconds / 2:
                     self._recover()
                     last_recover = time.monotonic()
+                if time.monotonic() - last_prune >= PRUNE_EVERY_SECONDS:
+                    last_prune = time.monotonic()
+                    self._prune()
             except Exception as exc:  # e.g. the database stayed locked: log, wait, go on
                 log.error("scheduler loop error (will retry in %g s): %s: %s",
                           self.poll_seconds, type(exc).__name__, exc)
@@ -425,14 +486,52 @@ class TaskScheduler:
             pending = dict(self._active)
         for thread in pending.values():
             thread.join(max(0.0, deadline - time.monotonic()))
-        for run_id, thread in pending.items():
-            if thread.is_alive():
-                run = self.store.interrupt(run_id, self.owner, now=self.clock(),
-                                           reason="interrupted: the scheduler shut down before "
-                                                  "this run finished")
-                if run is not None:
-                    log.warning("run %d of task %s interrupted by shutdown", run_id, run.task_id)
+        self._give_up([run_id for run_id, thread in pending.items() if thread.is_alive()],
+                      "shutdown")
         log.info("scheduler %s stopped", self.owner)
+
+    def _give_up(self, run_ids: list[int], cause: str) -> list[Run]:
+        """Stop waiting for these runs of ours and record them: a run already past its timeout
+        as timed out, any other as interrupted; each task's retry or on_crash policy applies."""
+        recorded: list[Run] = []
+        for run_id in run_ids:
+            with self._active_lock:
+                overdue = run_id in self._overdue
+                self._given_up.add(run_id)
+            if overdue:
+                task = self.store.get_task(self.store.get_run(run_id).task_id)
+                run = self.store.finish_run(run_id, self.owner, now=self.clock(), success=False,
+                                            error=_timed_out(task, None).error,
+                                            error_type="timeout")
+            else:
+                run = self.store.interrupt(run_id, self.owner, now=self.clock(),
+                                           reason=f"interrupted: the scheduler stopped ({cause}) "
+                                                  f"before this run finished")
+                if run is not None:
+                    log.warning("run %d of task %s interrupted by %s", run_id, run.task_id, cause)
+            if run is not None:
+                recorded.append(run)
+        return recorded
+
+    def prune(self) -> int:
+        """Apply `[scheduler] keep_runs` now: delete the finished runs it does not keep."""
+        keep = self.keep_runs
+        if keep is None:
+            return 0
+        return self.store.prune_runs(
+            now=self.clock(), max_age=None if keep.days is None else keep.days * 86400.0,
+            keep_per_task=keep.count)
+
+    def _prune(self) -> None:
+        if self.keep_runs is None:
+            return
+        try:
+            deleted = self.prune()
+        except sqlite3.Error as exc:  # busy or locked: the next pass will do
+            log.warning("could not delete old runs (keep_runs): %s", exc)
+            return
+        if deleted:
+            log.info("deleted %d old run(s) (keep_runs: %s)", deleted, self.keep_runs.describe())
 
     def _recover(self) -> None:
         # Our own runs are included: a worker renews its lease, so only a stuck one expires.
@@ -474,20 +573,35 @@ class TaskScheduler:
         started = time.monotonic()
         worker.start()
         beat = max(self.lease_seconds / 4, 0.05)
+        timed_out = False
+        # Python cannot stop a thread: a call past its timeout goes on. Until it really ends
+        # the run stays "running" (its lease renewed), so it keeps its worker slot, and no
+        # retry or next occurrence of the task starts beside it.
         while worker.is_alive():
             left = task.timeout_seconds - (time.monotonic() - started)
-            if left <= 0:
-                break
-            worker.join(min(beat, left))
+            if left <= 0 and not timed_out:
+                timed_out = True
+                self.abandoned += 1
+                with self._active_lock:
+                    self._overdue.add(run.id)
+                log.warning("task %s: run %d timed out after %g s; its call is still running "
+                            "and its result will be dropped; the task's retry and next runs "
+                            "wait until it ends (it holds one of the %d workers)", task.id,
+                            run.id, task.timeout_seconds, self.max_workers)
+            worker.join(beat if timed_out else min(beat, left))
+            if self._was_given_up(run.id):
+                return run
             if worker.is_alive():
                 try:
                     self.store.heartbeat(self.owner, self.clock() + self.lease_seconds)
                 except sqlite3.OperationalError as exc:  # busy: the next beat will do
                     log.warning("could not renew the lease of run %d: %s", run.id, exc)
-        if worker.is_alive():
-            self.abandoned += 1
-            outcome = RunOutcome.failed(f"timed out after {task.timeout_seconds:g} s (the task's "
-                                        f"timeout); the run was abandoned", "timeout")
+        if self._was_given_up(run.id):
+            return run
+        if timed_out:
+            with self._active_lock:
+                self._overdue.discard(run.id)
+            outcome = _timed_out(task, time.monotonic() - started)
         elif "error" in box:
             outcome = _failure(box["error"])
         else:
@@ -531,6 +645,15 @@ class TaskScheduler:
             run.delivery = record
             return run
 
+    def _was_given_up(self, run_id: int) -> bool:
+        """Whether the run was recorded already (shutdown, end of --once) while its call went
+        on: then its worker leaves the store alone."""
+        with self._active_lock:
+            if run_id not in self._given_up:
+                return False
+            self._given_up.discard(run_id)
+            self._overdue.discard(run_id)
+            return True
 
     def _record(self, run: Run, outcome: RunOutcome) -> Run | None:
         """finish_run, retried while the database is locked by other processes (the outcome
@@ -547,6 +670,12 @@ class TaskScheduler:
                 log.warning("recording run %d failed (%s); retrying", run.id, exc)
                 time.sleep(0.5 * (attempt + 1))
         return None
+
+
+def _timed_out(task: Task, took: float | None) -> RunOutcome:
+    went_on = "" if took is None else f"; its call went on for {took:.1f} s"
+    return RunOutcome.failed(f"timed out after {task.timeout_seconds:g} s (the task's timeout)"
+                             f"{went_on}; its result was dropped", "timeout")
 
 
 def _failure(exc: BaseException) -> RunOutcome:
@@ -570,6 +699,6 @@ def _names(value: list[str] | str | None, what: str) -> list[str]:
     if len(names) > MAX_TOOLS:
         raise UserError(f"too many {what}: {len(names)} (limit {MAX_TOOLS})")
     for name in names:
-        if not _TOOL_NAME.match(name):
+        if not _TOOL_NAME.fullmatch(name):
             raise UserError(f"invalid tool name {name!r} in {what}: use letters, digits, '_' or '-'")
     return list(dict.fromkeys(names))

@@ -4,7 +4,8 @@ Every instant is a POSIX timestamp (UTC). Cron expressions are read in an IANA t
 (default UTC) with these daylight-saving rules, which never fire one occurrence twice:
 
 - a wall-clock time that does not exist (spring forward, e.g. 02:30 in New York) fires once,
-  shifted forward by the gap (03:30 local);
+  shifted forward by the gap (03:30 local); each such time does (`0,30 2 * * *` fires at
+  03:00 and 03:30), and one that lands on a time that also fires runs once;
 - a wall-clock time that occurs twice (fall back, e.g. 01:30) fires once, the first time, for
   expressions with a fixed hour; expressions whose hour field is a wildcard (`*`, `*/2`) fire
   in both passes of the repeated hour, because those are different elapsed hours.
@@ -72,9 +73,12 @@ class Schedule:
 
     def describe(self) -> str:
         if self.type == "once":
-            return f"once at {iso(parse_iso(self.value, self.timezone))}"
+            try:
+                return f"once at {iso(parse_iso(self.value, self.timezone))}"
+            except ScheduleError:
+                return f"once at {self.value} (out of range)"
         if self.type == "interval":
-            return f"every {float(self.value):g} s"
+            return f"every {seconds_text(float(self.value))} s"
         return f"cron '{self.value}' ({self.timezone})"
 
 
@@ -104,7 +108,7 @@ def parse_schedule(schedule_type: str, value: str, timezone: str | None = "UTC",
         if not math.isfinite(seconds) or not (MIN_INTERVAL_SECONDS <= seconds <= MAX_INTERVAL_SECONDS):
             raise ScheduleError(f"interval must be between {MIN_INTERVAL_SECONDS:g} and "
                                 f"{MAX_INTERVAL_SECONDS:g} seconds, got {value}")
-        return Schedule("interval", f"{seconds:g}", timezone)
+        return Schedule("interval", seconds_text(seconds), timezone)
     if schedule_type == "once":
         at = parse_iso(value, timezone)
         # A few seconds of slack: "now" typed by a person is already in the past.
@@ -131,14 +135,32 @@ def parse_iso(value: str, timezone: str = "UTC") -> float:
                             f"2030-03-01T09:00:00Z or 2030-03-01T09:00:00+01:00") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=_zone(timezone))
-    return moment.timestamp()
+    # Valid ISO text can still name an instant outside what a datetime holds once moved to
+    # UTC (9999-12-31T23:59:59-05:00 is in year 10000): refuse it here, or every listing
+    # that shows the time fails later.
+    try:
+        stamp = moment.timestamp()
+        datetime.fromtimestamp(stamp, UTC)
+    except (OverflowError, ValueError, OSError):
+        raise ScheduleError(f"{value!r} is out of range; give a time between "
+                            f"0001-01-02T00:00:00Z and 9999-12-30T23:59:59Z") from None
+    return stamp
+
+
+def seconds_text(seconds: float) -> str:
+    """A number of seconds as text that reads back exactly (1000001, not %g's 1e+06)."""
+    return str(int(seconds)) if float(seconds).is_integer() else repr(float(seconds))
 
 
 def iso(ts: float | None) -> str | None:
     """A timestamp as ISO 8601 in UTC (seconds precision), e.g. 2026-02-26T08:00:00+00:00."""
     if ts is None:
         return None
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds")
+    try:
+        return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds")
+    except (OverflowError, ValueError, OSError):
+        # Refused on input since issue 13; a row stored before must not break every listing.
+        return f"out of range ({ts!r})"
 
 
 def _zone(name: str) -> tzinfo:
@@ -170,32 +192,42 @@ def _cron_fields(expression: str) -> str:
 
 
 def _cron_next(fields: str, zone: tzinfo, after: float) -> float | None:
+    """The first instant after `after` at which `fields` fires in `zone` (DST rules above)."""
     from croniter import croniter
     from croniter.croniter import CroniterBadDateError
 
     hour_wild = fields.split(" ")[1].startswith("*")
     moment = datetime.fromtimestamp(after, zone)
-    # Before a fall-back transition, the repeated hour's second pass is *behind* the wall
-    # clock: start the walk that much earlier so that pass is not skipped.
-    later = datetime.fromtimestamp(after + 3 * 3600, zone)
-    shift = (moment.utcoffset() or timedelta()) - (later.utcoffset() or timedelta())
-    start = moment.replace(tzinfo=None) - max(shift, timedelta())
+    # Near a transition, wall-clock order is not time order: the repeated hour's second pass
+    # (fall back) and the shifted times of a gap (spring forward) lie *behind* the current
+    # wall clock. Start the walk that much earlier (and a second before, since croniter
+    # returns times strictly after its start).
+    offset = moment.utcoffset() or timedelta()
+    shift = max(abs(offset - (datetime.fromtimestamp(after + delta, zone).utcoffset()
+                              or timedelta())) for delta in (-3 * 3600, 3 * 3600))
+    start = moment.replace(tzinfo=None) - shift - timedelta(seconds=1)
     walk = croniter(fields, start, max_years_between_matches=50)
-    for _ in range(4 * 60 + 8):  # bounded: at most the minutes of a shifted window, then done
+    best: float | None = None
+    for _ in range(6 * 60 + 8):  # bounded: the minutes of a shifted window, then done
         try:
             wall = walk.get_next(datetime)
         except CroniterBadDateError:
-            return None
-        first = wall.replace(tzinfo=zone, fold=0)
+            break
+        # fold=0 is the first pass of a repeated time, and a gap time shifted forward by the
+        # gap; fold=1 is the second pass, which only wildcard-hour expressions fire.
+        first = wall.replace(tzinfo=zone, fold=0).timestamp()
+        candidates = [first]
         second = wall.replace(tzinfo=zone, fold=1)
-        instants = [first.timestamp()]
-        repeated = second.timestamp() != first.timestamp() and _exists(second)
-        if repeated and hour_wild:
-            instants.append(second.timestamp())
-        for instant in instants:
-            if instant > after:
-                return instant
-    return None
+        if hour_wild and second.timestamp() != first and _exists(second):
+            candidates.append(second.timestamp())
+        for instant in candidates:
+            if instant > after and (best is None or instant < best):
+                best = instant
+        # First-pass instants grow with the wall time and a second pass is later than its
+        # first, so once a first pass is past `after` nothing later in the walk is earlier.
+        if first > after:
+            break
+    return best
 
 
 def _exists(moment: datetime) -> bool:

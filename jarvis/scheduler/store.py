@@ -10,8 +10,9 @@ Policies applied here, inside the claiming transaction (documented in docs/sched
   late; older occurrences are skipped and recorded as one "skipped" run with their count;
 - overlap: a task whose previous run is still running is not started again until it ends;
 - failures: with retries left, a new attempt is queued after `backoff * 2**(attempt-1)` s;
-- crashes: a run whose daemon died (dead pid on this host, or lease expired) is recorded as
-  failed ("crashed") and, when the task's `on_crash` is "retry", queued again right away.
+- crashes: a run whose daemon died (a dead pid in this PID namespace, or a lease that its
+  owner stopped renewing) is recorded as failed ("crashed") and, when the task's `on_crash`
+  is "retry", queued again right away.
 """
 
 from __future__ import annotations
@@ -27,12 +28,15 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from jarvis.errors import UserError
+from jarvis.errors import JarvisError, UserError
 from jarvis.scheduler.records import Run, Task
 
 MAX_ANSWER_CHARS = 100_000
 MAX_ERROR_CHARS = 10_000
 CRON_CATCH_UP_STEPS = 2_000  # occurrences walked when counting missed cron runs
+# A claim always comes a little after the due time (wake-up, locks, a busy machine): lateness
+# up to this is "on time", whatever the grace window, so `grace = 0` still runs the task.
+ON_TIME_SECONDS = 2.0
 
 
 class TaskNotFoundError(UserError):
@@ -46,6 +50,21 @@ class TaskNotFoundError(UserError):
 
 class QuotaError(UserError):
     """A limit on what a model may schedule was reached (see [scheduler] model_*)."""
+
+
+class TaskBusyError(JarvisError):
+    """A run of the task is going on already; starting another would overlap it."""
+
+    exit_code = 3  # distinct from a failed run (1) and a misuse (2): nothing was run
+
+    def __init__(self, task_id: str, run: Run) -> None:
+        self.task_id = task_id
+        self.run = run
+        from jarvis.scheduler.schedules import iso
+
+        super().__init__(f"task {task_id} is running now (run #{run.id}, {run.trigger}, started "
+                         f"{iso(run.started_at)} by {run.claimed_by}); nothing was run: retry "
+                         f"when it ends, or pass --wait to run it then")
 
 
 @dataclass(slots=True)
@@ -93,20 +112,48 @@ _RUN_FIELDS = tuple(f.name for f in fields(Run))
 
 
 def owner_id() -> str:
-    """This process as a claim owner: host, pid and a random token (pids get reused)."""
-    return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(4).hex()}"
+    """This process as a claim owner: `host:pid:token:boot:pidns`.
+
+    A random token, since pids get reused; the boot id and the PID namespace say where the pid
+    means something (containers that share a host name have their own pids).
+    """
+    boot, pidns = _pid_scope()
+    return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(4).hex()}:{boot}:{pidns}"
+
+
+def _pid_scope() -> tuple[str, str]:
+    """(boot id, PID namespace inode) of this process; "-" where the system has none (a
+    system without /proc has no PID namespaces either)."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip().replace("-", "")
+    except OSError:
+        boot = "-"
+    try:
+        pidns = str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        pidns = "-"
+    return boot or "-", pidns
 
 
 def owner_is_dead(owner: str | None) -> bool:
-    """True when `owner` is a process on this host that no longer exists.
+    """True when `owner` is a process of this PID namespace (of this boot of this machine)
+    that no longer exists.
 
-    Only a same-host, other-pid owner can be judged; others wait for their lease to expire.
+    Only such an owner can be judged by its pid: a pid from another namespace (a container
+    that shares our host name), another boot or another host names some other process here,
+    or none. Those owners, and owners recorded before the namespace was part of the id, are
+    judged by their lease alone: the recovery waits until the owner stops renewing it.
     """
     if not owner:
         return True
-    host, _, rest = owner.partition(":")
-    pid_text = rest.split(":", 1)[0]
-    if host != socket.gethostname() or not pid_text.isdigit():
+    parts = owner.split(":")
+    if len(parts) != 5 or not parts[1].isdigit():
+        return False
+    host, pid_text, _token, boot, pidns = parts
+    # The boot id and namespace inode name the pid's scope; the host name only matters where
+    # they are unknown (no /proc), and may change under a running daemon anyway.
+    scope = _pid_scope()
+    if (boot, pidns) != scope or ("-" in scope and host != socket.gethostname()):
         return False
     pid = int(pid_text)
     if pid == os.getpid():
@@ -228,15 +275,18 @@ class SchedulerStore:
             raise TaskNotFoundError(task_id)
         return _task(rows[0])
 
-    def list_tasks(self, status: str | None = None, limit: int | None = None) -> list[Task]:
+    def list_tasks(self, status: str | None = None, limit: int | None = None,
+                   offset: int = 0) -> list[Task]:
+        """Tasks in creation order; `limit` and `offset` page through them."""
         sql = "SELECT * FROM tasks"
         params: list[Any] = []
         if status:
             sql += " WHERE status = ?"
             params.append(status)
         sql += " ORDER BY created_at, rowid"
-        if limit:
-            sql += f" LIMIT {int(limit)}"
+        if limit or offset:
+            sql += " LIMIT ? OFFSET ?"
+            params += [int(limit) if limit else -1, max(int(offset), 0)]
         return [_task(r) for r in self._query(sql, tuple(params))]
 
     def count_tasks(self) -> dict[str, int]:
@@ -300,6 +350,44 @@ class SchedulerStore:
             sql += f" LIMIT {int(limit)}"
         return [_run(r) for r in self._query(sql, tuple(params))]
 
+    def prune_runs(self, *, now: float, max_age: float | None = None,
+                   keep_per_task: int | None = None, batch: int = 500,
+                   max_rows: int = 200_000) -> int:
+        """Delete finished runs older than `max_age` seconds and/or beyond the newest
+        `keep_per_task` of each task; returns how many were deleted.
+
+        Never deletes a pending or running run, nor the newest scheduled and the newest manual
+        run of a task (they answer "did this occurrence run?" and the task's last outcome).
+        The runs to delete are found by one read (no write lock), then deleted by id in
+        batches of `batch`, one short write transaction each, so that claims are not held
+        up; at most `max_rows` per call (the rest goes next time). A run found this way stays
+        deletable: finished runs do not change, and newer runs only push it further back.
+        """
+        if max_age is None and keep_per_task is None:
+            return 0
+        finished = "status IN ('succeeded', 'failed', 'skipped')"
+        rules, params = [], []
+        if max_age is not None:
+            rules.append(f"SELECT id FROM runs WHERE {finished} AND "
+                         f"coalesce(finished_at, started_at, scheduled_for) < ?")
+            params.append(now - max_age)
+        if keep_per_task is not None:
+            rules.append(f"SELECT id FROM (SELECT id, row_number() OVER (PARTITION BY task_id "
+                         f"ORDER BY id DESC) AS newer FROM runs WHERE {finished}) WHERE newer > ?")
+            params.append(int(keep_per_task))
+        victims = [row["id"] for row in self._query(
+            f"SELECT id FROM ({' UNION '.join(rules)}) WHERE id NOT IN (SELECT max(id) FROM "
+            f"runs GROUP BY task_id, trigger = 'manual') ORDER BY id LIMIT ?",
+            (*params, int(max_rows)))]
+        deleted = 0
+        for at in range(0, len(victims), batch):
+            chunk = victims[at:at + batch]
+            marks = ",".join("?" * len(chunk))
+            with self.immediate() as conn:
+                deleted += conn.execute(f"DELETE FROM runs WHERE id IN ({marks}) AND {finished}",
+                                        chunk).rowcount
+        return deleted
+
     def next_wake(self) -> float | None:
         """When something next becomes due (a task occurrence or a queued retry)."""
         rows = self._query(
@@ -357,7 +445,7 @@ class SchedulerStore:
                     lease_seconds: float, default_grace: float) -> Claim | None:
         grace = task.grace_seconds if task.grace_seconds is not None else default_grace
         plan = plan_catch_up(task, now)
-        run_at = plan.latest if now - plan.latest <= grace else None
+        run_at = plan.latest if now - plan.latest <= max(grace, ON_TIME_SECONDS) else None
         skipped_from, skipped_to, skipped = plan.older_first, plan.older_last, plan.older_count
         if run_at is None:  # even the latest occurrence is too late: skip it as well
             skipped_from = skipped_from if skipped else plan.latest
@@ -389,8 +477,15 @@ class SchedulerStore:
         return claim
 
     def claim_manual(self, task: Task, *, now: float, owner: str, lease_seconds: float) -> Claim:
-        """Claim a run of `task` right now, outside its schedule (`jarvis schedule run`)."""
+        """Claim a run of `task` right now, outside its schedule (`jarvis schedule run`).
+
+        Raises TaskBusyError while a run of the task is going on (the same no-overlap rule as
+        scheduled runs, checked in the same transaction as the claim)."""
         with self.immediate() as conn:
+            busy = self._query("SELECT * FROM runs WHERE task_id = ? AND status = 'running' "
+                               "ORDER BY id LIMIT 1", (task.id,))
+            if busy:
+                raise TaskBusyError(task.id, _run(busy[0]))
             cursor = conn.execute(
                 "INSERT INTO runs (task_id, scheduled_for, attempt, status, trigger, claimed_by, "
                 "lease_until, started_at) VALUES (?, ?, 1, 'running', 'manual', ?, ?, ?)",
@@ -462,7 +557,7 @@ class SchedulerStore:
 
     def recover(self, *, now: float, is_dead: Callable[[str | None], bool] = owner_is_dead,
                 exclude_owner: str | None = None) -> list[Run]:
-        """Find runs whose daemon died (dead pid on this host, or lease expired), record them
+        """Find runs whose daemon died (dead pid in this namespace, or lease expired), record them
         as failed ("crashed") and apply each task's on_crash policy."""
         recovered: list[Run] = []
         with self.immediate() as conn:

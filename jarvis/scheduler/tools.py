@@ -31,6 +31,8 @@ UNAVAILABLE = ("the scheduler is unavailable: no TaskScheduler is wired into thi
 
 _TASK_ID = {"type": "string", "description": "ID of the task", "minLength": 1, "maxLength": 64}
 _STATUSES = ["active", "paused", "completed", "cancelled"]
+LIST_LIMIT = 100  # tasks per list_scheduled_tasks call unless the model asks for fewer/more
+MAX_LIST_LIMIT = 500
 
 
 class _SchedulerTool(BaseTool):
@@ -212,21 +214,40 @@ class ListScheduledTasksTool(_SchedulerTool):
     tool_id = "list_scheduled_tasks"
     _SPEC = ToolSpec(
         name="list_scheduled_tasks",
-        description="List all scheduled tasks, optionally filtered by status. Returns a JSON "
-                    "array of task objects.",
+        description="List scheduled tasks (oldest first), optionally filtered by status, a "
+                    f"page at a time (limit, default {LIST_LIMIT}; offset). Returns a JSON "
+                    "array of task objects; a full page means there may be more.",
         parameters={
             "type": "object",
             "properties": {
                 "status": {"type": "string", "enum": _STATUSES,
                            "description": 'Filter by status: "active", "paused", "completed", '
                                           '"cancelled"'},
+                "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIST_LIMIT,
+                          "description": f"At most this many tasks (default {LIST_LIMIT})"},
+                "offset": {"type": "integer", "minimum": 0,
+                           "description": "Skip this many tasks first (next page: offset + "
+                                          "limit)"},
             },
         },
         category="scheduler",
     )
 
     def _run(self, scheduler: Any, params: dict[str, Any]) -> Any:
-        return [t.to_dict() for t in scheduler.list_tasks(params.get("status") or None)]
+        limit = params.get("limit", LIST_LIMIT)
+        offset = params.get("offset", 0)
+        # Bound the work before doing it: a model may ask for everything at 100 000 tasks.
+        if not _whole(limit) or not 1 <= limit <= MAX_LIST_LIMIT:
+            raise UserError(f"limit must be a whole number from 1 to {MAX_LIST_LIMIT}, "
+                            f"got {limit!r}")
+        if not _whole(offset) or not 0 <= offset <= 10**9:
+            raise UserError(f"offset must be a whole number of 0 or more, got {offset!r}")
+        tasks = scheduler.list_tasks(params.get("status") or None, limit=limit, offset=offset)
+        return [t.to_dict() for t in tasks]
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 @ToolRegistry.register("pause_scheduled_task")
