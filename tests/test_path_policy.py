@@ -401,3 +401,44 @@ def test_a_kernel_without_openat2_falls_back_to_the_walk(tmp_path: Path, monkeyp
     assert PathPolicy([tmp_path]).read(str(tmp_path / "a.txt")).data == b"ok\n"
     with pytest.raises(PathChanged):
         open_beneath(tmp_path.resolve(), ("link", "a.txt"))
+
+
+# --- attacks on the fix (issue 12, second pass) ------------------------------------------------
+def test_racing_a_folder_above_the_allowed_folder_never_leaks(tmp_path: Path, impl: str):
+    """The allowed folder's own path is trusted too: a folder *above* it swapped for a symlink
+    (someone who can write the workspace, and an allowed_dirs entry below it) must not move
+    the read to a look-alike tree outside."""
+    (tmp_path / "ws" / "data").mkdir(parents=True)
+    (tmp_path / "ws" / "data" / "f.txt").write_text("inside\n")
+    (tmp_path / "evil" / "data").mkdir(parents=True)
+    (tmp_path / "evil" / "data" / "f.txt").write_text("LEAK\n")
+    executor = ToolExecutor([FileReadTool(allowed_dirs=[str(tmp_path / "ws" / "data")])],
+                            default_timeout=5)
+    stop = threading.Event()
+    swaps = 0
+
+    def swapper() -> None:
+        nonlocal swaps
+        while not stop.is_set():
+            os.rename(tmp_path / "ws", tmp_path / "ws_real")
+            os.symlink(tmp_path / "evil", tmp_path / "ws")
+            os.unlink(tmp_path / "ws")
+            os.rename(tmp_path / "ws_real", tmp_path / "ws")
+            swaps += 1
+
+    counts = {"inside": 0, "refused": 0, "leaked": 0}
+    thread = threading.Thread(target=swapper, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 3.0
+    try:
+        while time.monotonic() < deadline:
+            result = executor.execute(ToolCall("c", "file_read",
+                                               {"path": str(tmp_path / "ws" / "data" / "f.txt")}))
+            key = "refused" if not result.success else (
+                "leaked" if "LEAK" in result.content else "inside")
+            counts[key] += 1
+    finally:
+        stop.set()
+        thread.join(5)
+    assert counts["leaked"] == 0, counts
+    assert counts["inside"] > 0 and swaps > 100, (counts, swaps)

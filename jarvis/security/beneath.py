@@ -5,8 +5,9 @@ outside the folder can be reached, whatever changes between a check and the open
 RESOLVE_NO_MAGICLINKS) from the folder's descriptor where the kernel has it (Linux 5.6+;
 probed once at run time, ENOSYS or a seccomp filter's EPERM mean no), else walks the
 components one by one from that descriptor, each folder opened with O_NOFOLLOW | O_DIRECTORY
-and the file with O_NOFOLLOW | O_NONBLOCK. A symlink met on the way is PathChanged, never
-followed. The path policy (`jarvis.security.paths`) decides *what* may be opened; this module
+and the file with O_NOFOLLOW | O_NONBLOCK. The folder itself is opened the same way from /
+(no symlink anywhere on its resolved path), so swapping a folder *above* it cannot move the
+read either. A symlink met on the way is PathChanged, never followed. The path policy (`jarvis.security.paths`) decides *what* may be opened; this module
 is *how*.
 """
 
@@ -71,9 +72,11 @@ def _libc() -> tuple[Any, Any, Any]:
     return _ctypes_parts
 
 
-def _openat2(dirfd: int, path: str, flags: int) -> int:
+def _openat2(dirfd: int, path: str, flags: int,
+             resolve: int = _RESOLVE_BENEATH | _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS
+             ) -> int:
     ctypes, open_how, call = _libc()
-    how = open_how(flags, 0, _RESOLVE_BENEATH | _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS)
+    how = open_how(flags, 0, resolve)
     fd = call(ctypes.c_long(_OPENAT2_NR[_machine()]), ctypes.c_int(dirfd), os.fsencode(path),
               ctypes.byref(how), ctypes.c_size_t(ctypes.sizeof(how)))
     if fd < 0:
@@ -116,10 +119,10 @@ def open_beneath(root: Path, parts: tuple[str, ...], *, use_openat2: bool | None
         raise NotAFile(f"{root} is a directory")
     if any(p in ("", ".", "..") or "/" in p for p in parts):
         raise PathChanged(f"{'/'.join(parts)} is not a plain path below {root}")
-    root_fd = os.open(root, _DIR_FLAGS)
+    if use_openat2 is None:
+        use_openat2 = openat2_supported()
+    root_fd = _open_root(root, use_openat2)
     try:
-        if use_openat2 is None:
-            use_openat2 = openat2_supported()
         if use_openat2:
             try:
                 return _openat2(root_fd, "/".join(parts), _FILE_FLAGS)
@@ -128,6 +131,43 @@ def open_beneath(root: Path, parts: tuple[str, ...], *, use_openat2: bool | None
         return _walk_open(root_fd, root, parts)
     finally:
         os.close(root_fd)
+
+
+def _open_root(root: Path, use_openat2: bool) -> int:
+    """The allowed folder's descriptor, opened without following a symlink anywhere on its
+    path: it was resolved when the policy was made, so a symlink on it now means a folder
+    above it was swapped (by anyone who can write there) to move the read to a look-alike
+    tree elsewhere. O_NOFOLLOW alone would guard only its last component."""
+    text = os.fspath(root)
+    if not os.path.isabs(text):
+        raise ValueError(f"{text} is not an absolute folder")
+    if use_openat2:
+        try:
+            return _openat2(_AT_FDCWD, text, _DIR_FLAGS,
+                            _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS)
+        except OSError as exc:
+            raise _translate_root(exc, text) from None
+    fd = os.open("/", _DIR_FLAGS)
+    try:
+        for part in (p for p in text.split("/") if p):
+            try:
+                nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                raise _translate_root(exc, text) from None
+            os.close(fd)
+            fd = nxt
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _translate_root(exc: OSError, root: str) -> OSError | ValueError:
+    if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EXDEV):
+        return PathChanged(f"the allowed folder {root} changed (a symlink appeared on its "
+                           f"path); not read")
+    exc.filename = root
+    return exc
 
 
 def _walk_open(root_fd: int, root: Path, parts: tuple[str, ...]) -> int:
