@@ -442,3 +442,64 @@ def test_racing_a_folder_above_the_allowed_folder_never_leaks(tmp_path: Path, im
         thread.join(5)
     assert counts["leaked"] == 0, counts
     assert counts["inside"] > 0 and swaps > 100, (counts, swaps)
+
+
+@pytest.mark.parametrize("name", ["key.pem.", "key.pem ", "server.key~", "id_rsa.bak",
+                                  "cert.pem.orig", "deploy.KEY.old", "\uff49d_rsa",
+                                  "\uff0eenv", "prod.tfstate", "ssh_host_ed25519_key",
+                                  "shadow-", "creds.keytab", "htpasswd"])
+def test_secret_rules_see_through_copies_case_and_look_alikes(tmp_path: Path, name: str):
+    """A backup copy (`~`, `.bak`, `.orig`, trailing dots or spaces), another case or a
+    full-width look-alike of a secret's name is the same secret."""
+    (tmp_path / name).write_text("TOKEN\n")
+    (tmp_path / "plain.txt").write_text("fine\n")
+    reader = FileReadTool(allowed_dirs=[str(tmp_path)])
+    result = run(reader, path=str(tmp_path / name))
+    assert result.error_type is ErrorType.DENIED and "TOKEN" not in result.content, result.content
+    assert "secret rule" in result.content
+    assert run(reader, path=str(tmp_path / "plain.txt")).success
+
+
+def test_system_secrets_are_refused_even_when_slash_is_allowed():
+    reader = FileReadTool(allowed_dirs=["/"])
+    for path in ("/etc/shadow", "/etc/gshadow"):
+        result = run(reader, path=path)
+        assert result.error_type is ErrorType.DENIED and "root:" not in result.content, path
+        assert "'shadow'" in result.content or "'gshadow'" in result.content
+    assert run(reader, path="/etc/hostname").success or not Path("/etc/hostname").exists()
+
+
+def test_a_hard_link_to_an_outside_secret_is_refused(fake_home: Path, tmp_path: Path):
+    """`ln ~/.ssh/id_rsa notes.txt` in the workspace: the path looks innocent, the file is
+    the key. A file with more than one link is refused unless its path is named."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    os.link(fake_home / ".ssh" / "id_rsa", ws / "notes.txt")
+    (ws / "plain.md").write_text("fine\n")
+    reader = FileReadTool(allowed_dirs=[str(ws)])
+    result = run(reader, path=str(ws / "notes.txt"))
+    assert result.error_type is ErrorType.DENIED and "PRIVATE KEY" not in result.content
+    assert "2 hard links" in result.content and "allowed_secret_paths" in result.content
+    assert run(reader, path=str(ws / "plain.md")).success
+    named = FileReadTool(allowed_dirs=[str(ws)], allowed_secret_paths=[str(ws / "notes.txt")])
+    assert run(named, path=str(ws / "notes.txt")).success
+
+
+def test_memory_index_skips_a_hard_link_to_an_outside_secret(fake_home: Path, tmp_path: Path):
+    from jarvis.memory import SQLiteMemory
+    from jarvis.tools.memory_tools import MemoryIndexTool
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    os.link(fake_home / ".ssh" / "id_rsa", ws / "notes.txt")
+    (ws / "plain.md").write_text("fine words\n")
+    store = SQLiteMemory(tmp_path / "m.db")
+    try:
+        tool = MemoryIndexTool(backend=store, allowed_dirs=[str(ws)])
+        result = ToolExecutor([tool], default_timeout=30, approver=lambda spec, args: True).execute(
+            ToolCall("c", "memory_index", {"path": str(ws)}))
+        assert result.success, result.content
+        assert result.metadata["indexed"] == 1 and result.metadata["skipped_denied"] == 1
+        assert store.retrieve("PRIVATE", top_k=5) == []
+    finally:
+        store.close()

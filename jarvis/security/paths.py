@@ -14,6 +14,12 @@ where the kernel has it, else an O_NOFOLLOW walk component by component). A swap
 makes the open fail and the read is refused; it can never reach a file outside. The opened
 file is checked again with fstat (a regular file, within the size limit) before a byte is
 read.
+
+Hard links cannot be told apart by path: `ln ~/.ssh/id_rsa notes.txt` inside the workspace is
+the key under an innocent name. So where the secret rules apply, a file with more than one
+link (st_nlink > 1, from the fstat) is refused unless its path is in `allowed_secret_paths`.
+Not covered: bind mounts of outside folders into an allowed one (that takes root), and relative
+paths, which resolve against the current folder.
 """
 
 from __future__ import annotations
@@ -22,7 +28,8 @@ import fnmatch
 import os
 import re
 import stat
-from collections.abc import Iterable
+import unicodedata
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,7 +60,18 @@ SECRET_RULES: tuple[tuple[str, str], ...] = (
     ("client_secret*.json", "OAuth client secrets"),
     ("service-account*.json", "cloud service-account keys"),
     ("_netrc", "login files"),
+    ("*.keytab", "Kerberos keys"),
+    ("*.tfstate", "Terraform state (holds secrets in clear)"),
+    ("*htpasswd", "password files"),
+    ("shadow", "system password hashes"),
+    ("gshadow", "system password hashes"),
+    ("master.passwd", "system password hashes"),
+    ("ssh_host_*_key", "SSH host keys"),
 )
+# A copy of a secret is a secret: `server.key~`, `id_rsa.bak`, `cert.pem.orig`, `shadow-`.
+BACKUP_SUFFIXES = (".bak", ".backup", ".old", ".orig", ".save", ".sav", ".tmp", ".copy",
+                   ".prev", ".swp", ".dist")
+_TRAILING = " .~-"
 
 class PathDenied(PermissionError):
     """The policy refuses this path; the message is safe to show a model."""
@@ -114,17 +132,39 @@ _SECRET_RES = [(re.compile(fnmatch.translate(pattern)), pattern, why)
                for pattern, why in SECRET_RULES]
 
 
+def _folded(name: str) -> str:
+    """A name as the rules see it: look-alike characters folded (NFKC: a full-width `．ｅｎｖ`
+    is `.env`) and case ignored."""
+    return unicodedata.normalize("NFKC", name).casefold()
+
+
+def _names(name: str) -> Iterator[str]:
+    """`name` and the names it is a copy of: trailing dots, spaces, `~` and `-` and backup
+    suffixes taken off, one after another (`id_rsa.pem.bak~` -> `id_rsa.pem`)."""
+    yield name
+    while True:
+        shorter = name.rstrip(_TRAILING)
+        for suffix in BACKUP_SUFFIXES:
+            if shorter.endswith(suffix) and len(shorter) > len(suffix):
+                shorter = shorter[:-len(suffix)]
+                break
+        if shorter == name or not shorter:
+            return
+        name = shorter
+        yield name
+
+
 def secret_rule(parts: Iterable[str]) -> tuple[str, str] | None:
     """The rule (pattern, what it protects) a relative path matches, or None."""
-    parts = list(parts)
+    parts = [_folded(p) for p in parts]
     for part in parts:
         if part.startswith(".") and part not in (".", ".."):
             return DOT_RULE
     if parts:
-        name = parts[-1].lower()
-        for compiled, pattern, why in _SECRET_RES:
-            if compiled.match(name):
-                return pattern, why
+        for name in _names(parts[-1]):
+            for compiled, pattern, why in _SECRET_RES:
+                if compiled.match(name):
+                    return pattern, why
     return None
 
 
@@ -244,6 +284,7 @@ class PathPolicy:
             _check_kind(opened, text, max_bytes)
             if (opened.st_dev, opened.st_ino) != (info.st_dev, info.st_ino):
                 raise PathChanged(f"{text} changed while it was being opened; try again")
+            self._check_links(opened, text, resolved)
             chunks, left = [], max_bytes + 1
             while left > 0:
                 chunk = os.read(fd, min(left, 1 << 20))
@@ -258,6 +299,19 @@ class PathPolicy:
             raise FileTooLarge(f"{text} is larger than {max_bytes} bytes; the limit is "
                                f"{max_bytes}", len(data))
         return OpenedFile(resolved, data, opened)
+
+
+    def _check_links(self, info: os.stat_result, raw: str, resolved: Path) -> None:
+        """Refuse a file with more than one hard link where the secret rules apply: its other
+        name may be a secret outside the allowed folders (`ln ~/.ssh/id_rsa notes.txt`), and
+        no path check can tell. The user allows one by naming it in allowed_secret_paths."""
+        if self.unrestricted or not self.secrets or info.st_nlink <= 1:
+            return
+        if any(_under(str(resolved), str(s)) for s in self.secret_paths):
+            return
+        raise PathDenied(f"{raw} is refused: it has {info.st_nlink} hard links, and another "
+                         f"name for the same file may be a secret outside the allowed folders; "
+                         f"to allow it, add its path to allowed_secret_paths in {self.setting}")
 
 
 _PSEUDO = tuple(str(p) for p in PSEUDO_ROOTS)
