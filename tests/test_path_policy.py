@@ -503,3 +503,62 @@ def test_memory_index_skips_a_hard_link_to_an_outside_secret(fake_home: Path, tm
         assert store.retrieve("PRIVATE", top_k=5) == []
     finally:
         store.close()
+
+
+def _index_tool(store, folder: Path, **kwargs):
+    from jarvis.tools.memory_tools import MemoryIndexTool
+
+    tool = MemoryIndexTool(backend=store, allowed_dirs=[str(folder)], **kwargs)
+    return ToolExecutor([tool], default_timeout=60, approver=lambda spec, args: True)
+
+
+def test_a_model_reindexing_cannot_delete_what_a_person_indexed(tmp_path: Path):
+    """A person indexed a folder with `jarvis memory index` (no secret rules); the model's
+    memory_index of the same folder is refused the key file, and must not count it as gone
+    from disk and delete it from memory."""
+    from jarvis.memory import SQLiteMemory
+    from jarvis.memory.indexer import index_paths
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "notes.md").write_text("heron notes\n")
+    (ws / "deploy.pem").write_text("falcon certificate\n")
+    store = SQLiteMemory(tmp_path / "m.db")
+    try:
+        assert index_paths(store, [ws]).indexed == 2
+        result = _index_tool(store, ws).execute(ToolCall("c", "memory_index", {"path": str(ws)}))
+        assert result.success and result.metadata["skipped_denied"] == 1, result.content
+        assert result.metadata["removed"] == 0, result.content
+        assert "gone from disk" not in result.content
+        assert store.stats()["files"] == 2
+    finally:
+        store.close()
+
+
+def test_memory_index_walk_is_bounded_by_entries_not_only_files(tmp_path: Path, monkeypatch):
+    """A folder of entries that hold no file to index (hidden files here; empty folders
+    alike) costs a bounded walk: the model's call stops early and says so. The bound is
+    lowered from 20 000 so that the test makes few files."""
+    from jarvis.memory import SQLiteMemory
+    from jarvis.memory import indexer
+
+    monkeypatch.setattr(indexer, "MAX_WALK_ENTRIES", 300, raising=False)
+    MAX_WALK_ENTRIES = 300
+    ws = tmp_path / "ws"
+    (ws / "a").mkdir(parents=True)
+    (ws / "a" / "one.md").write_text("one\n")
+    crowd = ws / "b"
+    crowd.mkdir()
+    for i in range(MAX_WALK_ENTRIES + 100):
+        (crowd / f".h{i}").touch()
+    (ws / "c").mkdir()
+    (ws / "c" / "late.md").write_text("late\n")
+    store = SQLiteMemory(tmp_path / "m.db")
+    try:
+        result = _index_tool(store, ws, max_files=5).execute(
+            ToolCall("c", "memory_index", {"path": str(ws)}))
+        assert result.success, result.content
+        assert result.metadata["stopped_early"] is True, result.content
+        assert result.metadata["indexed"] == 1 and "limit" in result.content
+    finally:
+        store.close()

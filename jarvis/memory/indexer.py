@@ -41,6 +41,10 @@ SKIP_DIRS = frozenset({"node_modules", "__pycache__", "venv", "site-packages", "
 BATCH_CHUNKS = 2_000
 BATCH_FILES = 200
 MAX_ERRORS_KEPT = 20
+# With a file limit (the memory_index tool) the walk is bounded by folder entries too: a tree
+# of empty folders or a folder of a million hidden files holds no file to count, yet costs a
+# walk of all of it.
+MAX_WALK_ENTRIES = 20_000
 
 Progress = Callable[[int, int, str], None]
 
@@ -78,28 +82,56 @@ class IndexSummary:
         for count, label in ((self.unchanged, "unchanged"),
                              (self.skipped_binary, "binary or non-UTF-8 skipped"),
                              (self.skipped_large, "too large skipped"),
-                             (self.skipped_denied, "outside the allowed folders skipped"),
+                             (self.skipped_denied, "refused by the path policy (outside the allowed "
+                                                        "folders, secrets, hard links)"),
                              (self.removed, "removed (gone from disk)"),
                              (self.error_count, "failed")):
             if count:
                 parts.append(f"{count} {label}")
         line = "; ".join(parts) + f" in {self.seconds:.1f} s."
         if self.stopped_early:
-            line += " Stopped at the file limit; index the rest in another run."
+            line += (" Stopped at the file limit (or the limit on folder entries "
+                     "walked); index the rest in another run or a smaller folder.")
         return line
 
 
-def _walk(root: Path, summary: IndexSummary) -> Iterator[Path]:
-    """Files under `root`, sorted, without hidden entries or tool folders; symlinked folders
-    are not followed (a loop or a link out of the tree cannot widen the walk)."""
-    def failed(exc: OSError) -> None:  # an unreadable folder is reported, not silently missed
-        summary.error(f"{exc.filename}: {exc.strerror or exc}")
-
-    for folder, dirs, files in os.walk(root, onerror=failed, followlinks=False):
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in SKIP_DIRS)
+def _walk(root: Path, summary: IndexSummary, max_entries: int | None = None
+          ) -> Iterator[Path]:
+    """Files under `root`, sorted, folder by folder (top down), without hidden entries or
+    tool folders; symlinked folders are not followed (a loop or a link out of the tree cannot
+    widen the walk). After `max_entries` folder entries the walk stops (stopped_early)."""
+    seen = 0
+    stack = [str(root)]
+    while stack:
+        folder = stack.pop()
+        entries = []
+        try:
+            with os.scandir(folder) as listing:
+                for entry in listing:
+                    seen += 1
+                    if max_entries is not None and seen > max_entries:
+                        summary.stopped_early = True
+                        return
+                    entries.append(entry)
+        except OSError as exc:  # an unreadable folder is reported, not silently missed
+            summary.error(f"{exc.filename or folder}: {exc.strerror or exc}")
+            continue
+        dirs, files = [], []
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            try:
+                is_dir = entry.is_dir()
+                linked = entry.is_symlink()
+            except OSError:  # e.g. a symlink loop: reading it reports the error
+                is_dir = linked = False
+            if not is_dir:
+                files.append(entry.path)  # a symlink to a file: the policy checks its target
+            elif not linked and entry.name not in SKIP_DIRS:
+                dirs.append(entry.path)
         for name in sorted(files):
-            if not name.startswith("."):
-                yield Path(folder) / name
+            yield Path(name)
+        stack.extend(sorted(dirs, reverse=True))
 
 
 def collect(paths: Iterable[str | os.PathLike[str]]) -> list[tuple[Path, bool]]:
@@ -178,7 +210,9 @@ def index_paths(memory: SQLiteMemory | Any, paths: Iterable[str | os.PathLike[st
     # With a file limit the walk stops there too: a model asking to index "/" costs a
     # bounded walk, not a scan of the whole disk.
     summary = IndexSummary()
-    listed = itertools.chain.from_iterable(_walk(r, summary) if d else [r] for r, d in roots)
+    entries = None if max_files is None else max(MAX_WALK_ENTRIES, 10 * max_files)
+    listed = itertools.chain.from_iterable(_walk(r, summary, entries) if d else [r]
+                                           for r, d in roots)
     files = list(listed if max_files is None else itertools.islice(listed, max_files + 1))
     if max_files is not None and len(files) > max_files:
         files = files[:max_files]
@@ -201,7 +235,11 @@ def index_paths(memory: SQLiteMemory | Any, paths: Iterable[str | os.PathLike[st
             summary.error(f"{path}: {exc.strerror or exc}")
             status, doc = "failed", None
             kept.add(os.path.realpath(path))  # unreadable now is not gone: keep what memory has
-        if status == "unchanged" and doc is not None:
+        if status == "refused":
+            # On disk but refused to this caller (a secret, a hard link, a race): keep what
+            # memory has, as for an unreadable file; "removed" means gone from disk.
+            kept.add(os.path.realpath(path))
+        elif status == "unchanged" and doc is not None:
             kept.add(doc.source)
         elif doc is not None and doc.source not in kept:  # a file reached twice counts once
             kept.add(doc.source)
@@ -227,12 +265,13 @@ def _prepare(memory: SQLiteMemory, path: Path, size: int, overlap: int, max_byte
              policy: PathPolicy, summary: IndexSummary
              ) -> tuple[str, FileDocument | None]:
     """Read and chunk one file: ("new", doc), ("unchanged", doc without chunks), or
-    ("skipped", None) with the reason counted in `summary`."""
+    ("skipped", None) with the reason counted in `summary`, or ("refused", None): on disk
+    but not for this policy (kept in memory)."""
     try:
         opened = policy.read(str(path), max_bytes)
     except PathDenied:
         summary.skipped_denied += 1
-        return "skipped", None
+        return "refused", None
     except NotAFile:
         return "skipped", None
     except FileTooLarge:
@@ -240,7 +279,7 @@ def _prepare(memory: SQLiteMemory, path: Path, size: int, overlap: int, max_byte
         return "skipped", None
     except PathChanged as exc:
         summary.error(str(exc))
-        return "skipped", None
+        return "refused", None
     data, real, info = opened.data, opened.path, opened.info
     if b"\x00" in data:
         summary.skipped_binary += 1
