@@ -356,3 +356,79 @@ def test_no_argument_shape_is_a_500() -> None:
                     http.post("/create", json={"task_spec": {}}, headers={"X-Session-ID": sid})
         assert 400 in seen
         assert http.get("/health").status_code == 200
+
+
+# --- attacks on the guard (second pass) -------------------------------------------------------
+def _raw(port: int, request: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(request)
+        return _read_all(s, limit=5)
+
+
+@pytest.mark.parametrize("ctype", ["text/plain", "application/x-www-form-urlencoded",
+                                   "multipart/form-data; boundary=x"])
+def test_an_empty_form_post_is_refused_even_without_origin(ctype: str) -> None:
+    """A cross-site form with no fields posts an empty body with a form Content-Type; a
+    browser that leaves Origin out (old ones, privacy settings) must not create a session."""
+    with running() as server:
+        port = _port(server.url)
+        answer = _raw(port, b"POST /create_session HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+                      + ctype.encode() + b"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        assert answer.startswith(b"HTTP/1.1 415"), answer[:200]
+        assert httpx.get(server.url + "/health").json()["sessions"] == 0
+        # The ORS client's body-less POSTs (no Content-Type, or JSON) still work.
+        ok = _raw(port, b"POST /create_session HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                  b"Content-Length: 0\r\nConnection: close\r\n\r\n")
+        assert ok.startswith(b"HTTP/1.1 200"), ok[:200]
+
+
+@pytest.mark.parametrize("headers", [
+    b"Origin: http://127.0.0.1\r\nOrigin: http://evil.example\r\n",
+    b"Content-Type: application/json\r\nContent-Type: text/plain\r\n",
+])
+def test_a_repeated_origin_or_content_type_is_refused(headers: bytes) -> None:
+    """Two Origin or Content-Type headers: the guard would judge one and something later might
+    read the other. Ambiguous security headers are refused."""
+    body = b'{"split": "default", "start": 0}'
+    with running() as server:
+        answer = _raw(_port(server.url),
+                      b"POST /jarvis/task_range HTTP/1.1\r\nHost: 127.0.0.1\r\n" + headers
+                      + b"Content-Length: " + str(len(body)).encode()
+                      + b"\r\nConnection: close\r\n\r\n" + body)
+        assert answer.startswith(b"HTTP/1.1 400"), answer[:200]
+        assert b"more than one" in answer
+
+
+def test_websocket_scopes_get_the_same_host_and_origin_checks() -> None:
+    """No route speaks WebSocket today, but a WebSocket handshake is not subject to the
+    same-origin policy: the guard refuses a foreign Host or Origin before any app sees it."""
+    import asyncio
+
+    from jarvis.server.guard import RequestGuard
+
+    reached = []
+
+    async def app(scope, receive, send):
+        reached.append(scope["type"])
+        await send({"type": "websocket.accept"})
+
+    async def handshake(headers: list[tuple[bytes, bytes]]) -> list[dict]:
+        sent: list[dict] = []
+
+        async def receive():
+            return {"type": "websocket.connect"}
+
+        async def send(message):
+            sent.append(message)
+
+        scope = {"type": "websocket", "path": "/ws", "raw_path": b"/ws", "query_string": b"",
+                 "headers": headers}
+        await RequestGuard(app, loopback_only=True)(scope, receive, send)
+        return sent
+
+    foreign = asyncio.run(handshake([(b"host", b"evil.example:80")]))
+    cross = asyncio.run(handshake([(b"host", b"127.0.0.1:80"), (b"origin", b"http://evil.example")]))
+    assert reached == []
+    assert foreign[0]["type"] == "websocket.close" and cross[0]["type"] == "websocket.close"
+    same = asyncio.run(handshake([(b"host", b"127.0.0.1:80"), (b"origin", b"http://127.0.0.1:80")]))
+    assert reached == ["websocket"] and same[0]["type"] == "websocket.accept"

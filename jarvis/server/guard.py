@@ -11,7 +11,11 @@ POST). So, before any route runs:
 - an Origin header must be this server's own origin (same Host) or one listed in
   `[serve] allowed_origins`: a page on another origin is refused even with a simple request;
 - a POST with a body must say `Content-Type: application/json` (a cross-site form can only
-  send text/plain, form-urlencoded or multipart without a preflight);
+  send text/plain, form-urlencoded or multipart without a preflight), and so must an empty
+  POST that says one of those form types (a form with no fields); a second Origin or
+  Content-Type header is a 400;
+- WebSocket handshakes get the same Host and Origin checks (the same-origin policy does not
+  cover them);
 - the body is read under a deadline (`body_timeout`, 408) and a size cap (413) before the app
   sees it, so a client trickling a body cannot hold a request open forever.
 
@@ -32,6 +36,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from jarvis.server.http import error_response
 
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+# What a cross-site HTML form (or a no-cors fetch) may send without a CORS preflight.
+FORM_TYPES = frozenset({"text/plain", "application/x-www-form-urlencoded",
+                        "multipart/form-data"})
 # Request line and headers together; uvicorn's h11 limit only applies while a request is still
 # incomplete, so one that arrives whole in a single read is measured here.
 MAX_HEADER_BYTES = 16_384
@@ -70,6 +77,10 @@ def _header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
+def _count(scope: Scope, name: bytes) -> int:
+    return sum(1 for key, _ in scope.get("headers", ()) if key == name)
+
+
 def _has_body(scope: Scope) -> bool:
     """Whether the request says it carries a body (a POST without one, like the ORS client's
     /delete, needs no Content-Type)."""
@@ -100,6 +111,12 @@ class RequestGuard:
         self.body_timeout = body_timeout
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":
+            # A WebSocket handshake is not bound by the same-origin policy: same Host and
+            # Origin rules (close code 1008: policy violation).
+            if self._refusal(scope) is not None:
+                await send({"type": "websocket.close", "code": 1008})
+                return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -126,6 +143,10 @@ class RequestGuard:
         size += len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"")
         if size > MAX_HEADER_BYTES:
             return 431, (f"request headers are {size} bytes; the limit is {MAX_HEADER_BYTES}")
+        for name in (b"origin", b"content-type"):
+            if _count(scope, name) > 1:
+                # One judged here, the other read by someone later: refuse the ambiguity.
+                return 400, f"more than one {name.decode()} header"
         host = _header(scope, b"host")
         if self.loopback_only and (host is None or not is_loopback_host(host)):
             return 421, (f"Host {host!r} is not a loopback address; without an API key this "
@@ -135,8 +156,11 @@ class RequestGuard:
         if origin is not None and not self._origin_ok(origin, host):
             return 403, (f"Origin {origin!r} is not allowed: cross-site requests are refused; "
                          f"list the origin in [serve] allowed_origins to allow it")
-        if scope["method"] == "POST" and _has_body(scope):
-            ctype = (_header(scope, b"content-type") or "").split(";")[0].strip().lower()
+        ctype = (_header(scope, b"content-type") or "").split(";")[0].strip().lower()
+        # A form with no fields posts an empty body under a form type: refused too (a browser
+        # that leaves Origin out would otherwise get it through). Clients that say
+        # application/octet-stream on an empty POST (aiohttp) are no browser form.
+        if scope.get("method") == "POST" and (_has_body(scope) or ctype in FORM_TYPES):
             if ctype != "application/json":
                 return 415, (f"Content-Type must be application/json, got "
                              f"{ctype or 'nothing'!r}")
