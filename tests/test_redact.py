@@ -89,3 +89,40 @@ def test_config_show_hides_every_secret(tmp_path: Path, cli_env: dict[str, str])
     assert values["mcp.servers.gh.env.GH_PAT"]["value"] == MASK
     assert values["mcp.servers.gh.args"]["value"][3] == MASK
     assert values["mcp.servers.db.url"]["value"].startswith(f"https://user:{MASK}@mcp.example")
+
+
+# --- attacks on the masking (second pass) ------------------------------------------------------
+BYPASSES = r"""
+[mcp.servers.remote]
+command = "env GITHUB_TOKEN=SECRET-C1 my-server --token SECRET-C2"
+args = ["-y", "mcp-remote", "https://mcp.example/sse", "--header", "Authorization: Bearer SECRET-A1", "-H", "X-API-Key: SECRET-A2", "--header=Authorization:Bearer SECRET-A4", "CONN=Server=db;Password=SECRET-A3;"]
+env = { DB = "Server=db;User Id=sa;Password=SECRET-E1;", HF = "hf_SECRETabcdefghijklmnopqrstuvwxyz12", GOOGLE = "AIzaSyD-SECRETabcdefghijklmnopqrstuvw", STRIPE = "sk_live_SECRETabcdefghijklmnop", NPM = "npm_SECRETabcdefghijklmnopqrstuvwxyz0123", PEM = "-----BEGIN PRIVATE KEY-----\nSECRET-E2\n-----END PRIVATE KEY-----", DSN = "host=db user=u password=SECRET-E3 dbname=x", LOG_LEVEL = "debug" }
+
+[mcp.servers.web]
+url = "https://mcp.example/cb?region=eu#access_token=SECRET-F1"
+headers = { Cookie2 = "sid=SECRET-H2", X-Custom = "Basic SECRET-H1", Accept = "text/plain" }
+"""
+
+
+def test_config_show_hides_secrets_inside_values(tmp_path: Path, cli_env: dict[str, str]) -> None:
+    """Secrets that hide inside innocent-looking values: `--header "Authorization: Bearer
+    ..."` in mcp-remote args (the usual way to give a remote MCP server a token), connection
+    strings with Password=, NAME=token inside a command line, well-known token shapes
+    (Hugging Face, Google, Stripe, npm), PEM keys, URL fragments."""
+    (tmp_path / "work" / "config.toml").write_text(BYPASSES)
+    for args in (["config", "show"], ["config", "show", "--json"]):
+        proc = subprocess.run([sys.executable, "-m", "jarvis.cli", *args], capture_output=True,
+                              text=True, env=cli_env, timeout=60, cwd=tmp_path / "work")
+        assert proc.returncode == 0, proc.stderr
+        leaked = sorted({line for line in proc.stdout.splitlines() if "SECRET" in line})
+        assert leaked == [], leaked
+        for shown in ("mcp-remote", "my-server", "Server=db", "region=eu", "debug",
+                      "text/plain", "https://mcp.example/sse", "dbname=x"):
+            assert shown in proc.stdout, shown
+
+
+def test_text_masking_keeps_ordinary_text() -> None:
+    for text in ("see https://example.com/a?q=1#section", "key points: none", "12:30",
+                 "Server=db;Database=x;", "--verbose --port 8080", "author=me",
+                 "Authorization header is optional"):
+        assert redact_value("description", text) == text, text

@@ -10,7 +10,10 @@ key, token, secret, password, passwd, pwd, pat, auth, authorization, credential,
 session or bearer, or ends in key/token/secret/password (apikey, accesstoken). Names that hold
 paths (`..._path`, `..._dirs`, ...) are not secrets by name. Only strings are hidden: a number
 or a flag named `session_idle_seconds` tells nothing. Under any name, well-known token shapes
-(ghp_..., sk-..., xoxb-..., AKIA..., JWTs) and `Bearer ...`-style values are hidden too.
+(ghp_..., sk-..., hf_..., AIza..., sk_live_..., npm_..., AKIA..., JWTs, PEM private keys) and
+`Bearer ...`-style values are hidden too, and secrets inside longer values: `NAME=value`
+pairs (connection strings, `env TOKEN=x cmd`), `Name: value` header lines (`--header
+"Authorization: Bearer x"`), `--secret-option value` in a command line, URL fragments.
 """
 
 from __future__ import annotations
@@ -32,11 +35,23 @@ _URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s\"'<>]+")
 _TOKEN_SHAPES = re.compile(
     r"^(gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|sk-[A-Za-z0-9_-]{16,}"
     r"|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|glpat-[A-Za-z0-9_-]{16,}"
+    r"|hf_[A-Za-z0-9]{20,}|AIza[0-9A-Za-z_-]{30,}|[sr]k_(?:live|test)_[A-Za-z0-9]{16,}"
+    r"|npm_[A-Za-z0-9]{30,}|pypi-[A-Za-z0-9_-]{40,}"
     r"|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]+)$")
+# Inside a longer value: a PEM private key anywhere hides the whole value; `NAME=value` pairs
+# (connection strings, `env TOKEN=x cmd`), `Name: value` header lines (`--header
+# "Authorization: Bearer x"`) and `--secret-option value` hide the value when the name is
+# secret; `Bearer x` / `Basic x` after a `:` or `=` hides the credential.
+_PEM = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")
+_PAIR = re.compile(r"(?<![\w.-])([A-Za-z_][\w.-]*)=([^\s;&,\"']+)")
+_HEADER = re.compile(r"(?:^|(?<=[=\s\"']))([A-Za-z][\w-]*)(\s*:\s*)(\S.*)$")
+_OPTION = re.compile(r"(?:^|(?<=\s))(--?[A-Za-z][\w-]*)(\s+)([^\s-]\S*)")
+_SCHEME_INSIDE = re.compile(r"(?<=[:=])(\s*)(Bearer|Basic)\s+\S+", re.IGNORECASE)
 
 
 def _words(name: str) -> list[str]:
-    return [w.lower() for w in _SPLIT.split(name) if w]
+    # Trailing digits say nothing: `cookie2`, `token_v2`'s `v2` aside, `password1`.
+    return [w.lower().rstrip("0123456789") or w for w in _SPLIT.split(name) if w]
 
 
 def is_secret_name(name: str) -> bool:
@@ -65,17 +80,22 @@ def redact_url(text: str) -> str:
             user, colon, _ = userinfo.partition(":")
             # user:password -> user:***; a lone token (https://TOKEN@host) -> ***
             netloc = f"{user}:{MASK}@{hostport}" if colon else f"{MASK}@{hostport}"
-        query = parts.query
-        if query:
-            pairs = parse_qsl(query, keep_blank_values=True)
-            if any(is_secret_name(k) for k, _ in pairs):
-                query = urlencode([(k, MASK if is_secret_name(k) and v else v) for k, v in pairs],
-                                  safe="*")
-        if netloc == parts.netloc and query == parts.query:
+        # The query, and a fragment shaped like one (OAuth's #access_token=...).
+        query, fragment = _mask_query(parts.query), _mask_query(parts.fragment)
+        if netloc == parts.netloc and query == parts.query and fragment == parts.fragment:
             return url
-        return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+        return urlunsplit((parts.scheme, netloc, parts.path, query, fragment))
 
     return _URL.sub(one, text)
+
+
+def _mask_query(query: str) -> str:
+    if not query or "=" not in query:
+        return query
+    pairs = parse_qsl(query, keep_blank_values=True)
+    if not any(is_secret_name(k) for k, _ in pairs):
+        return query
+    return urlencode([(k, MASK if is_secret_name(k) and v else v) for k, v in pairs], safe="*")
 
 
 def redact_args(args: list[Any]) -> list[Any]:
@@ -115,12 +135,31 @@ _SCHEME_TOKEN = re.compile(r"^(Bearer|Basic|Token|Digest)\s+\S.*$", re.IGNORECAS
 
 
 def _redact_text(value: str) -> str:
-    if _TOKEN_SHAPES.match(value.strip()):
+    if _TOKEN_SHAPES.match(value.strip()) or _PEM.search(value):
         return MASK
     scheme = _SCHEME_TOKEN.match(value.strip())
     if scheme:  # an Authorization-style value under an innocent name
         return f"{scheme.group(1)} {MASK}"
-    return redact_url(value)
+    return _redact_inside(redact_url(value))
+
+
+def _redact_inside(text: str) -> str:
+    """Secrets inside a longer value (see _PAIR, _HEADER, _OPTION, _SCHEME_INSIDE)."""
+    def pair(m: re.Match[str]) -> str:
+        return f"{m.group(1)}={MASK}" if is_secret_name(m.group(1)) and m.group(2) != MASK \
+            else m.group(0)
+
+    def header(m: re.Match[str]) -> str:
+        return f"{m.group(1)}{m.group(2)}{MASK}" if is_secret_name(m.group(1)) else m.group(0)
+
+    def option(m: re.Match[str]) -> str:
+        name = m.group(1).lstrip("-")
+        return f"{m.group(1)}{m.group(2)}{MASK}" if is_secret_name(name) else m.group(0)
+
+    text = _PAIR.sub(pair, text)
+    text = _HEADER.sub(header, text)
+    text = _OPTION.sub(option, text)
+    return _SCHEME_INSIDE.sub(lambda m: f"{m.group(1)}{m.group(2)} {MASK}", text)
 
 
 def redact_value(name: str, value: Any) -> Any:
