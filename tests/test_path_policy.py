@@ -562,3 +562,18 @@ def test_memory_index_walk_is_bounded_by_entries_not_only_files(tmp_path: Path, 
         assert result.metadata["indexed"] == 1 and "limit" in result.content
     finally:
         store.close()
+
+
+def test_jarvis_own_mcp_state_is_a_secret(jarvis_home: Path):
+    """Without a config.toml the workspace is $JARVIS_HOME, which holds the MCP servers'
+    stderr logs (a server that prints its token on start-up) and cached tool lists: jarvis's
+    own state, refused like the config file."""
+    logs = jarvis_home / "mcp" / "logs"
+    logs.mkdir(parents=True)
+    (logs / "github.log").write_text("starting with GITHUB_TOKEN=ghp_SECRET\n")
+    (jarvis_home / "notes.md").write_text("fine\n")
+    reader = FileReadTool()
+    result = run(reader, path=str(logs / "github.log"))
+    assert result.error_type is ErrorType.DENIED and "SECRET" not in result.content
+    assert "jarvis's MCP state" in result.content and "allowed_secret_paths" in result.content
+    assert run(reader, path=str(jarvis_home / "notes.md")).success

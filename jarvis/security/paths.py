@@ -198,7 +198,8 @@ class PathPolicy:
         self.secret_paths: list[Path] = resolve_dirs(list(secret_paths)) or []
         self.setting = setting
         self.secrets = secrets
-        # Files refused by name as secrets, e.g. the config file (MCP env and headers).
+        # Files and folders refused by name as secrets, e.g. the config file (MCP env and
+        # headers) and jarvis's MCP state.
         self.secret_files: dict[Path, str] = {}
         self.outside_hint = outside_hint or (f"add a folder to allowed_dirs in {setting} to "
                                              f"allow more")
@@ -215,6 +216,13 @@ class PathPolicy:
         if found is not None:
             policy.secret_files[Path(os.path.realpath(found))] = (
                 "the jarvis config file: it can hold MCP tokens and headers")
+        from jarvis.core.paths import jarvis_home
+
+        # jarvis.mcp.cache keeps its state there (it sits above this module, so the folder
+        # is named here): stdio servers' stderr logs and cached tool lists. Without a
+        # config.toml the workspace *is* $JARVIS_HOME.
+        policy.secret_files[Path(os.path.realpath(jarvis_home() / "mcp"))] = (
+            "jarvis's MCP state: server logs can hold tokens")
         return policy
 
     def describe(self) -> str:
@@ -256,8 +264,11 @@ class PathPolicy:
         root = max(inside, key=lambda r: len(str(r)))  # the deepest: fewest components to check
         parts = _parts_below(real, str(root))
         rule = secret_rule(parts) if self.secrets else None
-        if rule is None and resolved in self.secret_files:
-            rule = (resolved.name, self.secret_files[resolved])
+        if rule is None:
+            for secret, why in self.secret_files.items():
+                if _under(real, str(secret)):
+                    rule = (secret.name, why)
+                    break
         if rule is not None:
             pattern, why = rule
             raise PathDenied(f"{raw} is refused: it matches the secret rule {pattern!r} "
