@@ -432,3 +432,42 @@ def test_websocket_scopes_get_the_same_host_and_origin_checks() -> None:
     assert foreign[0]["type"] == "websocket.close" and cross[0]["type"] == "websocket.close"
     same = asyncio.run(handshake([(b"host", b"127.0.0.1:80"), (b"origin", b"http://127.0.0.1:80")]))
     assert reached == ["websocket"] and same[0]["type"] == "websocket.accept"
+
+
+def _established(port: int) -> int:
+    """Server-side established connections on `port` (from /proc/net/tcp{,6})."""
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as fh:
+            for line in fh.readlines()[1:]:
+                fields = line.split()
+                if fields[3] == "01" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    count += 1
+    return count
+
+
+@pytest.mark.slow
+def test_a_client_that_never_reads_its_answers_is_cut_off(cli_env, tmp_path: Path) -> None:
+    """A slow reader: thousands of pipelined requests, answers never read. The answers fill
+    the socket buffers and the server waits to write; without a send deadline the connection
+    (and its request task) lived forever. With `send_timeout` it is closed."""
+    with jarvis_serve(cli_env, tmp_path / "ws",
+                      "header_timeout = 2\nbody_timeout = 2\nsend_timeout = 2\n") as url:
+        port = _port(url)
+        s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        try:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.setblocking(False)
+            request = b"GET /jarvis/tools HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" * 50
+            started = time.monotonic()
+            while time.monotonic() - started < 3:
+                try:
+                    s.send(request)
+                except BlockingIOError:
+                    break  # the server stopped reading: it is stuck writing to us
+            assert _established(port) == 1
+            wait_for(lambda: _established(port) == 0, timeout=20,
+                     what="the server letting go of a client that does not read")
+            assert _health(url) < 3.0
+        finally:
+            s.close()

@@ -283,6 +283,8 @@ class ServeConfig(_Section):
                                 "request body; then 408")
     max_connections: int = Field(512, ge=1, description="open connections at most; more are "
                                  "answered 503 at once")
+    send_timeout: float = Field(30.0, gt=0, description="seconds an answer may wait on a "
+                                "client that does not read it; then the connection is closed")
 
 
 class ChannelConfig(_Section):

@@ -271,4 +271,5 @@ def _limits(config: Any) -> Any:
     if serve is None:
         return ConnectionLimits()
     return ConnectionLimits(header_timeout=serve.header_timeout,
-                            max_connections=serve.max_connections)
+                            max_connections=serve.max_connections,
+                            send_timeout=serve.send_timeout)

@@ -47,6 +47,8 @@ class ServeSettings:
         header_timeout: seconds a client has to send its request headers (then 408).
         body_timeout: seconds a client has to send its request body (then 408).
         max_connections: open connections at most; more are answered 503 at once.
+        send_timeout: seconds an answer may wait on a client that does not read it (then the
+            connection is closed).
     """
 
     host: str = "127.0.0.1"
@@ -63,6 +65,7 @@ class ServeSettings:
     header_timeout: float = 10.0
     body_timeout: float = 30.0
     max_connections: int = 512
+    send_timeout: float = 30.0
 
     def check(self) -> None:
         """Refuse unsafe or unusable settings with a message saying how to fix them."""
@@ -79,9 +82,10 @@ class ServeSettings:
             raise UserError(f"port {self.port} is out of range 0-65535")
         if self.max_body_bytes < 1024:
             raise UserError("--max-body-bytes must be at least 1024")
-        if not (self.header_timeout > 0 and self.body_timeout > 0 and self.max_connections >= 1):
-            raise UserError("header_timeout and body_timeout must be positive and "
-                            "max_connections at least 1")
+        if not (self.header_timeout > 0 and self.body_timeout > 0 and self.send_timeout > 0
+                and self.max_connections >= 1):
+            raise UserError("header_timeout, body_timeout and send_timeout must be positive "
+                            "and max_connections at least 1")
 
 
 def is_loopback(host: str) -> bool:

@@ -1,11 +1,14 @@
-"""Connection limits for the served apps: a deadline on request headers and a cap on open
-connections, as a uvicorn protocol (uvicorn itself has neither: a client that connects and
+"""Connection limits for the served apps: a deadline on request headers, one on answers a
+client does not read, and a cap on open connections, as a uvicorn protocol (uvicorn itself has neither: a client that connects and
 never finishes its headers holds a connection and a file descriptor forever).
 
 - `header_timeout`: the request line and headers must arrive within this many seconds of the
   connection opening (or of the first byte of the next request on a kept-alive connection);
   else the client gets `408 Request Timeout` and the connection is closed. Idle kept-alive
   connections are closed by uvicorn's `timeout_keep_alive`.
+- `send_timeout`: a client that stops reading its answers (the transport pauses our writes
+  because its buffers are full) gets this many seconds to read again; then the connection is
+  dropped. A slow reader that makes progress is never cut off.
 - `max_connections`: a connection past this many is answered `503 Service Unavailable` at
   once and closed, so the ones already open (and /health) keep being served.
 
@@ -31,6 +34,7 @@ class ConnectionLimits:
     max_connections: int = 512
     keep_alive: float = 30.0
     max_header_bytes: int = 16_384
+    send_timeout: float = 30.0
 
 
 def raise_fd_limit(wanted: int) -> int:
@@ -70,6 +74,7 @@ def protocol_class(limits: ConnectionLimits) -> type:
 
     class LimitedH11Protocol(H11Protocol):
         _header_timer: Any = None
+        _send_timer: Any = None
         _rejected = False
 
         def connection_made(self, transport: Any) -> None:  # type: ignore[override]
@@ -93,7 +98,30 @@ def protocol_class(limits: ConnectionLimits) -> type:
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._cancel_header_timer()
+            self._cancel_send_timer()
             super().connection_lost(exc)
+
+        # The transport pauses us when the client stops reading (its buffers are full); a
+        # client that never reads again would hold the connection and its request forever.
+        def pause_writing(self) -> None:
+            super().pause_writing()
+            if self._send_timer is None:
+                self._send_timer = self.loop.call_later(limits.send_timeout,
+                                                        self._send_timed_out)
+
+        def resume_writing(self) -> None:
+            self._cancel_send_timer()  # progress: the client reads again
+            super().resume_writing()
+
+        def _cancel_send_timer(self) -> None:
+            if self._send_timer is not None:
+                self._send_timer.cancel()
+                self._send_timer = None
+
+        def _send_timed_out(self) -> None:
+            self._send_timer = None
+            if not self.transport.is_closing():
+                self.transport.abort()  # nothing can be said to a client that does not read
 
         def _arm_header_timer(self) -> None:
             if self._header_timer is None:

@@ -44,7 +44,8 @@ def limits_of(app: Any) -> ConnectionLimits:
     if settings is None:
         return ConnectionLimits()
     return ConnectionLimits(header_timeout=settings.header_timeout,
-                            max_connections=settings.max_connections)
+                            max_connections=settings.max_connections,
+                            send_timeout=settings.send_timeout)
 
 
 def _server(app: Any, log_level: str, limits: ConnectionLimits | None = None) -> Any:

@@ -130,6 +130,8 @@ allowed_dirs = ["."]
 # body_timeout = 30.0
 # Open connections at most; more are answered 503 at once.
 # max_connections = 512
+# Seconds an answer may wait on a client that does not read it; then the connection closes.
+# send_timeout = 30.0
 
 [sandbox]
 # Where repl and code_interpreter run model-written code: auto (bubblewrap, else jarvis's
