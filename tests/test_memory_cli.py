@@ -184,3 +184,29 @@ def test_unreadable_file_is_counted_and_kept(cli_env: dict[str, str], notes: Pat
     summary = json.loads(result.stdout)
     assert summary["error_count"] == 1 and summary["removed"] == 0
     assert json.loads(jarvis(cli_env, "search", "heron", "--json").stdout)
+
+
+def test_indexing_a_folder_leaves_its_secrets_out_of_memory(cli_env: dict[str, str],
+                                                             tmp_path: Path):
+    """What a person indexes, a model can later find with memory_search: keys and secrets
+    met while walking a folder (by name, a symlink to ~/.ssh, a hard link to an outside key)
+    are left out and counted; a secret file named on the command line is indexed."""
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_rsa").write_text("PRIVATE KEY walrus\n")
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "plan.md").write_text("the plan mentions a walrus\n")
+    (notes / "server.pem").write_text("CERT walrus\n")
+    (notes / "ssh-key.txt").symlink_to(home / ".ssh" / "id_rsa")
+    (tmp_path / "vault").mkdir()
+    (tmp_path / "vault" / "id_ed25519").write_text("HARDLINK walrus\n")
+    os.link(tmp_path / "vault" / "id_ed25519", notes / "backup.txt")
+    result = jarvis(cli_env, "index", str(notes), "--json")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["indexed"] == 1 and summary["skipped_denied"] == 3, summary
+    hits = json.loads(jarvis(cli_env, "search", "walrus", "--json").stdout)
+    assert [h["content"].strip() for h in hits] == ["the plan mentions a walrus"]
+    named = jarvis(cli_env, "index", str(notes / "server.pem"), "--json")
+    assert json.loads(named.stdout)["indexed"] == 1

@@ -513,7 +513,7 @@ def _index_tool(store, folder: Path, **kwargs):
 
 
 def test_a_model_reindexing_cannot_delete_what_a_person_indexed(tmp_path: Path):
-    """A person indexed a folder with `jarvis memory index` (no secret rules); the model's
+    """A person indexed a folder with `jarvis memory index`, naming a key file; the model's
     memory_index of the same folder is refused the key file, and must not count it as gone
     from disk and delete it from memory."""
     from jarvis.memory import SQLiteMemory
@@ -525,7 +525,7 @@ def test_a_model_reindexing_cannot_delete_what_a_person_indexed(tmp_path: Path):
     (ws / "deploy.pem").write_text("falcon certificate\n")
     store = SQLiteMemory(tmp_path / "m.db")
     try:
-        assert index_paths(store, [ws]).indexed == 2
+        assert index_paths(store, [ws, ws / "deploy.pem"]).indexed == 2  # named: indexed
         result = _index_tool(store, ws).execute(ToolCall("c", "memory_index", {"path": str(ws)}))
         assert result.success and result.metadata["skipped_denied"] == 1, result.content
         assert result.metadata["removed"] == 0, result.content

@@ -9,8 +9,10 @@ inside a folder are not walked.
 
 Every file is read through a path policy (`jarvis.security.paths`): checked on its resolved
 path, opened beneath its allowed folder without following symlinks, re-checked with fstat.
-A person's `jarvis memory index PATH` may read anywhere; the memory_index tool passes the
-policy of the tool (workspace plus allowed folders, secrets refused).
+A person's `jarvis memory index PATH` reads the paths given: a file named is read whatever it
+is, a folder's files under the secret rules (what is indexed, a model can find with
+memory_search); the memory_index tool passes the policy of the tool (workspace plus allowed
+folders, secrets refused).
 
 Any backend with the memory protocol (`store`, `retrieve`, ...) can be indexed into: one
 without SQLiteMemory's file bookkeeping gets each file through `store(text, source=path)`,
@@ -185,8 +187,12 @@ def index_paths(memory: SQLiteMemory | Any, paths: Iterable[str | os.PathLike[st
     Args:
         chunk_size, chunk_overlap: chunking (default: the store's settings).
         max_file_bytes: larger files are skipped and counted.
-        allowed_dirs: folders files must lie in (None: anywhere), secrets refused below
-            them; a symlink that points outside them is skipped and counted.
+        allowed_dirs: folders files must lie in, secrets refused below them; a symlink
+            that points outside them is skipped and counted. None: the given paths
+            themselves (a person's `jarvis memory index`): files named are read, whatever
+            they are; in given folders the secret rules apply (hidden files, keys,
+            credential files, hard links) and symlinks out of the folder are skipped, since
+            a model can later find whatever is indexed with memory_search.
         policy: the path policy to read through (wins over `allowed_dirs`).
         max_files: stop after this many files (the summary says so).
         progress: called as progress(done, total, path) after each file.
@@ -201,9 +207,13 @@ def index_paths(memory: SQLiteMemory | Any, paths: Iterable[str | os.PathLike[st
     from jarvis.memory.chunking import check_chunking
 
     check_chunking(size, overlap)
-    if policy is None:
-        policy = PathPolicy(allowed_dirs)
     roots = collect(paths)
+    if policy is None and allowed_dirs is not None:
+        policy = PathPolicy(allowed_dirs)
+    elif policy is None:
+        policy = PathPolicy([r for r, folder in roots if folder],
+                            [r for r, folder in roots if not folder], setting="the command line",
+                            outside_hint="name it on the command line to index it")
     for root, _ in roots:
         policy.check(str(root))  # PathDenied (a PermissionError) before anything is read
     # Listing first gives the progress bar its total; it is cheap next to reading files.
