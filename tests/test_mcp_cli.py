@@ -267,3 +267,22 @@ def test_mcp_serve_stdio_keeps_tool_prints_off_the_wire(tmp_path: Path, cli_env)
     assert answers[-1]["result"]["content"][0]["text"] == "HEY"
     assert rest == "", rest  # nothing flushed onto the wire at exit either
     assert "loading the shout tool" in err and "shouting hey" in err
+
+
+def test_mcp_list_hides_secrets_in_targets_and_errors(tmp_path: Path, cli_env) -> None:
+    """`jarvis mcp list` shows each server's command line or URL: tokens in args, URL
+    passwords and query keys are masked as in `jarvis config show`, in errors too."""
+    port = socket.socket()
+    port.bind(("127.0.0.1", 0))
+    closed = port.getsockname()[1]
+    port.close()  # nothing listens there: the connection fails at once
+    write_config(tmp_path, {
+        "web": {"url": f"http://user:SECRET-U1@127.0.0.1:{closed}/mcp?api_key=SECRET-U2"},
+        "local": {"command": sys.executable,
+                  "args": ["-c", "import sys; sys.exit(3)", "--header",
+                           "Authorization: Bearer SECRET-A1", "--token", "SECRET-A2"]},
+    })
+    for args in (["mcp", "list"], ["mcp", "list", "--json"]):
+        proc = cli(args, cli_env, tmp_path)
+        assert "SECRET" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+        assert f"127.0.0.1:{closed}/mcp" in proc.stdout and "--token" in proc.stdout

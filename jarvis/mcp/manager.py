@@ -38,6 +38,7 @@ from jarvis.mcp.cache import (
 from jarvis.mcp.connection import McpCallError, McpCallTimeout, McpServerError, ServerConnection
 from jarvis.mcp.loop import background_loop
 from jarvis.mcp.naming import SEPARATOR, local_names
+from jarvis.security.redact import redact_args, redact_value
 
 log = logging.getLogger("jarvis.mcp")
 
@@ -363,10 +364,13 @@ class McpManager:
                 "name": state.name,
                 "transport": ("sse" if conn is not None and conn.sse else "http") if cfg.url
                 else "stdio",
-                "target": cfg.url or " ".join([cfg.command or "", *cfg.args]).strip(),
+                # Shown on a terminal and in --json: masked like `jarvis config show`.
+                "target": (redact_value("url", cfg.url) if cfg.url else
+                           " ".join(map(str, [cfg.command or "", *redact_args(list(cfg.args))]))
+                           .strip()),
                 "enabled": state.enabled,
                 "status": status,
-                "error": error,
+                "error": redact_value("error", error) if isinstance(error, str) else error,
                 "tools_from": state.source,
                 "tools": tools,
                 "hidden_tools": hidden,
