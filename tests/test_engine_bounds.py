@@ -83,6 +83,22 @@ def test_an_endless_reply_is_cut_at_max_response_bytes(client, stream):
     assert ("streamed reply" in message) == stream
 
 
+@pytest.mark.parametrize("client", CLIENTS)
+def test_endless_tool_call_arguments_in_small_deltas_are_cut_in_linear_time(client):
+    # 16 MB of 64-byte argument deltas: joining them piece by piece (not re-copying the whole
+    # argument string per delta) reaches the byte cap in well under a second of work.
+    limit = 16 * 1024 * 1024
+    with FakeOpenAIServer([Misbehave("arg_flood", seconds=60, chunk=64)]) as server:
+        engine = engine_for(server, client, timeout=60.0, max_response_bytes=limit)
+        started = time.monotonic()
+        with pytest.raises(EngineError) as caught:
+            ask(engine, stream=True)
+        took = time.monotonic() - started
+        engine.close()
+    assert f"larger than {limit} bytes" in str(caught.value), caught.value
+    assert took < 20, took
+
+
 def test_max_response_bytes_comes_from_config(monkeypatch):
     from jarvis.core.config import load_config
     from jarvis.engine.discovery import get_engine
