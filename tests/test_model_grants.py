@@ -324,3 +324,33 @@ def test_jarvis_serve_ors_sessions_apply_the_abandoned_thread_cap_from_config():
     finally:
         release.set()
     wait_for(lambda: "hang_ors" not in abandoned_threads(), what="the thread to end")
+
+
+# --- attacks on the grant (w12s) ------------------------------------------------------------------
+
+def _iso_in(seconds: float) -> str:
+    from jarvis.scheduler.schedules import iso
+
+    return iso(time.time() + seconds)
+
+
+def test_a_chain_of_one_off_tasks_cannot_beat_the_minimum_interval():
+    # Each run schedules the next one-off "now" with its own tools (schedule_task among them):
+    # without a bound on one-off times that is a task running as fast as the engine answers.
+    soon = schedule(schedule_type="once", schedule_value=_iso_in(2))
+    with FakeOpenAIServer([reply(tool_calls=[soon]), "Scheduled."]) as fake, \
+            jarvis_on(fake) as j:
+        result = j.ask_full("keep going", tools=["schedule_task"])
+        (refused,) = result["tool_results"]
+        assert not refused["success"] and refused["error_type"] == "denied", refused
+        assert refused["content"].startswith("refused:")
+        assert "model_min_interval_seconds" in refused["content"]
+        assert j.scheduler.list_tasks() == []
+        # A one-off at least the minimum interval away is fine.
+        fake.add(reply(tool_calls=[schedule(schedule_type="once",
+                                            schedule_value=_iso_in(120))]), "ok")
+        later = j.ask_full("later", tools=["schedule_task"])
+        assert later["tool_results"][0]["success"], later["tool_results"][0]
+        # A person may still schedule a one-off in two seconds.
+        j.scheduler.create_task("soon", "once", _iso_in(2))
+        assert len(j.scheduler.list_tasks()) == 2
