@@ -354,3 +354,28 @@ def test_a_chain_of_one_off_tasks_cannot_beat_the_minimum_interval():
         # A person may still schedule a one-off in two seconds.
         j.scheduler.create_task("soon", "once", _iso_in(2))
         assert len(j.scheduler.list_tasks()) == 2
+
+
+def test_a_model_cannot_resume_a_task_with_more_than_its_run_has():
+    with FakeOpenAIServer() as fake, jarvis_on(fake) as j:
+        scheduler = j.scheduler
+        reader = scheduler.create_task("read my notes", "interval", "3600", tools=["file_read"])
+        default = scheduler.create_task("whatever the defaults are", "interval", "3600")
+        mine = scheduler.create_task("add", "interval", "3600", tools=["calculator"])
+        for task in (reader, default, mine):
+            scheduler.pause_task(task.id)
+        resume = [tool_call("resume_scheduled_task", {"task_id": t.id})
+                  for t in (reader, default, mine)]
+        fake.add(reply(tool_calls=resume), "done")
+        result = j.ask_full("resume everything",
+                            tools=["resume_scheduled_task", "calculator"])
+        by_file, by_default, ok = result["tool_results"]
+        assert not by_file["success"] and by_file["error_type"] == "denied", by_file
+        assert "file_read" in by_file["content"] and by_file["content"].startswith("refused:")
+        assert not by_default["success"] and by_default["error_type"] == "denied", by_default
+        assert ok["success"], ok
+        status = {t.id: t.status for t in scheduler.list_tasks()}
+        assert status == {reader.id: "paused", default.id: "paused", mine.id: "active"}
+        # A person resumes anything.
+        scheduler.resume_task(reader.id)
+        assert scheduler.get_task(reader.id).status == "active"
