@@ -177,13 +177,17 @@ def test_calls_beyond_the_limit_get_failed_results_the_model_reads():
         assert result["content"] == "done"
         ran = [r for r in result["tool_results"] if r["success"]]
         assert len(ran) == 32  # the default limit
-        refused = [r for r in result["tool_results"] if not r["success"]]
-        assert len(refused) == 20_000 - 32
-        assert refused[0]["error_type"] == "denied"
-        assert refused[0]["content"].startswith("refused: more than 32 tool calls in one reply")
-        # Every call id is answered, the excess with the refusal text.
+        # The excess is one refusal the model reads, not 19 968 results and answers: the
+        # transcript keeps the calls that ran plus the first refused one (each call id in it
+        # answered), so the work and the next request stay bounded by the limit.
+        (refused,) = [r for r in result["tool_results"] if not r["success"]]
+        assert refused["error_type"] == "denied"
+        assert refused["content"].startswith("refused: more than 32 tool calls in one reply")
+        assert "this call and 19967 more did not run" in refused["content"]
+        (assistant,) = [m for m in fake.requests[1]["messages"] if m["role"] == "assistant"]
         answers = [m for m in fake.requests[1]["messages"] if m["role"] == "tool"]
-        assert len(answers) == 20_000
+        assert len(assistant["tool_calls"]) == len(answers) == 33
+        assert {m["tool_call_id"] for m in answers} == {c["id"] for c in assistant["tool_calls"]}
         assert answers[32]["content"].startswith("ERROR (denied): refused: more than 32")
         assert result["metadata"]["refused_tool_calls"] == 20_000 - 32
     assert took < 60
@@ -196,6 +200,7 @@ def test_the_limit_comes_from_config_and_applies_to_react():
         result = j.ask_full("double", tools=["calculator"], context=False)
     assert [r["success"] for r in result["tool_results"]] == [True, True, False]
     assert "more than 2 tool calls" in result["tool_results"][2]["content"]
+    assert "this call and 0 more did not run" in result["tool_results"][2]["content"]
     # react runs one call per reply and says the rest did not run.
     with FakeOpenAIServer([reply(tool_calls=three), "Final Answer: ok"]) as fake, \
             jarvis_on(fake) as j:
@@ -223,8 +228,9 @@ def test_jarvis_serve_agents_apply_the_limit():
             j.close()
     assert answer.status_code == 200, answer.text
     results = answer.json()["jarvis"]["tool_results"]
-    assert [r["success"] for r in results] == [True, True, False, False, False]
-    assert "more than 2 tool calls" in results[4]["content"]
+    assert [r["success"] for r in results] == [True, True, False]
+    assert "more than 2 tool calls" in results[2]["content"]
+    assert "this call and 2 more did not run" in results[2]["content"]
 
 
 # --- threads of timed-out tools --------------------------------------------------------------------
