@@ -160,6 +160,21 @@ def test_the_async_client_is_bounded_too():
     assert took < BUDGET, took
 
 
+def test_the_async_client_caps_the_reply_size_too():
+    import asyncio
+
+    limit = 256 * 1024
+    with FakeOpenAIServer([Misbehave("flood", seconds=30, chunk=4096)]) as server:
+        engine = engine_for(server, "openai", timeout=5.0, max_response_bytes=limit)
+        started = time.monotonic()
+        with pytest.raises(EngineError) as caught:
+            asyncio.run(engine.agenerate([{"role": "user", "content": "hi"}]))
+        took = time.monotonic() - started
+        asyncio.run(engine.aclose())
+    assert f"larger than {limit} bytes" in str(caught.value), caught.value
+    assert took < 5, took
+
+
 def test_misbehaviour_can_be_scripted_as_json_for_a_server_in_another_process():
     # The dict form is what `python -m jarvis.testing serve --script FILE` reads.
     with FakeOpenAIServer([{"misbehave": "trickle", "interval": 0.001}]) as server:

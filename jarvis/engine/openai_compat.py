@@ -157,9 +157,12 @@ class OpenAICompatEngine:
         if self._aclient is None:
             from openai import AsyncOpenAI, Timeout
 
+            from jarvis.engine.transport import bounded_async_client
+
             self._aclient = AsyncOpenAI(base_url=self.base_url, api_key=self.api_key,
                                         timeout=Timeout(self.timeout, connect=self.connect_timeout),
-                                        max_retries=0)
+                                        max_retries=0, http_client=bounded_async_client(
+                                            self.max_response_bytes))
         return self._aclient
 
     def close(self) -> None:

@@ -455,6 +455,42 @@ def _bounded_transport(limit: int) -> Any:
     return Bounded(limits=DEFAULT_CONNECTION_LIMITS)
 
 
+def bounded_async_client(limit: int) -> Any:
+    """For openai.AsyncOpenAI: every body stops at `limit` bytes (the async client reads a
+    whole reply itself; its deadline is the caller's asyncio.wait_for)."""
+    import importlib
+
+    from openai import DefaultAsyncHttpxClient
+    from openai._constants import DEFAULT_CONNECTION_LIMITS
+
+    httpx = importlib.import_module(DefaultAsyncHttpxClient.__mro__[1].__module__.split(".")[0])
+
+    class Capped(httpx.AsyncByteStream):
+        def __init__(self, stream: Any, streamed: bool) -> None:
+            self.stream = stream
+            self.streamed = streamed
+
+        async def __aiter__(self) -> Any:
+            size = 0
+            async for chunk in self.stream:
+                size += len(chunk)
+                if size > limit:
+                    raise too_large(limit, streamed=self.streamed)
+                yield chunk
+
+        async def aclose(self) -> None:
+            await self.stream.aclose()
+
+    class Bounded(httpx.AsyncHTTPTransport):
+        async def handle_async_request(self, request: Any) -> Any:
+            response = await super().handle_async_request(request)
+            streamed = response.headers.get("content-type", "").startswith("text/event-stream")
+            response.stream = Capped(response.stream, streamed)
+            return response
+
+    return DefaultAsyncHttpxClient(transport=Bounded(limits=DEFAULT_CONNECTION_LIMITS))
+
+
 def _socket_of(response: Any) -> Any:
     """The socket under an httpx response (its network_stream extension), if it says."""
     try:
