@@ -385,3 +385,26 @@ def test_a_model_cannot_resume_a_task_with_more_than_its_run_has():
         # A person resumes anything.
         scheduler.resume_task(reader.id)
         assert scheduler.get_task(reader.id).status == "active"
+
+
+def test_a_scheduled_run_grants_no_more_than_its_task_was_given():
+    # The task's own run is a model's run too: what it schedules is bounded by the task's
+    # tools, and counts against the same model quota.
+    later = _iso_in(3600)
+    first = schedule(schedule_value=later, tools="schedule_task,calculator")
+    with FakeOpenAIServer([reply(tool_calls=[first]), "ok"]) as fake, \
+            jarvis_on(fake, **{"scheduler.model_max_active_tasks": 2}) as j:
+        created = j.ask_full("plan", tools=["schedule_task", "calculator", "think"])
+        task_id = json.loads(created["tool_results"][0]["content"])["task_id"]
+        fake.add(reply(tool_calls=[schedule(schedule_value=later, tools="think"),
+                                   schedule(schedule_value=later),
+                                   schedule(schedule_value=later)]), "done")
+        run = j.scheduler.run_now(task_id)
+        assert run.status == "succeeded", run.error
+        tasks = j.scheduler.list_tasks()
+        assert len(tasks) == 2  # the quota of 2 model tasks: one refused
+        nested = [t for t in tasks if t.id != task_id]
+        assert [sorted(t.tools) for t in nested] == [["calculator", "schedule_task"]]
+        answers = [m["content"] for m in fake.requests[-1]["messages"] if m["role"] == "tool"]
+        assert "not granted: think" in answers[0]
+        assert "model_max_active_tasks = 2" in answers[2]
