@@ -77,6 +77,8 @@ class Misbehave:
       "trickle"       a valid answer ("slow answer"), one byte every `interval` s
       "flood"         an answer that never ends: `chunk`-byte pieces of text as fast as the
                       client reads
+      "arg_flood"     the same with a tool call whose arguments never end (streamed: one
+                      `chunk`-byte argument delta per event)
       "slow_headers"  the status line and headers themselves, one byte every `interval` s
     The server gives up after `seconds` (or when the client leaves).
     """
@@ -87,7 +89,8 @@ class Misbehave:
     chunk: int = 64 * 1024
 
     def __post_init__(self) -> None:
-        if self.kind not in ("keepalive", "empty_deltas", "trickle", "flood", "slow_headers"):
+        if self.kind not in ("keepalive", "empty_deltas", "trickle", "flood", "arg_flood",
+                             "slow_headers"):
             raise ValueError(f"unknown misbehaviour {self.kind!r}")
 
 
@@ -454,6 +457,20 @@ class _Handler(BaseHTTPRequestHandler):
                 yield b'{"choices": [{"index": 0, "message": {"role": "assistant", "content": "'
                 while True:
                     yield text.encode()
+            if how.kind == "arg_flood":
+                text = json.dumps("x" * how.chunk)[1:-1]
+                call = '{"index": 0, "id": "call_flood", "type": "function", "function": '
+                if stream:
+                    yield ('data: {"choices": [{"index": 0, "delta": {"tool_calls": [' + call
+                           + '{"name": "calculator", "arguments": ""}}]}}]}\n\n').encode()
+                    piece = ('data: {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, '
+                             '"function": {"arguments": "' + text + '"}}]}}]}\n\n').encode()
+                    while True:
+                        yield piece
+                yield ('{"choices": [{"index": 0, "message": {"role": "assistant", "tool_calls": ['
+                       + call + '{"name": "calculator", "arguments": "').encode()
+                while True:
+                    yield text.encode()
             if how.kind == "trickle":
                 answer = reply("slow answer", model="test-model")
                 answer.usage = {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}
@@ -477,7 +494,7 @@ class _Handler(BaseHTTPRequestHandler):
                     break
                 self.wfile.write(piece)
                 self.wfile.flush()
-                if how.kind != "flood":
+                if how.kind not in ("flood", "arg_flood"):
                     time.sleep(how.interval)
         except OSError:
             pass  # the client gave up: that is the point

@@ -83,6 +83,22 @@ def test_an_endless_reply_is_cut_at_max_response_bytes(client, stream):
     assert ("streamed reply" in message) == stream
 
 
+@pytest.mark.parametrize("client", CLIENTS)
+def test_endless_tool_call_arguments_in_small_deltas_are_cut_in_linear_time(client):
+    # 16 MB of 64-byte argument deltas: joining them piece by piece (not re-copying the whole
+    # argument string per delta) reaches the byte cap in well under a second of work.
+    limit = 16 * 1024 * 1024
+    with FakeOpenAIServer([Misbehave("arg_flood", seconds=60, chunk=64)]) as server:
+        engine = engine_for(server, client, timeout=60.0, max_response_bytes=limit)
+        started = time.monotonic()
+        with pytest.raises(EngineError) as caught:
+            ask(engine, stream=True)
+        took = time.monotonic() - started
+        engine.close()
+    assert f"larger than {limit} bytes" in str(caught.value), caught.value
+    assert took < 20, took
+
+
 def test_max_response_bytes_comes_from_config(monkeypatch):
     from jarvis.core.config import load_config
     from jarvis.engine.discovery import get_engine
@@ -144,6 +160,21 @@ def test_the_async_client_is_bounded_too():
     assert took < BUDGET, took
 
 
+def test_the_async_client_caps_the_reply_size_too():
+    import asyncio
+
+    limit = 256 * 1024
+    with FakeOpenAIServer([Misbehave("flood", seconds=30, chunk=4096)]) as server:
+        engine = engine_for(server, "openai", timeout=5.0, max_response_bytes=limit)
+        started = time.monotonic()
+        with pytest.raises(EngineError) as caught:
+            asyncio.run(engine.agenerate([{"role": "user", "content": "hi"}]))
+        took = time.monotonic() - started
+        asyncio.run(engine.aclose())
+    assert f"larger than {limit} bytes" in str(caught.value), caught.value
+    assert took < 5, took
+
+
 def test_misbehaviour_can_be_scripted_as_json_for_a_server_in_another_process():
     # The dict form is what `python -m jarvis.testing serve --script FILE` reads.
     with FakeOpenAIServer([{"misbehave": "trickle", "interval": 0.001}]) as server:
@@ -189,3 +220,84 @@ def test_listing_models_is_bounded_too(client):
         thread.join(5)
         listener.close()
     assert time.monotonic() - started < BUDGET + 1
+
+
+class _ErrorFlood:
+    """A raw-socket engine that answers 500 and then an error body that never ends; it
+    records how much the client read before it hung up."""
+
+    def __init__(self, seconds: float = 30.0) -> None:
+        import socket
+        import threading
+
+        self.sent = 0
+        self.closed = threading.Event()
+        self.seconds = seconds
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        conn, _ = self.sock.accept()
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(65536)
+            head, _, body = data.partition(b"\r\n\r\n")
+            length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                          if line.lower().startswith(b"content-length"))
+            while len(body) < length:
+                body += conn.recv(65536)
+            piece = b"x" * (1 << 20)
+            end = time.monotonic() + self.seconds
+            try:
+                conn.sendall(b"HTTP/1.1 500 Oops\r\nContent-Type: application/json\r\n"
+                             b"Connection: close\r\n\r\n" + b'{"error": {"message": "')
+                while time.monotonic() < end:
+                    conn.sendall(piece)
+                    self.sent += len(piece)
+            except OSError:
+                pass  # the client hung up: what the test waits for
+            self.closed.set()
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_an_endless_error_body_is_not_read_forever(client):
+    from waiting import wait_for
+
+    limit = 4 * 1024 * 1024
+    server = _ErrorFlood()
+    try:
+        engine = OpenAICompatEngine("vllm", server.url, model="test-model", max_retries=0,
+                                    client=client, timeout=5.0, max_response_bytes=limit)
+        with pytest.raises(EngineError):
+            engine.generate([{"role": "user", "content": "hi"}])
+        # Nothing in the process keeps reading it (the openai client reads an error body
+        # itself, on the request's helper thread): the connection is dropped, not drained.
+        wait_for(server.closed.is_set, timeout=10, what="the client to hang up")
+        assert server.sent < 64 * limit, server.sent
+        engine.close()
+    finally:
+        server.close()
+
+
+def test_trickled_headers_leave_no_request_thread_behind():
+    import threading
+
+    from waiting import wait_for
+
+    def helpers() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name == "jarvis-engine-request"]
+
+    with FakeOpenAIServer([Misbehave("slow_headers", interval=0.05, seconds=60)] * 3) as server:
+        engine = engine_for(server, "openai")
+        for _ in range(3):
+            with pytest.raises(EngineError, match="did not answer in time"):
+                ask(engine, stream=False)
+        # The openai client's request thread, which the caller stopped waiting for at the
+        # deadline, ends too (its socket is shut), rather than one per call piling up.
+        wait_for(lambda: not helpers(), timeout=5, what="the request threads to end")
+        engine.close()

@@ -177,13 +177,17 @@ def test_calls_beyond_the_limit_get_failed_results_the_model_reads():
         assert result["content"] == "done"
         ran = [r for r in result["tool_results"] if r["success"]]
         assert len(ran) == 32  # the default limit
-        refused = [r for r in result["tool_results"] if not r["success"]]
-        assert len(refused) == 20_000 - 32
-        assert refused[0]["error_type"] == "denied"
-        assert refused[0]["content"].startswith("refused: more than 32 tool calls in one reply")
-        # Every call id is answered, the excess with the refusal text.
+        # The excess is one refusal the model reads, not 19 968 results and answers: the
+        # transcript keeps the calls that ran plus the first refused one (each call id in it
+        # answered), so the work and the next request stay bounded by the limit.
+        (refused,) = [r for r in result["tool_results"] if not r["success"]]
+        assert refused["error_type"] == "denied"
+        assert refused["content"].startswith("refused: more than 32 tool calls in one reply")
+        assert "this call and 19967 more did not run" in refused["content"]
+        (assistant,) = [m for m in fake.requests[1]["messages"] if m["role"] == "assistant"]
         answers = [m for m in fake.requests[1]["messages"] if m["role"] == "tool"]
-        assert len(answers) == 20_000
+        assert len(assistant["tool_calls"]) == len(answers) == 33
+        assert {m["tool_call_id"] for m in answers} == {c["id"] for c in assistant["tool_calls"]}
         assert answers[32]["content"].startswith("ERROR (denied): refused: more than 32")
         assert result["metadata"]["refused_tool_calls"] == 20_000 - 32
     assert took < 60
@@ -196,6 +200,7 @@ def test_the_limit_comes_from_config_and_applies_to_react():
         result = j.ask_full("double", tools=["calculator"], context=False)
     assert [r["success"] for r in result["tool_results"]] == [True, True, False]
     assert "more than 2 tool calls" in result["tool_results"][2]["content"]
+    assert "this call and 0 more did not run" in result["tool_results"][2]["content"]
     # react runs one call per reply and says the rest did not run.
     with FakeOpenAIServer([reply(tool_calls=three), "Final Answer: ok"]) as fake, \
             jarvis_on(fake) as j:
@@ -223,8 +228,9 @@ def test_jarvis_serve_agents_apply_the_limit():
             j.close()
     assert answer.status_code == 200, answer.text
     results = answer.json()["jarvis"]["tool_results"]
-    assert [r["success"] for r in results] == [True, True, False, False, False]
-    assert "more than 2 tool calls" in results[4]["content"]
+    assert [r["success"] for r in results] == [True, True, False]
+    assert "more than 2 tool calls" in results[2]["content"]
+    assert "this call and 2 more did not run" in results[2]["content"]
 
 
 # --- threads of timed-out tools --------------------------------------------------------------------
@@ -324,3 +330,81 @@ def test_jarvis_serve_ors_sessions_apply_the_abandoned_thread_cap_from_config():
     finally:
         release.set()
     wait_for(lambda: "hang_ors" not in abandoned_threads(), what="the thread to end")
+
+
+# --- attacks on the grant (w12s) ------------------------------------------------------------------
+
+def _iso_in(seconds: float) -> str:
+    from jarvis.scheduler.schedules import iso
+
+    return iso(time.time() + seconds)
+
+
+def test_a_chain_of_one_off_tasks_cannot_beat_the_minimum_interval():
+    # Each run schedules the next one-off "now" with its own tools (schedule_task among them):
+    # without a bound on one-off times that is a task running as fast as the engine answers.
+    soon = schedule(schedule_type="once", schedule_value=_iso_in(2))
+    with FakeOpenAIServer([reply(tool_calls=[soon]), "Scheduled."]) as fake, \
+            jarvis_on(fake) as j:
+        result = j.ask_full("keep going", tools=["schedule_task"])
+        (refused,) = result["tool_results"]
+        assert not refused["success"] and refused["error_type"] == "denied", refused
+        assert refused["content"].startswith("refused:")
+        assert "model_min_interval_seconds" in refused["content"]
+        assert j.scheduler.list_tasks() == []
+        # A one-off at least the minimum interval away is fine.
+        fake.add(reply(tool_calls=[schedule(schedule_type="once",
+                                            schedule_value=_iso_in(120))]), "ok")
+        later = j.ask_full("later", tools=["schedule_task"])
+        assert later["tool_results"][0]["success"], later["tool_results"][0]
+        # A person may still schedule a one-off in two seconds.
+        j.scheduler.create_task("soon", "once", _iso_in(2))
+        assert len(j.scheduler.list_tasks()) == 2
+
+
+def test_a_model_cannot_resume_a_task_with_more_than_its_run_has():
+    with FakeOpenAIServer() as fake, jarvis_on(fake) as j:
+        scheduler = j.scheduler
+        reader = scheduler.create_task("read my notes", "interval", "3600", tools=["file_read"])
+        default = scheduler.create_task("whatever the defaults are", "interval", "3600")
+        mine = scheduler.create_task("add", "interval", "3600", tools=["calculator"])
+        for task in (reader, default, mine):
+            scheduler.pause_task(task.id)
+        resume = [tool_call("resume_scheduled_task", {"task_id": t.id})
+                  for t in (reader, default, mine)]
+        fake.add(reply(tool_calls=resume), "done")
+        result = j.ask_full("resume everything",
+                            tools=["resume_scheduled_task", "calculator"])
+        by_file, by_default, ok = result["tool_results"]
+        assert not by_file["success"] and by_file["error_type"] == "denied", by_file
+        assert "file_read" in by_file["content"] and by_file["content"].startswith("refused:")
+        assert not by_default["success"] and by_default["error_type"] == "denied", by_default
+        assert ok["success"], ok
+        status = {t.id: t.status for t in scheduler.list_tasks()}
+        assert status == {reader.id: "paused", default.id: "paused", mine.id: "active"}
+        # A person resumes anything.
+        scheduler.resume_task(reader.id)
+        assert scheduler.get_task(reader.id).status == "active"
+
+
+def test_a_scheduled_run_grants_no_more_than_its_task_was_given():
+    # The task's own run is a model's run too: what it schedules is bounded by the task's
+    # tools, and counts against the same model quota.
+    later = _iso_in(3600)
+    first = schedule(schedule_value=later, tools="schedule_task,calculator")
+    with FakeOpenAIServer([reply(tool_calls=[first]), "ok"]) as fake, \
+            jarvis_on(fake, **{"scheduler.model_max_active_tasks": 2}) as j:
+        created = j.ask_full("plan", tools=["schedule_task", "calculator", "think"])
+        task_id = json.loads(created["tool_results"][0]["content"])["task_id"]
+        fake.add(reply(tool_calls=[schedule(schedule_value=later, tools="think"),
+                                   schedule(schedule_value=later),
+                                   schedule(schedule_value=later)]), "done")
+        run = j.scheduler.run_now(task_id)
+        assert run.status == "succeeded", run.error
+        tasks = j.scheduler.list_tasks()
+        assert len(tasks) == 2  # the quota of 2 model tasks: one refused
+        nested = [t for t in tasks if t.id != task_id]
+        assert [sorted(t.tools) for t in nested] == [["calculator", "schedule_task"]]
+        answers = [m["content"] for m in fake.requests[-1]["messages"] if m["role"] == "tool"]
+        assert "not granted: think" in answers[0]
+        assert "model_max_active_tasks = 2" in answers[2]

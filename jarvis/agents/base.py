@@ -166,15 +166,17 @@ class BaseAgent:
                                                         "run_id": self.executor.run_id})
 
 
-def refused_call(call: ToolCall, limit: int) -> ToolResult:
-    """The failed result of a call beyond the per-reply limit (it never ran)."""
+def refused_call(call: ToolCall, limit: int, more: int = 0) -> ToolResult:
+    """The failed result of a call beyond the per-reply limit (it never ran), standing also
+    for the `more` calls after it."""
     from jarvis.core.types import ErrorType
 
     name = call.name if isinstance(call.name, str) else str(call.name)
     result = ToolResult.failure(
         name[:100], f"refused: more than {limit} tool calls in one reply; only the first "
-        f"{limit} ran. Make at most {limit} calls per reply (the limit is [agent] "
-        f"max_tool_calls_per_turn)", ErrorType.DENIED, limit=limit)
+        f"{limit} ran (this call and {more} more did not run). Make at most {limit} calls per "
+        f"reply (the limit is [agent] max_tool_calls_per_turn)", ErrorType.DENIED, limit=limit,
+        refused=more + 1)
     result.call_id = call.id
     return result
 

@@ -59,6 +59,14 @@ class OrchestratorAgent(BaseAgent):
             if emit is not None and streamed_before:
                 emit = _Separated(emit)
             result = self._generate(messages, state, tools=tools, emit=emit)
+            excess = len(result.tool_calls) - self.max_tool_calls_per_turn
+            if excess > 0:
+                # Keep the calls that may run and the first refused one (answered with the
+                # refusal): every call in the transcript is answered, and a reply of 200 000
+                # calls costs no more memory, work or next-request size than one of 33.
+                result.tool_calls = list(result.tool_calls[:self.max_tool_calls_per_turn + 1])
+                state.flags["refused_tool_calls"] = (state.flags.get("refused_tool_calls", 0)
+                                                     + excess)
             messages.append(result.to_message())
             if result.content:
                 last_text = result.content
@@ -68,7 +76,7 @@ class OrchestratorAgent(BaseAgent):
             # Text streamed before a tool call is already shown; keep the next turn's text from
             # running into it.
             streamed_before = streamed_before or (emit is not None and bool(result.content))
-            ran = self._run_calls(result.tool_calls, messages, state)
+            ran = self._run_calls(result.tool_calls, messages, state, max(excess, 0))
             self._end_turn(state)
             if state.guard.end_turn(ran):
                 state.flags["loop_detected"] = True
@@ -78,10 +86,12 @@ class OrchestratorAgent(BaseAgent):
         return last_text or (f"Stopped after {self.max_turns} turns without a final answer "
                              f"(raise max_turns to allow more).")
 
-    def _run_calls(self, calls: list[ToolCall], messages: list[Message], state: _RunState) -> bool:
+    def _run_calls(self, calls: list[ToolCall], messages: list[Message], state: _RunState,
+                   excess: int = 0) -> bool:
         """Run the allowed calls of one turn; answer every call id. True if any call ran.
 
-        Calls beyond `max_tool_calls_per_turn` never run: each gets a failed result saying so.
+        Calls beyond `max_tool_calls_per_turn` never run: the first of them stands for all
+        `excess` (the loop dropped the others from the transcript) with a failed result.
         """
         limit = self.max_tool_calls_per_turn
         refused: dict[int, ToolResult] = {}
@@ -89,16 +99,13 @@ class OrchestratorAgent(BaseAgent):
         allowed: list[ToolCall] = []
         for index, call in enumerate(calls):
             if index >= limit:
-                refused[index] = refused_call(call, limit)
+                refused[index] = refused_call(call, limit, max(excess - 1, 0))
                 continue
             reason = state.guard.check(call.name, call.arguments)
             if reason is None:
                 allowed.append(call)
             else:
                 blocked[index] = reason
-        if len(calls) > limit:
-            state.flags["refused_tool_calls"] = (state.flags.get("refused_tool_calls", 0)
-                                                 + len(calls) - limit)
         results = iter(self.executor.execute_many(allowed))
         ran: list[tuple[ToolCall, ToolResult]] = []
         for index, call in enumerate(calls):

@@ -157,9 +157,12 @@ class OpenAICompatEngine:
         if self._aclient is None:
             from openai import AsyncOpenAI, Timeout
 
+            from jarvis.engine.transport import bounded_async_client
+
             self._aclient = AsyncOpenAI(base_url=self.base_url, api_key=self.api_key,
                                         timeout=Timeout(self.timeout, connect=self.connect_timeout),
-                                        max_retries=0)
+                                        max_retries=0, http_client=bounded_async_client(
+                                            self.max_response_bytes))
         return self._aclient
 
     def close(self) -> None:
@@ -244,7 +247,9 @@ class OpenAICompatEngine:
             params["stream_options"] = {"include_usage": True}
         chunks = self._with_retries(lambda: self.transport.chat_stream(params), params)
         content: list[str] = []
-        calls: dict[int, dict[str, str]] = {}
+        # Pieces per call, joined once at the end: `slot["arguments"] += delta` would copy the
+        # whole argument string for every delta (quadratic in a long, finely split stream).
+        calls: dict[int, dict[str, Any]] = {}
         usage: dict[str, int] | None = None
         finish: str | None = None
         model_name = params["model"]
@@ -269,12 +274,16 @@ class OpenAICompatEngine:
                     for tc in delta.get("tool_calls") or ():
                         index = tc.get("index")
                         slot = calls.setdefault(index if index is not None else len(calls),
-                                                {"id": "", "name": "", "arguments": ""})
+                                                {"id": "", "name": [], "arguments": []})
                         if tc.get("id"):
                             slot["id"] = tc["id"]
                         fn = tc.get("function") or {}
-                        slot["name"] += fn.get("name") or ""
-                        slot["arguments"] += fn.get("arguments") or ""
+                        for part in ("name", "arguments"):
+                            piece = fn.get(part)
+                            if piece:
+                                if not isinstance(piece, str):
+                                    raise TypeError(f"tool call {part} is {type(piece).__name__}")
+                                slot[part].append(piece)
         except WireError as exc:
             if exc.kind in ("timeout", "too_large"):
                 self._classify(exc, params, self.max_retries)  # raises the clear EngineError
@@ -291,6 +300,8 @@ class OpenAICompatEngine:
             raise EngineError(f"{self.engine_id} at {self.base_url} answered a streaming request "
                               "without any stream events (is it an OpenAI-compatible server? "
                               "--no-stream may work)")
+        for c in calls.values():
+            c["name"], c["arguments"] = "".join(c["name"]), "".join(c["arguments"])
         if any(not c["name"] for c in calls.values()):
             raise EngineError(f"{self.engine_id} at {self.base_url} streamed a tool call that "
                               f"names no function (model {model_name})")

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
-from jarvis.engine.wire import Deadline, WireError, read_body, sse_events
+from jarvis.engine.wire import Deadline, WireError, read_body, sse_events, too_large
 
 MAX_ERROR_BODY = 64_000
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024  # default [engine] max_response_bytes
@@ -260,10 +260,12 @@ class OpenAITransport:
 
     def __init__(self, base_url: str, api_key: str, timeout: float, connect_timeout: float,
                  max_response_bytes: int = MAX_RESPONSE_BYTES) -> None:
-        from openai import OpenAI, Timeout
+        from openai import DefaultHttpxClient, OpenAI, Timeout
 
         self.client = OpenAI(base_url=base_url, api_key=api_key,
-                             timeout=Timeout(timeout, connect=connect_timeout), max_retries=0)
+                             timeout=Timeout(timeout, connect=connect_timeout), max_retries=0,
+                             http_client=DefaultHttpxClient(
+                                 transport=_bounded_transport(max_response_bytes)))
         self.timeout = timeout
         self.max_response_bytes = max_response_bytes
 
@@ -300,6 +302,7 @@ class OpenAITransport:
         gave_up = [False]
 
         def send() -> None:
+            _request_deadline.value = deadline  # read by the bounded httpx transport
             try:
                 response = open_response()
             except BaseException as exc:  # noqa: BLE001 - handed to the waiting caller
@@ -320,7 +323,7 @@ class OpenAITransport:
                 late = box.done() and box.exception() is None
             if late:  # it arrived as the deadline passed: ours to close
                 box.result().close()
-            deadline.expired = True
+            deadline.expire()  # shuts the helper's socket, if armed: the helper ends as well
             raise deadline.error() from None
         except Exception as exc:
             raise self._error(exc, deadline) from exc
@@ -388,6 +391,104 @@ class OpenAITransport:
 
     def close(self) -> None:
         self.client.close()
+
+
+_request_deadline = threading.local()  # the Deadline of the request this thread sends
+
+
+def _bounded_transport(limit: int) -> Any:
+    """An httpx transport under the openai client that keeps its own reads bounded.
+
+    The openai client reads some bodies itself (an error status's body, whole), on the
+    request's helper thread, which the caller stops waiting for at the deadline: unbounded,
+    an endless error body was read into memory long after the caller gave up (2 GB in 15 s).
+    Here every body stops at `limit` bytes and at the request's deadline, and a new
+    connection's socket is shut at the deadline (so trickled headers end the helper too).
+    """
+    import importlib
+
+    from openai import DefaultHttpxClient
+    from openai._constants import DEFAULT_CONNECTION_LIMITS
+
+    # The httpx the openai package is built on (some builds use their own copy, httpx2).
+    httpx = importlib.import_module(DefaultHttpxClient.__mro__[1].__module__.split(".")[0])
+
+    class Capped(httpx.SyncByteStream):
+        def __init__(self, stream: Any, deadline: Deadline | None, streamed: bool) -> None:
+            self.stream = stream
+            self.deadline = deadline
+            self.streamed = streamed
+
+        def __iter__(self) -> Iterator[bytes]:
+            size = 0
+            for chunk in self.stream:
+                if self.deadline is not None:
+                    self.deadline.check()
+                size += len(chunk)
+                if size > limit:
+                    raise too_large(limit, streamed=self.streamed)
+                yield chunk
+
+        def close(self) -> None:
+            self.stream.close()
+
+    class Bounded(httpx.HTTPTransport):
+        def handle_request(self, request: Any) -> Any:
+            deadline = getattr(_request_deadline, "value", None)
+            if deadline is not None:
+                outer = request.extensions.get("trace")
+
+                def trace(name: str, info: dict[str, Any]) -> None:
+                    if name in ("connection.connect_tcp.complete",
+                                "connection.connect_unix_socket.complete"):
+                        stream = info.get("return_value")
+                        deadline.arm(stream.get_extra_info("socket") if stream else None)
+                    if outer is not None:
+                        outer(name, info)
+
+                request.extensions = {**request.extensions, "trace": trace}
+            response = super().handle_request(request)
+            streamed = response.headers.get("content-type", "").startswith("text/event-stream")
+            response.stream = Capped(response.stream, deadline, streamed)
+            return response
+
+    return Bounded(limits=DEFAULT_CONNECTION_LIMITS)
+
+
+def bounded_async_client(limit: int) -> Any:
+    """For openai.AsyncOpenAI: every body stops at `limit` bytes (the async client reads a
+    whole reply itself; its deadline is the caller's asyncio.wait_for)."""
+    import importlib
+
+    from openai import DefaultAsyncHttpxClient
+    from openai._constants import DEFAULT_CONNECTION_LIMITS
+
+    httpx = importlib.import_module(DefaultAsyncHttpxClient.__mro__[1].__module__.split(".")[0])
+
+    class Capped(httpx.AsyncByteStream):
+        def __init__(self, stream: Any, streamed: bool) -> None:
+            self.stream = stream
+            self.streamed = streamed
+
+        async def __aiter__(self) -> Any:
+            size = 0
+            async for chunk in self.stream:
+                size += len(chunk)
+                if size > limit:
+                    raise too_large(limit, streamed=self.streamed)
+                yield chunk
+
+        async def aclose(self) -> None:
+            await self.stream.aclose()
+
+    class Bounded(httpx.AsyncHTTPTransport):
+        async def handle_async_request(self, request: Any) -> Any:
+            response = await super().handle_async_request(request)
+            streamed = response.headers.get("content-type", "").startswith("text/event-stream")
+            response.stream = Capped(response.stream, streamed)
+            return response
+
+    return DefaultAsyncHttpxClient(transport=Bounded(limits=DEFAULT_CONNECTION_LIMITS))
 
 
 def _socket_of(response: Any) -> Any:

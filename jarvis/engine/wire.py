@@ -69,6 +69,11 @@ class Deadline:
                 self._timer.daemon = True
                 self._timer.start()
 
+    def expire(self) -> None:
+        """End the request now: what the timer does at the deadline (a caller that stops
+        waiting calls it, so a helper thread blocked on the socket ends too)."""
+        self._fire()
+
     def _fire(self) -> None:
         with self._lock:
             self.expired = True

@@ -198,7 +198,19 @@ class TaskScheduler:
     def _check_model_interval(self, schedule: Any, now: float) -> None:
         """Refuse a schedule a model set that runs more often than model_min_interval_seconds."""
         least = self.model_min_interval_seconds
-        if least <= 0 or schedule.type == "once":
+        if least <= 0:
+            return
+        if schedule.type == "once":
+            # A one-off "now" whose run schedules the next one-off "now" (its tools include
+            # schedule_task) is a task repeating as fast as the engine answers: a one-off
+            # counts from its creation, so a chain runs at most once per interval.
+            from jarvis.scheduler.schedules import parse_iso
+
+            wait = parse_iso(schedule.value, schedule.timezone) - now
+            if wait < least:
+                raise QuotaError(f"refused: this one-off task would run in {max(wait, 0):.0f} s; "
+                                 f"a task a model schedules may run no sooner than {least:g} s "
+                                 f"from now ([scheduler] model_min_interval_seconds)")
             return
         if schedule.type == "interval":
             gap = float(schedule.value)

@@ -8,7 +8,8 @@ failed result saying the scheduler is unavailable and how to wire it.
 What a model may grant: a task scheduled through the executor by a model gets at most the
 tools of the run that scheduled it (naming none gives it exactly those), and may approve
 only the confirmation-gated tools that run had approved by name; anything more is a failed
-result naming what was not granted. Such tasks are recorded as created by "model" and
+result naming what was not granted. Resuming a paused task is granting it again: a model may
+resume only a task whose tools and approvals are within its run's. Such tasks are recorded as created by "model" and
 count against the [scheduler] model_* quotas. A person calling the tool directly (Python,
 or `jarvis tools run`) is not limited: `jarvis schedule add` is the person's way anyway.
 This module stays cheap to import: the scheduler itself is imported only when used.
@@ -279,9 +280,36 @@ class ResumeScheduledTaskTool(_SchedulerTool):
         category="scheduler",
     )
 
-    def _run(self, scheduler: Any, params: dict[str, Any]) -> Any:
-        task = scheduler.resume_task(self._task_id(params))
+    def invoke(self, arguments: dict[str, Any], context: Any = None) -> Any:
+        # Resuming makes a task run again, unattended, with its own tools: through the
+        # executor a model may resume only a task that would not exceed its own run.
+        grant = getattr(context, "grant", None)
+        if grant is None or grant.by_person:
+            return self.execute(**arguments)
+        return self._respond(lambda scheduler: self._run(scheduler, arguments, grant))
+
+    def _run(self, scheduler: Any, params: dict[str, Any], grant: Any = None) -> Any:
+        task_id = self._task_id(params)
+        if grant is not None:
+            _resumable(scheduler.get_task(task_id), grant)
+        task = scheduler.resume_task(task_id)
         return {"task_id": task.id, "status": task.status, "next_run": task.to_dict()["next_run"]}
+
+
+def _resumable(task: Any, grant: Any) -> None:
+    """_Refused unless the task's tools and approvals are within the calling run's grant."""
+    if not task.tools:
+        raise _Refused(f"refused: task {task.id} names no tools, so it runs with the configured "
+                       f"or agent's default tools, which this run was not given. (A person can "
+                       f"resume it with `jarvis schedule resume {task.id}`.)")
+    extra = [n for n in task.tools if n not in grant.tools]
+    unapproved = [n for n in task.approved_tools if n not in grant.approved_tools]
+    if extra or unapproved:
+        what = (f"tool(s) not granted to this run: {', '.join(extra[:20])}" if extra
+                else f"approval not granted to this run for: {', '.join(unapproved[:20])}")
+        raise _Refused(f"refused: task {task.id} would run with {what}. A model may resume only "
+                       f"tasks within this run's tools and approvals. (A person can resume it "
+                       f"with `jarvis schedule resume {task.id}`.)")
 
 
 @ToolRegistry.register("cancel_scheduled_task")
