@@ -200,3 +200,25 @@ def test_channels_in_a_config_file(tmp_path):
 def test_status_for_an_unknown_channel_lists_names():
     with pytest.raises(ChannelError, match="configured channels: \\(none"):
         channel_status(config_with(), "x")
+
+
+def test_status_and_list_never_show_a_secret_from_the_environment(monkeypatch):
+    # Apprise's "privacy" URL masks passwords and tokens it knows about, not an ntfy topic or
+    # a webhook path, which are the secret in those services: channel_status showed them.
+    monkeypatch.setenv("NTFY_TOPIC", "s3cr3t-topic-77")
+    monkeypatch.setenv("HOOK_TOKEN", "hook-token-4242")
+    config = config_with(
+        topic={"url": "ntfy://127.0.0.1:9/${NTFY_TOPIC}"},
+        hook={"url": f"json://127.0.0.1:{closed_port()}/hooks/${{HOOK_TOKEN}}?x=1"},
+        literal={"url": "ntfy://my-literal-secret-topic"},  # topic-only form: no host shown
+    )
+    listing = run(ChannelListTool(config=config))
+    assert "my-literal-secret-topic" not in listing.content
+    for name in ("topic", "hook", "literal"):
+        status = run(ChannelStatusTool(config=config), channel=name)
+        shown = status.content + json.dumps(status.metadata)
+        assert "s3cr3t-topic-77" not in shown and "hook-token-4242" not in shown, shown
+        assert "my-literal-secret-topic" not in shown, shown
+        assert status.metadata["valid"] is True
+    assert mask_url("ntfys://my-literal-secret-topic?priority=high") == "ntfys://***"
+    assert mask_url("ntfy://ntfy.example.com/topic") == "ntfy://ntfy.example.com/***"

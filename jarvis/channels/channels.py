@@ -76,6 +76,8 @@ def mask_url(url: str) -> str:
         return url  # only variable references: nothing secret is written in it
     if scheme.lower() in _SELF_HOSTED:
         netloc = rest.split("/", 1)[0].split("?", 1)[0]
+        if scheme.lower() in ("ntfy", "ntfys") and "/" not in rest.split("?", 1)[0]:
+            return f"{scheme}://***"  # `ntfy://TOPIC`: no host, and the topic is the secret
         host = netloc.rsplit("@", 1)[-1]
         return f"{scheme}://{'***@' if '@' in netloc else ''}{host}/***"
     return f"{scheme}://***"
@@ -148,7 +150,10 @@ def channel_status(config: Any, name: str, *, probe_timeout: float = 3.0) -> dic
     except (ChannelError, DependencyError) as exc:
         row.update(valid=False, reachable=None, detail=str(exc))
         return row
-    row.update(valid=True, service=str(plugin.service_name), url=plugin.url(privacy=True))
+    # Not plugin.url(privacy=True): Apprise masks the passwords and tokens it knows of, but
+    # shows an ntfy topic or a webhook path, the very secret of those services (often from
+    # ${ENV}), to the model that asked. The URL as written, masked, is what is shown.
+    row.update(valid=True, service=str(plugin.service_name))
     scheme = channel_url(name, channel).split("://", 1)[0].lower()
     host = getattr(plugin, "host", None)
     if scheme not in _SELF_HOSTED or not host:
