@@ -200,3 +200,48 @@ def test_channels_in_a_config_file(tmp_path):
 def test_status_for_an_unknown_channel_lists_names():
     with pytest.raises(ChannelError, match="configured channels: \\(none"):
         channel_status(config_with(), "x")
+
+
+def test_status_and_list_never_show_a_secret_from_the_environment(monkeypatch):
+    # Apprise's "privacy" URL masks passwords and tokens it knows about, not an ntfy topic or
+    # a webhook path, which are the secret in those services: channel_status showed them.
+    monkeypatch.setenv("NTFY_TOPIC", "s3cr3t-topic-77")
+    monkeypatch.setenv("HOOK_TOKEN", "hook-token-4242")
+    config = config_with(
+        topic={"url": "ntfy://127.0.0.1:9/${NTFY_TOPIC}"},
+        hook={"url": f"json://127.0.0.1:{closed_port()}/hooks/${{HOOK_TOKEN}}?x=1"},
+        literal={"url": "ntfy://my-literal-secret-topic"},  # topic-only form: no host shown
+    )
+    listing = run(ChannelListTool(config=config))
+    assert "my-literal-secret-topic" not in listing.content
+    for name in ("topic", "hook", "literal"):
+        status = run(ChannelStatusTool(config=config), channel=name)
+        shown = status.content + json.dumps(status.metadata)
+        assert "s3cr3t-topic-77" not in shown and "hook-token-4242" not in shown, shown
+        assert "my-literal-secret-topic" not in shown, shown
+        assert status.metadata["valid"] is True
+    assert mask_url("ntfys://my-literal-secret-topic?priority=high") == "ntfys://***"
+    assert mask_url("ntfy://ntfy.example.com/topic") == "ntfy://ntfy.example.com/***"
+
+
+def test_a_failed_send_does_not_show_the_secret_parts_of_the_url(monkeypatch):
+    # Apprise's ntfy plugin names the topic in its error ("Failed to send ntfy notification to
+    # topic '...'"): channel_send returned it to the model.
+    monkeypatch.setenv("NTFY_TOPIC", "s3cr3t-topic-77")
+    with serving({}) as server:  # every path is a 404
+        config = config_with(topic={"url": f"ntfy://{server.hostport}/${{NTFY_TOPIC}}",
+                                    "confirm": False},
+                             literal={"url": f"ntfy://{server.hostport}/literal-topic-99",
+                                      "confirm": False})
+        for name, secret in (("topic", "s3cr3t-topic-77"), ("literal", "literal-topic-99")):
+            result = run(ChannelSendTool(config=config), channel=name, message="hi")
+            assert not result.success and result.error_type.value == "transport"
+            assert "404" in result.content and secret not in result.content, result.content
+        assert len(server.seen) == 2  # both were really sent
+
+
+def test_a_url_apprise_cannot_load_is_reported_without_its_secret_parts():
+    config = config_with(chat={"url": "slack://secrettoken99/abcdefgh"})
+    result = run(ChannelStatusTool(config=config), channel="chat")
+    assert result.metadata["valid"] is False and "Slack" in result.metadata["detail"]
+    assert "secrettoken99" not in result.content and "abcdefgh" not in result.content

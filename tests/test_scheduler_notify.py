@@ -166,6 +166,29 @@ def test_a_model_may_only_notify_channels_open_to_unattended_sends(tmp_path):
     assert sorted(t.notify for t in sched.list_tasks()) == ["asks", "asks", "open"]
 
 
+def test_a_model_may_not_name_a_channel_the_scheduler_cannot_check(tmp_path):
+    # The scheduler the docs show for a tool (no config) cannot tell whether a channel asks
+    # before each message; a daemon run with the real config would then send to it unasked.
+    from jarvis.core.types import ToolCall
+    from jarvis.tools.executor import ToolExecutor
+
+    sched = TaskScheduler(store=SchedulerStore(tmp_path / "s.db"), runner=ScriptRunner())
+    model = ToolExecutor([ScheduleTaskTool(scheduler=sched)])
+    refused = model.execute(ToolCall(id="1", name="schedule_task", arguments={
+        "prompt": "echo x", "schedule_type": "interval", "schedule_value": "3600",
+        "notify": "phone"}))
+    assert not refused.success and refused.error_type.value == "denied", refused.content
+    assert "phone" in refused.content and "jarvis schedule add --notify phone" in refused.content
+    assert sched.list_tasks() == []
+    # an unknown name under a known config is refused too (no task stored)
+    known = scheduler_for(tmp_path, {"open": {"url": "json://127.0.0.1:9/",
+                                                    "confirm": False}})
+    unknown = ToolExecutor([ScheduleTaskTool(scheduler=known)]).execute(ToolCall(
+        id="2", name="schedule_task", arguments={"prompt": "echo x", "schedule_type": "interval",
+                                                 "schedule_value": "3600", "notify": "phone"}))
+    assert not unknown.success and known.list_tasks() == []
+
+
 def test_a_version_1_database_is_migrated(tmp_path):
     path = tmp_path / "old.db"
     from jarvis.scheduler import store as store_module

@@ -76,6 +76,8 @@ def mask_url(url: str) -> str:
         return url  # only variable references: nothing secret is written in it
     if scheme.lower() in _SELF_HOSTED:
         netloc = rest.split("/", 1)[0].split("?", 1)[0]
+        if scheme.lower() in ("ntfy", "ntfys") and "/" not in rest.split("?", 1)[0]:
+            return f"{scheme}://***"  # `ntfy://TOPIC`: no host, and the topic is the secret
         host = netloc.rsplit("@", 1)[-1]
         return f"{scheme}://{'***@' if '@' in netloc else ''}{host}/***"
     return f"{scheme}://***"
@@ -101,16 +103,31 @@ def _load(name: str, channel: Any) -> tuple[Any, Any]:
     with apprise.LogCapture(level=logging.WARNING) as log:
         added = instance.add(url)
     if not added or len(instance) != 1:
-        detail = _last_line(log.getvalue())
+        detail = _scrub(_last_line(log.getvalue()), url)
         raise ChannelError(f"[channels.{name}] url is not a URL Apprise understands"
                            + (f": {detail}" if detail else "")
                            + " (see https://github.com/caronc/apprise/wiki for the formats)")
     return instance, instance[0]
 
 
+_LOG_PREFIX = re.compile(r"^\S+ \S+ - [A-Z]+ - ")  # Apprise's "date time - LEVEL - "
+
+
 def _last_line(text: str) -> str:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1][:300] if lines else ""
+    return _LOG_PREFIX.sub("", lines[-1])[:300] if lines else ""
+
+
+def _scrub(text: str, url: str) -> str:
+    """`text` (a plugin's error) without the parts of the channel's URL that mask_url hides:
+    Apprise names an ntfy topic or a webhook path in its errors, and those are the secret
+    of such services (often from ${ENV})."""
+    shown = mask_url(url)
+    rest = url.partition("://")[2]
+    parts = {p for p in re.split(r"[/:@?&=#,;]+", rest) if len(p) >= 6 and p not in shown}
+    for part in sorted(parts, key=len, reverse=True):
+        text = text.replace(part, "***")
+    return text
 
 
 def send(config: Any, name: str, message: str, title: str | None = None) -> SendOutcome:
@@ -132,8 +149,8 @@ def send(config: Any, name: str, message: str, title: str | None = None) -> Send
             ok = False
             log.write(f"{type(exc).__name__}: {exc}\n")
     took = time.monotonic() - started
-    error = "" if ok else (_last_line(log.getvalue()) or f"{plugin.service_name} did not accept "
-                                                         f"the message")
+    error = "" if ok else (_scrub(_last_line(log.getvalue()), channel_url(name, channel))
+                           or f"{plugin.service_name} did not accept the message")
     return SendOutcome(name, ok, str(plugin.service_name), error, took)
 
 
@@ -148,7 +165,10 @@ def channel_status(config: Any, name: str, *, probe_timeout: float = 3.0) -> dic
     except (ChannelError, DependencyError) as exc:
         row.update(valid=False, reachable=None, detail=str(exc))
         return row
-    row.update(valid=True, service=str(plugin.service_name), url=plugin.url(privacy=True))
+    # Not plugin.url(privacy=True): Apprise masks the passwords and tokens it knows of, but
+    # shows an ntfy topic or a webhook path, the very secret of those services (often from
+    # ${ENV}), to the model that asked. The URL as written, masked, is what is shown.
+    row.update(valid=True, service=str(plugin.service_name))
     scheme = channel_url(name, channel).split("://", 1)[0].lower()
     host = getattr(plugin, "host", None)
     if scheme not in _SELF_HOSTED or not host:

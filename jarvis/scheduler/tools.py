@@ -170,7 +170,15 @@ def _check_model_notify(scheduler: Any, notify: Any, grant: Any) -> None:
     approved by name for the calling run. A person adds others with `schedule add --notify`."""
     channels = getattr(getattr(scheduler, "config", None), "channels", None) or {}
     channel = channels.get(notify) if isinstance(notify, str) else None
-    if channel is not None and channel.confirm and "channel_send" not in grant.approved_tools:
+    if channel is None:
+        # Deny by default: a scheduler without the config (as the tool is often wired) cannot
+        # tell whether the channel asks first, and the daemon that later delivers may know it.
+        shown = str(notify)[:64]
+        listed = ", ".join(sorted(channels)) or "none known to this scheduler"
+        raise _Refused(f"refused: channel {shown!r} is not a configured channel ({listed}), so "
+                       f"a task you schedule cannot send to it. (A person can add it with "
+                       f"`jarvis schedule add --notify {shown}`.)")
+    if channel.confirm and "channel_send" not in grant.approved_tools:
         raise _Refused(f"refused: channel {notify!r} asks before each message, so a task you "
                        f"schedule cannot send to it on its own. (A person can add it with "
                        f"`jarvis schedule add --notify {notify}`, or set confirm = false in "

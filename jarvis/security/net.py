@@ -21,6 +21,8 @@ httpx and httpcore are imported only when a request is made.
 from __future__ import annotations
 
 import ipaddress
+import math
+import re
 import socket
 import threading
 import time
@@ -42,6 +44,11 @@ USER_AGENT = "jarvis/0.1 (+https://github.com/jarvis)"
 FORBIDDEN_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection",
                                "upgrade", "te", "trailer", "proxy-authorization",
                                "proxy-connection", "keep-alive"})
+
+# RFC 9110 field names are tokens; values are visible ASCII, spaces and tabs (no obs-text:
+# httpx would raise on anything else, so it is refused here with a clear message).
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_FIELD_VALUE = re.compile(r"[\t\x20-\x7e]*")
 
 Resolver = Callable[[str, int], list[str]]
 
@@ -129,6 +136,12 @@ def _v4_kind(ip: ipaddress.IPv4Address) -> str:
     return "reserved address"
 
 
+def valid_header(name: Any, value: Any) -> bool:
+    """Whether a request header can be sent as given (a token name, a printable-ASCII value)."""
+    return (isinstance(name, str) and isinstance(value, str) and _TOKEN.fullmatch(name) is not None
+            and _FIELD_VALUE.fullmatch(value) is not None)
+
+
 def legacy_ipv4(host: str) -> str | None:
     """The dotted quad a non-canonical IPv4 spelling stands for (`2130706433`, `0x7f.1`,
     `0177.0.0.1`, `127.1`), which resolvers accept; None when `host` is not one."""
@@ -143,18 +156,27 @@ def legacy_ipv4(host: str) -> str | None:
 
 
 # --- policy -----------------------------------------------------------------------------------
+def canonical_host(host: str) -> str:
+    """An IP address in its one canonical spelling (`2606:4700:0::1111` -> `2606:4700::1111`),
+    so that policy entries and URLs compare as addresses; names are returned as they are."""
+    try:
+        return str(ipaddress.ip_address(host))
+    except ValueError:
+        return host
+
+
 def _host_key(entry: str) -> tuple[str, int | None]:
     """"host", "host:port", "[v6]:port" -> (lowercase host, port or None)."""
     entry = entry.strip().lower().rstrip(".")
     if entry.startswith("["):
         host, _, rest = entry[1:].partition("]")
         port = rest.lstrip(":")
-        return host, int(port) if port.isdigit() else None
+        return canonical_host(host), int(port) if port.isdigit() else None
     if entry.count(":") == 1:
         host, _, port = entry.partition(":")
         if port.isdigit():
             return host.rstrip("."), int(port)
-    return entry, None
+    return canonical_host(entry), None
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +221,14 @@ class NetPolicy:
             if h == host and p in (None, port):
                 return True
         return False
+
+    def blocked_address(self, addresses: Iterable[str], port: int) -> str | None:
+        """The first of `addresses` (what the name resolved to) that blocked_hosts names as an
+        address: blocking 93.184.215.14 must hold for every name that points there."""
+        for address in addresses:
+            if self.is_blocked(canonical_host(address), port):
+                return address
+        return None
 
 
 @dataclass(slots=True)
@@ -272,9 +302,11 @@ def check_url(url: Any, policy: NetPolicy, resolver: Resolver = default_resolver
     if parsed.userinfo:
         raise BlockedURLError("URLs with a user name or password before '@' are refused "
                               "(send credentials in headers instead)")
-    host = parsed.raw_host.decode("ascii", "replace").lower().rstrip(".")
+    host = canonical_host(parsed.raw_host.decode("ascii", "replace").lower().rstrip("."))
     if not host:
         raise BlockedURLError("the url has no host")
+    if parsed.port is not None and not 1 <= parsed.port <= 65535:
+        raise BlockedURLError(f"port {parsed.port} is not a TCP port (1-65535)")
     port = parsed.port or (443 if scheme == "https" else 80)
     where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     if policy.is_blocked(host, port):
@@ -285,6 +317,7 @@ def check_url(url: Any, policy: NetPolicy, resolver: Resolver = default_resolver
         addresses = [host] if _is_ip(host) else _resolve(resolver, host, port, timeout)
         if not addresses:
             raise FetchError(f"cannot resolve {host}: no addresses")
+        _check_blocked_addresses(policy, host, port, addresses)
         return Target(str(parsed), scheme, host, port, addresses, allowed_by_user=True)
     hint = f'; to allow it, add "{where}" to {policy.setting} in config.toml'
     legacy = legacy_ipv4(host)
@@ -299,6 +332,7 @@ def check_url(url: Any, policy: NetPolicy, resolver: Resolver = default_resolver
         addresses = _resolve(resolver, host, port, timeout)
         if not addresses:
             raise FetchError(f"cannot resolve {host}: no addresses")
+    _check_blocked_addresses(policy, host, port, addresses)
     for address in addresses:
         why = blocked_reason(address)
         if why is not None:
@@ -307,6 +341,13 @@ def check_url(url: Any, policy: NetPolicy, resolver: Resolver = default_resolver
             raise BlockedURLError(f"{shown} is {article} {why}: requests to non-public "
                                   f"addresses are refused" + hint)
     return Target(str(parsed), scheme, host, port, addresses)
+
+
+def _check_blocked_addresses(policy: NetPolicy, host: str, port: int,
+                             addresses: list[str]) -> None:
+    hit = policy.blocked_address(addresses, port)
+    if hit is not None:
+        raise BlockedURLError(f"{host} resolves to {hit}, which is in blocked_hosts")
 
 
 def _is_ip(host: str) -> bool:
@@ -318,9 +359,51 @@ def _is_ip(host: str) -> bool:
 
 
 # --- the pinned transport ---------------------------------------------------------------------
-def _pinned_backend(pins: dict[tuple[str, int], list[str]], connected: list[str]) -> Any:
+def _left(deadline: float, timeout: float | None, error: type[Exception]) -> float:
+    """The time an operation may take: its own timeout, never past the call's deadline."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise error("the deadline passed")
+    return left if timeout is None else min(timeout, left)
+
+
+def _deadline_stream(stream: Any, deadline: float) -> Any:
+    """A network stream whose every read, write and TLS handshake ends by `deadline`.
+    httpcore's timeouts are per operation, so a server dripping one header byte per second
+    would otherwise hold a call for as long as it liked."""
+    import httpcore
+
+    class DeadlineStream(httpcore.NetworkStream):
+        def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+            return stream.read(max_bytes, _left(deadline, timeout, httpcore.ReadTimeout))
+
+        def write(self, buffer: bytes, timeout: float | None = None) -> None:
+            view = memoryview(buffer)
+            for start in range(0, len(view), 65_536):  # a slow reader: re-check per piece
+                stream.write(bytes(view[start:start + 65_536]),
+                             _left(deadline, timeout, httpcore.WriteTimeout))
+
+        def close(self) -> None:
+            stream.close()
+
+        def start_tls(self, ssl_context: Any, server_hostname: str | None = None,
+                      timeout: float | None = None) -> Any:
+            return _deadline_stream(stream.start_tls(
+                ssl_context, server_hostname, _left(deadline, timeout, httpcore.ConnectTimeout)),
+                deadline)
+
+        def get_extra_info(self, info: str) -> Any:
+            return stream.get_extra_info(info)
+
+    return DeadlineStream()
+
+
+def _pinned_backend(pins: dict[tuple[str, int], list[str]], connected: list[str],
+                    deadline: float = math.inf) -> Any:
     """An httpcore network backend that connects only to the addresses checked for a
-    (host, port): the name is never looked up again."""
+    (host, port): the name is never looked up again. Every connect attempt and every stream
+    operation ends by `deadline` (one deadline for the call, however many addresses or
+    bytes a server offers)."""
     import httpcore
 
     class PinnedBackend(httpcore.NetworkBackend):
@@ -330,19 +413,22 @@ def _pinned_backend(pins: dict[tuple[str, int], list[str]], connected: list[str]
         def connect_tcp(self, host: str, port: int, timeout: float | None = None,
                         local_address: str | None = None,
                         socket_options: Any = None) -> Any:
-            addresses = pins.get((host.lower().strip("[]").rstrip("."), port))
+            addresses = pins.get((canonical_host(host.lower().strip("[]").rstrip(".")), port))
             if not addresses:
                 raise httpcore.ConnectError(f"{host}:{port} was not checked; refusing to connect")
             last: Exception | None = None
             for address in addresses:
                 try:
-                    stream = self._inner.connect_tcp(address, port, timeout, local_address,
-                                                     socket_options)
+                    stream = self._inner.connect_tcp(
+                        address, port, _left(deadline, timeout, httpcore.ConnectTimeout),
+                        local_address, socket_options)
                 except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
                     last = exc
+                    if time.monotonic() >= deadline:
+                        break
                     continue
                 connected.append(address)
-                return stream
+                return _deadline_stream(stream, deadline)
             assert last is not None
             raise last
 
@@ -425,19 +511,28 @@ class SafeHttpClient:
 
         policy = self.policy
         limit = policy.max_bytes if max_bytes is None else max_bytes
-        total = policy.timeout if timeout is None else min(float(timeout), policy.timeout)
+        try:
+            total = policy.timeout if timeout is None else min(float(timeout), policy.timeout)
+        except (TypeError, ValueError):
+            total = math.nan
+        if not (math.isfinite(total) and total > 0):  # NaN would disable every deadline check
+            raise FetchError(f"timeout must be a positive number of seconds, not {timeout!r}")
         started = time.monotonic()
         deadline = started + total
         method = method.upper()
         send_headers = {"User-Agent": USER_AGENT, "Accept-Encoding": "gzip, deflate"}
         for key, value in (headers or {}).items():
+            if not valid_header(key, value):
+                raise BlockedURLError(f"header {str(key)[:50]!r}: names are letters, digits and "
+                                      f"!#$%&'*+-.^_`|~; values printable ASCII")
             if key.lower() in FORBIDDEN_HEADERS:
                 raise BlockedURLError(f"header {key!r} may not be set")
             send_headers[key] = value
         pins: dict[tuple[str, int], list[str]] = {}
         connected: list[str] = []
         transport = httpx.HTTPTransport(verify=self._ssl_context(), retries=0)
-        transport._pool._network_backend = _pinned_backend(pins, connected)  # noqa: SLF001
+        transport._pool._network_backend = _pinned_backend(pins, connected,  # noqa: SLF001
+                                                           deadline)
         redirects: list[str] = []
         current = url
         first_origin: tuple[str, str, int] | None = None

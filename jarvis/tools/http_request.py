@@ -9,8 +9,10 @@ described, never dumped. Status, headers and the final URL are in the result's m
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
+import math
 from typing import Any
 
 from jarvis.core.registry import ToolRegistry
@@ -27,6 +29,20 @@ _TEXT_TYPES = ("application/json", "application/xml", "application/javascript",
                "application/x-www-form-urlencoded", "application/x-ndjson",
                "application/ld+json", "application/rss+xml", "application/atom+xml",
                "image/svg+xml")
+# Headers some frameworks read as the real method: a GET carrying one may act as a DELETE, so
+# it is approved like one.
+METHOD_OVERRIDE_HEADERS = frozenset({"x-http-method-override", "x-http-method",
+                                     "x-method-override"})
+# The encodings of the WHATWG Encoding Standard (what browsers decode), by Python codec name.
+# A server's charset names any Python codec otherwise: `punycode` decodes in quadratic time
+# (minutes of CPU for 1 MB), `undefined` and `idna` raise instead of replacing.
+WEB_ENCODINGS = frozenset(codecs.lookup(name).name for name in (
+    "utf-8", "utf-16-le", "utf-16-be", "utf-16", "utf-32", "ascii", "latin-1", "cp866",
+    "iso8859-2", "iso8859-3", "iso8859-4", "iso8859-5", "iso8859-6", "iso8859-7", "iso8859-8",
+    "iso8859-10", "iso8859-13", "iso8859-14", "iso8859-15", "iso8859-16", "koi8-r", "koi8-u",
+    "mac-roman", "mac-cyrillic", "cp874", "cp1250", "cp1251", "cp1252", "cp1253", "cp1254",
+    "cp1255", "cp1256", "cp1257", "cp1258", "gbk", "gb2312", "gb18030", "big5", "big5hkscs",
+    "cp950", "euc-jp", "iso2022-jp", "shift_jis", "cp932", "euc-kr", "cp949"))
 
 
 def net_client(tool: str, allowed_hosts: Any, blocked_hosts: Any, max_bytes: int,
@@ -59,10 +75,12 @@ def is_text(content_type: str, body: bytes) -> bool:
 
 
 def decode(body: bytes, charset: str | None) -> str:
+    """The body as text in the server's charset when that is a web encoding, else UTF-8."""
     try:
-        return body.decode(charset or "utf-8", errors="replace")
-    except LookupError:  # an unknown charset name from the server
-        return body.decode("utf-8", errors="replace")
+        codec = codecs.lookup(charset or "utf-8").name
+    except (LookupError, TypeError, ValueError):  # an unknown charset name from the server
+        codec = "utf-8"
+    return body.decode(codec if codec in WEB_ENCODINGS else "utf-8", errors="replace")
 
 
 def describe_binary(content_type: str, size: int, truncated: bool, body: bytes) -> str:
@@ -146,7 +164,11 @@ class HttpRequestTool(BaseTool):
         )
 
     def needs_confirmation(self, arguments: dict[str, Any]) -> bool:
-        return str(arguments.get("method") or "GET").upper() not in SAFE_METHODS
+        if str(arguments.get("method") or "GET").upper() not in SAFE_METHODS:
+            return True
+        headers = arguments.get("headers")
+        return isinstance(headers, dict) and any(
+            str(key).lower() in METHOD_OVERRIDE_HEADERS for key in headers)
 
     def execute(self, **params: Any) -> ToolResult:
         method = str(params.get("method") or "GET").upper()
@@ -160,6 +182,12 @@ class HttpRequestTool(BaseTool):
         if content is not None and "json" in params and params["json"] is not None:
             headers.setdefault("Content-Type", "application/json")
         timeout = params.get("timeout")
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(
+                timeout, (int, float)) or not math.isfinite(timeout) or timeout <= 0):
+            # json.loads reads NaN and Infinity, and NaN passes the schema's bound.
+            return ToolResult.failure("http_request", f"timeout must be a positive number of "
+                                                      f"seconds (at most {self.timeout:g})",
+                                      ErrorType.INVALID_ARGS)
         from jarvis.security.net import BlockedURLError, FetchError
 
         try:
@@ -189,6 +217,8 @@ class HttpRequestTool(BaseTool):
 
 
 def _request_parts(params: dict[str, Any]) -> tuple[dict[str, str], dict[str, Any], bytes | None]:
+    from jarvis.security.net import valid_header
+
     headers = params.get("headers") or {}
     if not isinstance(headers, dict) or len(headers) > MAX_HEADERS:
         raise ValueError(f"headers must be an object of at most {MAX_HEADERS} string values")
@@ -198,6 +228,9 @@ def _request_parts(params: dict[str, Any]) -> tuple[dict[str, str], dict[str, An
                 or any(c in key + value for c in "\r\n\x00")):
             raise ValueError(f"header {key[:50]!r} must be a single-line string under "
                              f"{MAX_HEADER_CHARS} characters")
+        if not valid_header(key, value):
+            raise ValueError(f"header {key[:50]!r}: a name is letters, digits and "
+                             f"!#$%&'*+-.^_`|~, a value printable ASCII (encode anything else)")
         clean[key] = value
     query = params.get("query") or {}
     if not isinstance(query, dict) or len(query) > 100:
@@ -208,7 +241,7 @@ def _request_parts(params: dict[str, Any]) -> tuple[dict[str, str], dict[str, An
         raise ValueError("give either body or json, not both")
     if data is not None:
         try:
-            text = json.dumps(data, ensure_ascii=False)
+            text = json.dumps(data, ensure_ascii=False, allow_nan=False)
         except (TypeError, ValueError, RecursionError) as exc:
             raise ValueError(f"json is not serializable: {exc}") from None
         if len(text) > MAX_BODY_CHARS:

@@ -30,7 +30,15 @@ DEFAULT_MAX_CHARS = 20_000
 MAX_CHARS = 200_000
 INSTALL_WEB = "pip install 'jarvis[web]'"
 _HTML_TYPES = ("text/html", "application/xhtml+xml")
-_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.I | re.S)
+# Bounded on both sides: `<title[^>]*>(.*?)</title>` was quadratic on a page of unclosed
+# <title> tags (~70 s for 200 KB).
+_TITLE = re.compile(r"<title[^<>]{0,200}>([^<]{0,2000})</title>", re.I)
+# trafilatura spends ~0.1-0.2 ms per element (extraction and metadata), so a 2 MiB page of
+# 150,000 paragraphs held a thread for minutes; above this many elements the page's text is
+# taken in one linear pass instead.
+MAX_ELEMENTS = 25_000
+_NOT_TEXT = ("script", "style", "noscript", "template", "svg", "math", "iframe", "object",
+             "nav", "header", "footer", "aside", "form", "button", "select", "head")
 _META_CHARSET = re.compile(rb"""<meta[^>]{0,200}?charset=["']?([A-Za-z0-9_-]{1,40})""", re.I)
 
 
@@ -40,9 +48,36 @@ def _missing(tool: str, package: str, exc: ImportError) -> ToolResult:
                               ErrorType.EXECUTION)
 
 
-def html_to_text(page: str, url: str) -> tuple[str, str]:
-    """(title, main text as Markdown) of an HTML page; raises ImportError without trafilatura."""
+def _title(page: str) -> str:
+    match = _TITLE.search(page[:200_000])
+    return " ".join(html.unescape(match.group(1)).split()) if match else ""
+
+
+def plain_text(tree: Any) -> str:
+    """The visible text of a parsed page (article or main when there is one), one pass."""
+    from lxml import etree
+
+    etree.strip_elements(tree, *_NOT_TEXT, etree.Comment, etree.ProcessingInstruction,
+                         with_tail=False)
+    found = tree.xpath("//article | //main")
+    root = found[0] if found else tree  # (an lxml element without children is falsy)
+    blocks = (" ".join(t.split()) for t in root.itertext())
+    return " ".join(b for b in blocks if b)
+
+
+def html_to_text(page: str, url: str) -> tuple[str, str, bool]:
+    """(title, main text as Markdown, whether the plain-text fallback was used) of an HTML
+    page; raises ImportError without trafilatura."""
     import trafilatura
+    from trafilatura.utils import load_html
+
+    tree = load_html(page)
+    if tree is not None and sum(1 for _ in tree.iter()) > MAX_ELEMENTS:
+        title = next((" ".join(t.text_content().split()) for t in tree.iter("title")), "")
+        text = plain_text(tree)
+        note = (f"[this page has too many elements (over {MAX_ELEMENTS:,}) for main-text "
+                f"extraction; its whole visible text follows]\n\n")
+        return (title or _title(page))[:300], note + text if text else "", True
 
     text = trafilatura.extract(page, url=url, output_format="markdown", include_links=False,
                                include_images=False, include_tables=True, favor_recall=True,
@@ -52,9 +87,8 @@ def html_to_text(page: str, url: str) -> tuple[str, str]:
     if meta is not None and meta.title:
         title = meta.title
     if not title:
-        match = _TITLE.search(page[:200_000])
-        title = " ".join(html.unescape(match.group(1)).split()) if match else ""
-    return title.strip(), text.strip()
+        title = _title(page)
+    return title.strip(), text.strip(), False
 
 
 @ToolRegistry.register("web_fetch")
@@ -134,10 +168,10 @@ class WebFetchTool(BaseTool):
             match = _META_CHARSET.search(response.body[:4096])
             charset = match.group(1).decode("ascii") if match else None
         page = decode(response.body, charset)
-        title = ""
+        title, fallback = "", False
         if kind in _HTML_TYPES or (not kind and "<html" in page[:2000].lower()):
             try:
-                title, text = html_to_text(page, response.url)
+                title, text, fallback = html_to_text(page, response.url)
             except ImportError as exc:
                 return _missing("web_fetch", "trafilatura", exc)
             if not text:
@@ -151,5 +185,6 @@ class WebFetchTool(BaseTool):
             text += (f"\n[... the page was larger than {len(response.body)} bytes; only that "
                      f"much was read ...]")
         head = (f"# {title}\n" if title else "") + f"URL: {response.url}\n\n"
-        metadata.update(title=title, text_chars=len(text), cut_chars=max(cut, 0))
+        metadata.update(title=title, text_chars=len(text), cut_chars=max(cut, 0),
+                        plain_text_fallback=fallback)
         return ToolResult(tool_name="web_fetch", content=head + text, metadata=metadata)
