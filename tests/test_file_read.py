@@ -42,7 +42,8 @@ def test_reference_example_shape(tree):
 
 
 def test_max_lines_cuts_and_says_so(tree):
-    result = run(FileReadTool(allowed_dirs=[str(tree["root"])]), path=str(tree["data"] / "README.md"), max_lines=2)
+    result = run(FileReadTool(allowed_dirs=[str(tree["root"])]), path=str(tree["data"] / "README.md"),
+                 max_lines=2)
     assert result.content == "line 1\nline 2\n"
     assert result.metadata["truncated"] is True and result.metadata["lines_total"] == 3
     assert run(FileReadTool(allowed_dirs=[str(tree["root"])]), path=str(tree["data"] / "README.md"),
@@ -116,7 +117,8 @@ def test_missing_and_denied_files_outside_look_identical(tree):
 def test_missing_file_inside_is_reported_as_not_found(tree):
     result = run(FileReadTool(allowed_dirs=[str(tree["data"])]), path=str(tree["data"] / "nope"))
     assert not result.success and "file not found" in result.content
-    assert run(FileReadTool(allowed_dirs=[str(tree["root"])]), path=str(tree["root"] / "nope")).content.startswith("file not found")
+    missing = run(FileReadTool(allowed_dirs=[str(tree["root"])]), path=str(tree["root"] / "nope"))
+    assert missing.content.startswith("file not found")
 
 
 def test_fifo_is_refused_without_hanging(tree):

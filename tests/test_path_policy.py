@@ -539,8 +539,7 @@ def test_memory_index_walk_is_bounded_by_entries_not_only_files(tmp_path: Path, 
     """A folder of entries that hold no file to index (hidden files here; empty folders
     alike) costs a bounded walk: the model's call stops early and says so. The bound is
     lowered from 20 000 so that the test makes few files."""
-    from jarvis.memory import SQLiteMemory
-    from jarvis.memory import indexer
+    from jarvis.memory import SQLiteMemory, indexer
 
     monkeypatch.setattr(indexer, "MAX_WALK_ENTRIES", 300, raising=False)
     MAX_WALK_ENTRIES = 300

@@ -164,7 +164,7 @@ def _read_all(sock: socket.socket, limit: float = 10.0) -> bytes:
     while True:
         try:
             chunk = sock.recv(65536)
-        except (ConnectionResetError, TimeoutError, socket.timeout):
+        except (ConnectionResetError, TimeoutError):
             return data
         if not chunk:
             return data

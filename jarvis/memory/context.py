@@ -6,9 +6,10 @@ text to the system prompt, so the model can answer from the user's notes and cit
 Only relevant passages are added. A full-text match on one common word is not relevance (a
 calculator question would get README passages that contain the same number), so a passage
 must contain at least `min_match` of the question's key words (`[memory] context_min_match`,
-default 0.5; a long prompt counts as 6 key words), and numbers are not key words. BM25 scores are not used as the threshold: their
-scale depends on the size of the store (FTS5 gives a word found in most documents of a tiny
-store a score near zero), while the share of key words means the same everywhere.
+default 0.5; a long prompt counts as 6 key words), and numbers are not key words. BM25 scores
+are not used as the threshold: their scale depends on the size of the store (FTS5 gives a word
+found in most documents of a tiny store a score near zero), while the share of key words means the
+same everywhere.
 """
 
 from __future__ import annotations

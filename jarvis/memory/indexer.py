@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import itertools
 import os
-import stat
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field

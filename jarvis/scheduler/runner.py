@@ -18,8 +18,8 @@ import contextlib
 import importlib
 import queue
 import threading
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from jarvis.errors import UserError

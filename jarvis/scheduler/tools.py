@@ -9,9 +9,10 @@ What a model may grant: a task scheduled through the executor by a model gets at
 tools of the run that scheduled it (naming none gives it exactly those), and may approve
 only the confirmation-gated tools that run had approved by name; anything more is a failed
 result naming what was not granted. Resuming a paused task is granting it again: a model may
-resume only a task whose tools and approvals are within its run's. Such tasks are recorded as created by "model" and
-count against the [scheduler] model_* quotas. A person calling the tool directly (Python,
-or `jarvis tools run`) is not limited: `jarvis schedule add` is the person's way anyway.
+resume only a task whose tools and approvals are within its run's. Such tasks are recorded as
+created by "model" and count against the [scheduler] model_* quotas. A person calling the
+tool directly (Python, or `jarvis tools run`) is not limited: `jarvis schedule add` is the person's way
+anyway.
 This module stays cheap to import: the scheduler itself is imported only when used.
 """
 

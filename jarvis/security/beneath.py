@@ -7,8 +7,8 @@ probed once at run time, ENOSYS or a seccomp filter's EPERM mean no), else walks
 components one by one from that descriptor, each folder opened with O_NOFOLLOW | O_DIRECTORY
 and the file with O_NOFOLLOW | O_NONBLOCK. The folder itself is opened the same way from /
 (no symlink anywhere on its resolved path), so swapping a folder *above* it cannot move the
-read either. A symlink met on the way is PathChanged, never followed. The path policy (`jarvis.security.paths`) decides *what* may be opened; this module
-is *how*.
+read either. A symlink met on the way is PathChanged, never followed. The path policy
+(`jarvis.security.paths`) decides *what* may be opened; this module is *how*.
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ def _probe() -> bool:
         if exc.errno in (errno.ENOSYS, errno.EPERM, errno.EACCES, errno.EINVAL, errno.E2BIG):
             return False
         return True  # it exists; the probe itself failed for another reason
-    except (AttributeError, OSError, TypeError):
+    except (AttributeError, TypeError):
         return False
     os.close(fd)
     return True

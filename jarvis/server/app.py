@@ -105,9 +105,9 @@ def serve_tools(jarvis: Any, names: list[str] | None) -> list[Any]:
     """The tools to expose, built by the SDK with the dependencies they take (memory store,
     scheduler, engine). Named tools fail loudly; with no names, every enabled tool that can
     be built is exposed and the others are logged as skipped."""
+    from jarvis import load_builtin_catalog
     from jarvis.core.registry import ToolRegistry
     from jarvis.errors import JarvisError
-    from jarvis import load_builtin_catalog
 
     load_builtin_catalog()
     jarvis.load_extensions()

@@ -1,6 +1,7 @@
 """Connection limits for the served apps: a deadline on request headers, one on answers a
-client does not read, and a cap on open connections, as a uvicorn protocol (uvicorn itself has neither: a client that connects and
-never finishes its headers holds a connection and a file descriptor forever).
+client does not read, and a cap on open connections, as a uvicorn protocol
+(uvicorn itself has neither: a client that connects and never finishes its headers holds a
+connection and a file descriptor forever).
 
 - `header_timeout`: the request line and headers must arrive within this many seconds of the
   connection opening (or of the first byte of the next request on a kept-alive connection);
