@@ -407,4 +407,6 @@ def test_a_scheduled_run_grants_no_more_than_its_task_was_given():
         assert [sorted(t.tools) for t in nested] == [["calculator", "schedule_task"]]
         answers = [m["content"] for m in fake.requests[-1]["messages"] if m["role"] == "tool"]
         assert "not granted: think" in answers[0]
-        assert "model_max_active_tasks = 2" in answers[2]
+        # The two grantable calls run side by side: either may be the one over the quota.
+        refused = [a for a in answers[1:] if "model_max_active_tasks = 2" in a]
+        assert len(refused) == 1, answers
