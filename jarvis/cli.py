@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "schedule": ("jarvis.commands.schedule:schedule", "Add, list and manage scheduled tasks."),
     "scheduler": ("jarvis.commands.schedule:scheduler", "Run the daemon that runs scheduled tasks."),
     "channels": ("jarvis.commands.channels:channels", "List notification channels; send a test."),
+    "worker": ("jarvis.commands.worker:worker", "Run a Celery worker that executes scheduled runs."),
     "serve": ("jarvis.commands.serve:serve", "Serve tools (ORS) and agents (OpenAI API) over HTTP."),
     "doctor": ("jarvis.commands.doctor:doctor", "Check the host and the code sandbox in force."),
 }

@@ -262,7 +262,8 @@ class Jarvis:
                  context: bool | None = None, source: str = "sdk",
                  on_token: Callable[[str], Any] | None = None,
                  history: Sequence[Message] | None = None, temperature: float | None = None,
-                 max_tokens: int | None = None) -> dict[str, Any]:
+                 max_tokens: int | None = None,
+                 run_metadata: dict[str, Any] | None = None) -> dict[str, Any]:
         """Answer `query` and report how.
 
         Args:
@@ -276,6 +277,9 @@ class Jarvis:
             context: False skips the memory context.
             source: recorded in the run log (sdk, cli, scheduler, ...).
             on_token: called with each piece of the answer as it streams.
+            run_metadata: facts about this run for its tools (ToolContext.metadata) and agent
+                (its executor's metadata), kept in the result's metadata and the run log; the
+                scheduler passes `scheduled_run` (idempotency key, attempt).
 
         Returns a dict with content, usage (summed over turns), tool_results, turns, model,
         engine, agent, run_id, context_sources and metadata.
@@ -314,7 +318,8 @@ class Jarvis:
                                 max_output_chars=tc.max_output_chars, run_id=run_id,
                                 approved_tools=approved_tools or (),
                                 max_abandoned_per_tool=tc.max_abandoned_per_tool,
-                                max_abandoned=tc.max_abandoned_threads)
+                                max_abandoned=tc.max_abandoned_threads,
+                                metadata=run_metadata)
         system_prompt = system if system is not None else (
             spec.instructions if spec is not None and spec.instructions else self.config.agent.system)
         context_text, sources = self._memory_context(query, context)
@@ -356,6 +361,7 @@ class Jarvis:
             item["arguments"] = _decoded(call["arguments"]) if call else None
             tool_results.append(item)
         metadata = {k: v for k, v in result.metadata.items() if k not in ("tool_calls", "model")}
+        metadata.update(run_metadata or {})
         out = {
             "content": result.content,
             "usage": dict(result.usage),

@@ -43,3 +43,35 @@ def cli_env(jarvis_home: Path) -> dict[str, str]:
     env = dict(os.environ)
     env["JARVIS_HOME"] = str(jarvis_home)
     return env
+
+
+# --- real servers for the scale-out tests (see tests/servers.py) -----------------------------
+@pytest.fixture(scope="session")
+def postgres_server():
+    """One PostgreSQL server per test process; each test takes a fresh database from it."""
+    from servers import start_postgres
+
+    server = start_postgres()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def pg_url(postgres_server, request) -> str:
+    """A fresh, empty database on the session's PostgreSQL server."""
+    import re
+
+    from servers import new_database
+
+    name = "t_" + re.sub(r"[^a-z0-9_]", "_", request.node.name.lower())[:40] + "_" + os.urandom(3).hex()
+    return new_database(postgres_server, name)
+
+
+@pytest.fixture
+def redis_server():
+    """A Redis server of this test's own (empty), stopped afterwards."""
+    from servers import start_redis
+
+    server = start_redis()
+    yield server
+    server.stop()

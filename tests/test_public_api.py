@@ -12,7 +12,8 @@ import pytest
 
 import jarvis
 
-HEAVY = ("openai", "mcp", "httpx", "pydantic", "jsonschema", "sqlite_utils", "croniter")
+HEAVY = ("openai", "mcp", "httpx", "pydantic", "jsonschema", "sqlite_utils", "croniter", "celery",
+         "kombu", "redis", "psycopg")
 SDK_EXISTS = (Path(jarvis.__file__).parent / "sdk.py").exists()
 
 

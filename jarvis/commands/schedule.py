@@ -10,23 +10,34 @@ import click
 from jarvis.commands._common import echo_json, load_cli_config, one_line
 
 
-def _scheduler(runner: str | None = None, config: Any = None, **options: Any) -> Any:
-    """A TaskScheduler on the configured database, with the configured runner."""
+def _scheduler(runner: str | None = None, config: Any = None, *, dispatch: bool = False,
+               **options: Any) -> Any:
+    """A TaskScheduler on the configured store, with the configured runner.
+
+    `dispatch`: the daemon of `runner = "celery"` sends runs to Celery workers; everything
+    else (`schedule run` included) runs on this process's threads.
+    """
+    from jarvis.scheduler.ledger import open_store
     from jarvis.scheduler.runner import SdkRunner, load_runner
     from jarvis.scheduler.scheduler import TaskScheduler
-    from jarvis.scheduler.store import SchedulerStore
 
     config = config if config is not None else load_cli_config()
-    settings = config.scheduler
-    db_path = str(config.resolve_path(settings.db_path)) if settings.db_path else None
-    target = runner or settings.runner
+    target = runner or config.scheduler.runner
+    dispatcher = None
+    if target == "celery":
+        target = ""
+        if dispatch:
+            from jarvis.scheduler.dispatch import CeleryDispatcher
+
+            dispatcher = CeleryDispatcher.from_config(config)
     if target:
         made = load_runner(target)
     else:
         from jarvis.sdk import Jarvis
 
         made = SdkRunner(factory=lambda: Jarvis(config=config))
-    return TaskScheduler(store=SchedulerStore(db_path), runner=made, config=config, **options)
+    return TaskScheduler(store=open_store(config), runner=made, config=config,
+                         dispatcher=dispatcher, **options)
 
 
 def _unknown_names(agent: str | None, tools: str | None) -> list[str]:
@@ -74,7 +85,8 @@ def schedule() -> None:
     """Add, list, pause, resume, cancel and run scheduled tasks.
 
     Tasks are stored in the scheduler database ([scheduler] db_path, default
-    $JARVIS_HOME/scheduler.db) and run by `jarvis scheduler start`.
+    $JARVIS_HOME/scheduler.db, or the PostgreSQL ledger of [scheduler] store) and run by
+    `jarvis scheduler start`.
     """
 
 
@@ -295,9 +307,18 @@ def run_task(task_id: str, runner: str | None, wait: bool, as_json: bool) -> Non
 @click.argument("task_id", required=False)
 @click.option("-n", "--limit", type=click.IntRange(1, 10_000), default=20, show_default=True,
               help="How many runs to show (newest first).")
+@click.option("--run", "run_id", type=int, default=None, metavar="RUN_ID",
+              help="Show this one run in full, with its run log entry (transcript, tool calls).")
 @click.option("--json", "as_json", is_flag=True, help="Print the runs as JSON.")
-def list_runs(task_id: str | None, limit: int, as_json: bool) -> None:
-    """Show recorded runs (of TASK_ID, or of every task), newest first."""
+def list_runs(task_id: str | None, limit: int, run_id: int | None, as_json: bool) -> None:
+    """Show recorded runs (of TASK_ID, or of every task), newest first.
+
+    With a shared PostgreSQL ledger this lists runs done on every machine; `--run RUN_ID`
+    shows one with the run log entry its worker stored in the ledger.
+    """
+    if run_id is not None:
+        _show_run(run_id, as_json)
+        return
     runs = _scheduler().list_runs(task_id, limit=limit)
     if as_json:
         echo_json([r.to_dict() for r in runs])
@@ -318,6 +339,48 @@ def list_runs(task_id: str | None, limit: int, as_json: bool) -> None:
             detail += f"  [-> {run.delivery.get('channel')}: {run.delivery.get('status')}]"
         click.echo(f"#{run.id}  {run.task_id}  {run.status:<9}  for {data['scheduled_for']}  "
                    f"try {run.attempt}  {took:>7}  {detail}")
+
+
+def _run_log_entry(store: Any, config: Any, run_log_id: str | None) -> dict[str, Any] | None:
+    """The run log entry of a run: from the shared ledger (runs done on workers), else the
+    local run log."""
+    if not run_log_id:
+        return None
+    get = getattr(store, "get_log_entry", None)
+    entry = get(run_log_id) if get is not None else None
+    if entry is not None:
+        return entry
+    from jarvis.errors import UserError
+    from jarvis.runlog import RunLog, run_log_path
+
+    try:
+        return RunLog(run_log_path(config)).get(run_log_id)
+    except UserError:
+        return None
+
+
+def _show_run(run_id: int, as_json: bool) -> None:
+    config = load_cli_config()
+    sched = _scheduler(config=config)
+    run = sched.store.get_run(run_id)
+    data = run.to_dict()
+    data["log"] = _run_log_entry(sched.store, config, run.run_log_id)
+    if as_json:
+        echo_json(data)
+        return
+    log_entry = data.pop("log")
+    for key, value in data.items():
+        click.echo(f"{key}: {value}")
+    if log_entry is None:
+        click.echo("log: - (no run log entry here" + (f" for {run.run_log_id})"
+                                                       if run.run_log_id else ")"))
+        return
+    click.echo(f"log: {log_entry.get('id')} ({log_entry.get('status')}, "
+               f"{len(log_entry.get('tool_calls') or [])} tool call(s))")
+    for call in log_entry.get("tool_calls") or []:
+        click.echo(f"  tool {call.get('tool_name')}: "
+                   f"{'ok' if call.get('success') else 'failed'}  "
+                   f"{one_line(str(call.get('content') or ''), 60)}")
 
 
 def _sync_agents(sched: Any, config: Any) -> None:
@@ -342,7 +405,8 @@ def scheduler() -> None:
 @scheduler.command("start")
 @click.option("--once", is_flag=True, help="Run what is due now, wait for it, and exit.")
 @click.option("--runner", default=None, metavar="MODULE:FACTORY",
-              help="TaskRunner to use instead of the configured one ([scheduler] runner).")
+              help="TaskRunner to use instead of the configured one ([scheduler] runner); "
+              "'celery' sends runs to `jarvis worker` processes.")
 @click.option("--max-workers", "max_workers", type=click.IntRange(1, 64), default=None,
               help="Runs at the same time (default: [scheduler] max_workers).")
 @click.option("--poll", "poll", type=click.FloatRange(0.05, 60), default=None, metavar="SECONDS",
@@ -365,10 +429,14 @@ def start(once: bool, runner: str | None, max_workers: int | None, poll: float |
     logger.setLevel(logging.INFO)
     logger.propagate = False
     config = load_cli_config()
-    sched = _scheduler(runner, config, max_workers=max_workers, poll_seconds=poll)
+    sched = _scheduler(runner, config, dispatch=True, max_workers=max_workers, poll_seconds=poll)
     _sync_agents(sched, config)
     if not once:
         sched.run_forever()
+        return
+    if sched.dispatcher is not None:
+        sent = sched.dispatch_due()
+        click.echo(f"dispatched {len(sent)} run(s) to the workers")
         return
     runs = sched.run_due()
     if not runs:

@@ -41,6 +41,9 @@ ENV_OVERRIDES: dict[str, str] = {
     "JARVIS_MAX_TURNS": "agent.max_turns",
     "JARVIS_MEMORY_DB": "memory.db_path",
     "JARVIS_SCHEDULER_DB": "scheduler.db_path",
+    "JARVIS_SCHEDULER_STORE": "scheduler.store",
+    "JARVIS_SCHEDULER_RUNNER": "scheduler.runner",
+    "JARVIS_CELERY_BROKER": "scheduler.celery.broker",
     "JARVIS_RUNS_DB": "runs.db_path",
     "JARVIS_RUN_LOG": "runs.enabled",
     "JARVIS_SANDBOX": "sandbox.isolation",
@@ -169,8 +172,24 @@ def _keep_runs(value: Any) -> Any:
     return value
 
 
+class CeleryConfig(_Section):
+    """[scheduler.celery]: scheduled runs executed by Celery workers (`runner = "celery"`)."""
+
+    broker: str = Field("", description="broker URL, e.g. redis://localhost:6379/0")
+    queue: str = Field("jarvis", description="the Celery queue runs are sent to")
+    dispatch_timeout: float = Field(300.0, ge=1, description="a dispatched run that no worker "
+                                    "has started after this many seconds is sent again")
+    visibility_timeout: float | None = Field(None, gt=0, description="Redis redelivery time "
+                                             "of unacknowledged messages; default: above the "
+                                             "longest task timeout")
+    concurrency: int = Field(2, ge=1, le=256, description="runs one `jarvis worker` executes "
+                             "at once (--concurrency wins)")
+
+
 class SchedulerConfig(_Section):
     db_path: str = ""
+    store: str = Field("", description="the scheduler's ledger: empty for the SQLite file at "
+                       "db_path, or postgresql://user@host:port/db to share it between machines")
     grace_seconds: float = Field(3600.0, ge=0, description="how late a missed run may still run")
     max_workers: int = Field(2, ge=1, le=64)
     poll_seconds: float = Field(1.0, gt=0, le=60, description="longest sleep; how soon tasks "
@@ -180,8 +199,9 @@ class SchedulerConfig(_Section):
     default_timeout: float = Field(600.0, gt=0, description="seconds a run may take by default")
     shutdown_timeout: float = Field(30.0, ge=0, description="seconds running tasks get to "
                                     "finish on SIGINT/SIGTERM")
-    runner: str = Field("", description="module:factory of a TaskRunner; empty runs prompts "
-                        "through the SDK like `jarvis ask`")
+    runner: str = Field("", description="\"celery\" sends runs to Celery workers; else "
+                        "module:factory of a TaskRunner; empty runs prompts through the SDK "
+                        "like `jarvis ask` on local threads")
     model_max_active_tasks: int = Field(100, ge=0, description="active tasks that models (the "
                                         "schedule_task tool) may have at once")
     model_min_interval_seconds: float = Field(60.0, ge=0, description="shortest time between "
@@ -191,6 +211,7 @@ class SchedulerConfig(_Section):
     keep_runs: KeepRuns | None = Field(None, description="retention of finished runs, applied "
                                        "by the daemon: 500 (per task), \"30d\", or "
                                        "{ days = 30, count = 500 }; unset keeps them all")
+    celery: CeleryConfig = Field(default_factory=CeleryConfig)
 
     @field_validator("keep_runs", mode="before")
     @classmethod

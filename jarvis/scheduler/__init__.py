@@ -4,8 +4,10 @@
     scheduler = TaskScheduler(store=SchedulerStore())
     scheduler.add("Summarize the news", cron="0 8 * * *", tz="Europe/Paris")
 
-Modules: schedules (once/interval/cron), records (Task, Run), store (SQLite), runner (the
-execution seam), scheduler (operations and the daemon loop), tools (agent tools).
+Modules: schedules (once/interval/cron), records (Task, Run), ledger (the store protocol and
+which store a config picks), store (SQLite), store_postgres (PostgreSQL, shared between
+machines), runner (how a run executes), dispatch (where: Celery workers), celery_app and
+worker (`jarvis worker`), scheduler (operations and the daemon loop), tools (agent tools).
 Names are imported on first use so that `import jarvis.scheduler` stays cheap.
 """
 
@@ -16,6 +18,12 @@ from typing import Any
 
 _EXPORTS = {
     "SchedulerStore": "jarvis.scheduler.store",
+    "PostgresStore": "jarvis.scheduler.store_postgres",
+    "SchedulerLedger": "jarvis.scheduler.ledger",
+    "DispatchLedger": "jarvis.scheduler.ledger",
+    "open_store": "jarvis.scheduler.ledger",
+    "RunDispatcher": "jarvis.scheduler.dispatch",
+    "CeleryDispatcher": "jarvis.scheduler.dispatch",
     "TaskNotFoundError": "jarvis.scheduler.store",
     "TaskBusyError": "jarvis.scheduler.store",
     "TaskScheduler": "jarvis.scheduler.scheduler",

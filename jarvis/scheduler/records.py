@@ -9,7 +9,9 @@ from typing import Any
 from jarvis.scheduler.schedules import Schedule, iso
 
 TASK_STATUSES: tuple[str, ...] = ("active", "paused", "completed", "cancelled")
-RUN_STATUSES: tuple[str, ...] = ("pending", "running", "succeeded", "failed", "skipped")
+# "dispatched": sent to a Celery worker that has not started it yet (PostgreSQL ledger only).
+RUN_STATUSES: tuple[str, ...] = ("pending", "dispatched", "running", "succeeded", "failed",
+                                 "skipped")
 CRASH_POLICIES: tuple[str, ...] = ("retry", "fail")
 
 
@@ -87,7 +89,9 @@ class Run:
 
     `trigger` is "schedule", "manual" (`jarvis schedule run`), "retry" or "recovery" (re-run
     after a daemon died mid-run). `skipped_count` > 0 on a "skipped" record that stands for
-    that many missed occurrences, from `scheduled_for` to `skipped_until`.
+    that many missed occurrences, from `scheduled_for` to `skipped_until`. `epoch` is the
+    fencing number of a run sent to workers: each (re)dispatch raises it, and a worker may only
+    start or finish the run with the epoch it was sent.
     """
 
     id: int
@@ -109,6 +113,16 @@ class Run:
     skipped_until: float | None = None
     # How sending the outcome to the task's channel went: {channel, status, attempts, error, at}
     delivery: dict[str, Any] | None = None
+    epoch: int = 0
+
+    @property
+    def idempotency_key(self) -> str:
+        """Names the occurrence, the same for every attempt: a tool with external effects can
+        de-duplicate on it (with `attempt` telling a re-run from the first)."""
+        from datetime import UTC, datetime
+
+        when = datetime.fromtimestamp(self.scheduled_for, UTC).isoformat(timespec="milliseconds")
+        return f"{self.task_id}@{when}"
 
     @property
     def duration(self) -> float | None:
@@ -122,6 +136,8 @@ class Run:
             "task_id": self.task_id,
             "scheduled_for": iso(self.scheduled_for),
             "attempt": self.attempt,
+            "idempotency_key": self.idempotency_key,
+            "epoch": self.epoch,
             "status": self.status,
             "trigger": self.trigger,
             "started_at": iso(self.started_at),

@@ -69,9 +69,12 @@ class SdkRunner:
     first use (e.g. `lambda: Jarvis(config=config)`), reused, one per concurrent run.
     """
 
-    def __init__(self, system: Any = None, *, factory: Callable[[], Any] | None = None) -> None:
+    def __init__(self, system: Any = None, *, factory: Callable[[], Any] | None = None,
+                 capture_log: bool = False) -> None:
         self.system = system
         self.factory = factory
+        # A worker stores the run log entry in the shared ledger: read it back after the run.
+        self.capture_log = capture_log
         self._idle: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._lock = threading.Lock()
 
@@ -110,7 +113,7 @@ class SdkRunner:
             result = system.ask_full(task.prompt, agent=task.agent or None,
                                      tools=list(task.tools) or None,
                                      approved_tools=list(task.approved_tools),
-                                     source="scheduler")
+                                     source="scheduler", run_metadata=run_metadata(occurrence))
         except Exception as exc:
             if started:
                 with contextlib.suppress(AttributeError, TypeError):
@@ -119,8 +122,27 @@ class SdkRunner:
         finally:
             if bus is not None:
                 bus.unsubscribe(EventType.RUN_START, on_start)
-            self._release(system)
-        return outcome_from_result(result)
+            if not self.capture_log:
+                self._release(system)
+        try:
+            outcome = outcome_from_result(result)
+            runlog = getattr(system, "runlog", None) if self.capture_log else None
+            if runlog is not None and outcome.run_log_id:
+                outcome.metadata["log_entry"] = runlog.get(outcome.run_log_id)
+        finally:
+            if self.capture_log:
+                self._release(system)
+        return outcome
+
+
+def run_metadata(occurrence: Run) -> dict[str, Any]:
+    """What a scheduled run tells its tools and agent about itself (ToolContext.metadata and
+    the executor's metadata): the idempotency key of the occurrence and the attempt number,
+    so a tool with external effects can de-duplicate a re-run."""
+    return {"scheduled_run": {
+        "task_id": occurrence.task_id, "run_id": occurrence.id,
+        "idempotency_key": occurrence.idempotency_key, "attempt": occurrence.attempt,
+        "scheduled_for": occurrence.to_dict()["scheduled_for"], "trigger": occurrence.trigger}}
 
 
 def outcome_from_result(result: Any) -> RunOutcome:

@@ -10,6 +10,10 @@ other processes are noticed within that time. Each claimed run executes on a wor
 that keeps the run's lease alive while it waits. A run past its timeout is recorded as failed
 ("timeout") and its result dropped, but only when its call really ends (Python cannot kill a
 thread): until then it keeps its worker and blocks its task's retry and next runs.
+
+With a `dispatcher` (jarvis.scheduler.dispatch, e.g. Celery workers) injected, the daemon runs
+nothing itself: it claims due runs as "dispatched" in the shared ledger and sends them, and
+its reaper sends again what no worker started and re-runs what a dead worker left (on_crash).
 """
 
 from __future__ import annotations
@@ -24,10 +28,11 @@ from collections.abc import Callable
 from typing import Any
 
 from jarvis.errors import EngineError, JarvisError, UserError
+from jarvis.scheduler.ledger import SchedulerLedger, StoreUnavailable, TaskIdTaken
 from jarvis.scheduler.records import CRASH_POLICIES, TASK_STATUSES, Run, Task
 from jarvis.scheduler.runner import FunctionRunner, RunOutcome, SdkRunner, TaskRunner
 from jarvis.scheduler.schedules import iso, parse_schedule
-from jarvis.scheduler.store import Claim, QuotaError, SchedulerStore, TaskBusyError, owner_id
+from jarvis.scheduler.store import Claim, QuotaError, TaskBusyError, owner_id
 
 log = logging.getLogger("jarvis.scheduler")
 
@@ -35,8 +40,9 @@ MAX_PROMPT_CHARS = 20_000
 MAX_TOOLS = 64
 MAX_TIMEOUT_SECONDS = 24 * 3600.0
 MAX_RETRIES = 10
-# fullmatch, never match with `$`: `$` also matches before a trailing newline ('simple\n').
 PRUNE_EVERY_SECONDS = 3600.0  # how often a running daemon applies [scheduler] keep_runs
+DISPATCH_BATCH = 100  # runs claimed for dispatch per ledger transaction
+# fullmatch, never match with `$`: `$` also matches before a trailing newline ('simple\n').
 _TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
 
@@ -51,8 +57,9 @@ def _settings(config: Any) -> Any:
 class TaskScheduler:
     """Create, inspect and run scheduled tasks; `run_forever()` is the daemon."""
 
-    def __init__(self, store: SchedulerStore | None = None, system: Any = None, *,
+    def __init__(self, store: SchedulerLedger | None = None, system: Any = None, *,
                  runner: TaskRunner | Callable[..., Any] | None = None, config: Any = None,
+                 dispatcher: Any = None,
                  clock: Callable[[], float] = time.time, max_workers: int | None = None,
                  poll_seconds: float | None = None, lease_seconds: float | None = None,
                  grace_seconds: float | None = None,
@@ -71,13 +78,18 @@ class TaskScheduler:
         self.notifier = notifier
         settings = _settings(config)
         if store is None:
-            from jarvis.core.paths import state_path
+            from jarvis.scheduler.ledger import open_store
 
-            db_path = settings.db_path
-            if db_path and config is not None and hasattr(config, "resolve_path"):
-                db_path = str(config.resolve_path(db_path))
-            store = SchedulerStore(state_path(db_path or None, "scheduler.db"))
+            store = open_store(config if config is not None else None)
         self.store = store
+        if dispatcher is not None:
+            from jarvis.scheduler.ledger import DispatchLedger
+
+            if not isinstance(store, DispatchLedger):
+                raise UserError("running tasks on workers needs a ledger they share: set "
+                                "[scheduler] store = \"postgresql://user@host:port/db\"")
+        # None: runs execute on this process's threads (the local runner).
+        self.dispatcher = dispatcher
         self.system = system
         if runner is None:
             runner = SdkRunner(system)
@@ -188,7 +200,7 @@ class TaskScheduler:
                 self.store.add_task(task, max_live=self.model_max_active_tasks
                                     if created_by == "model" else None)
                 break
-            except sqlite3.IntegrityError:
+            except (sqlite3.IntegrityError, TaskIdTaken):
                 continue  # id collision: draw another
         else:
             raise JarvisError("could not allocate a task id; try again")
@@ -342,7 +354,11 @@ class TaskScheduler:
     # --- running -----------------------------------------------------------------------
     def run_due(self) -> list[Run]:
         """Run everything due now (catch-up policy included), wait for it, and return the
-        finished runs: what `jarvis scheduler start --once` does."""
+        finished runs: what `jarvis scheduler start --once` does. With a dispatcher, what is
+        due is sent to the workers instead and nothing is returned (see `dispatch_due`)."""
+        if self.dispatcher is not None:
+            self.dispatch_due()
+            return []
         self._recover()
         self._prune()
         finished: list[Run] = []
@@ -455,8 +471,40 @@ class TaskScheduler:
             self._wake.clear()
         self._shutdown()
 
+    def dispatch_due(self) -> list[Claim]:
+        """Recover, then claim and send everything due to the dispatcher; returns what was sent."""
+        self._recover()
+        return self._claim_and_send()
+
+    def _claim_and_send(self) -> list[Claim]:
+        sent: list[Claim] = []
+        while True:
+            claims = self.store.claim_for_dispatch(  # type: ignore[attr-defined]
+                now=self.clock(), owner=self.owner,
+                dispatch_seconds=self.dispatcher.dispatch_seconds, limit=DISPATCH_BATCH,
+                default_grace=self.grace_seconds)
+            for claim in claims:
+                self._send(claim)
+            sent += claims
+            if len(claims) < DISPATCH_BATCH:
+                return sent
+
+    def _send(self, claim: Claim) -> None:
+        run = claim.run
+        try:
+            self.dispatcher.send(claim)
+        except Exception as exc:  # the run stays dispatched: the reaper sends it again
+            log.error("task %s: could not send run %d to the workers (%s: %s); it is sent again "
+                      "after %g s", claim.task.id, run.id, type(exc).__name__, exc,
+                      self.dispatcher.dispatch_seconds)
+            return
+        log.info("task %s: run %d dispatched (%s, occurrence %s, attempt %d, epoch %d)",
+                 claim.task.id, run.id, run.trigger, iso(run.scheduled_for), run.attempt, run.epoch)
+
     def _tick(self, idle_state: str | None) -> tuple[float, str]:
         """One wake-up: claim what is due (if workers are free); return how long to sleep."""
+        if self.dispatcher is not None:
+            return self._dispatch_tick(idle_state)
         with self._active_lock:
             free = self.max_workers - len(self._active)
         claims: list[Claim] = []
@@ -474,6 +522,20 @@ class TaskScheduler:
             delay = wake_at - self.clock()
             # Due but not claimable right now (e.g. busy elsewhere): wait a poll, not spin.
             timeout = min(self.poll_seconds, delay) if delay > 0 or claims else self.poll_seconds
+        return timeout, idle_state
+
+    def _dispatch_tick(self, idle_state: str | None) -> tuple[float, str]:
+        """One wake-up with a dispatcher: send what is due; workers limit how much runs."""
+        wake_at = self.store.next_wake()
+        if wake_at is not None and wake_at <= self.clock():
+            self._claim_and_send()
+            wake_at = self.store.next_wake()
+        idle_state = self._report_idle(idle_state, wake_at)
+        timeout = self.poll_seconds
+        if wake_at is not None:
+            delay = wake_at - self.clock()
+            # Due but not claimable (its previous run still going): wait a poll, not spin.
+            timeout = min(self.poll_seconds, delay) if delay > 0 else self.poll_seconds
         return timeout, idle_state
 
     def _spawn(self, claim: Claim) -> None:
@@ -500,6 +562,8 @@ class TaskScheduler:
             thread.join(max(0.0, deadline - time.monotonic()))
         self._give_up([run_id for run_id, thread in pending.items() if thread.is_alive()],
                       "shutdown")
+        if self.dispatcher is not None:
+            self.dispatcher.close()
         log.info("scheduler %s stopped", self.owner)
 
     def _give_up(self, run_ids: list[int], cause: str) -> list[Run]:
@@ -539,7 +603,7 @@ class TaskScheduler:
             return
         try:
             deleted = self.prune()
-        except sqlite3.Error as exc:  # busy or locked: the next pass will do
+        except (sqlite3.Error, StoreUnavailable) as exc:  # busy or locked: the next pass will do
             log.warning("could not delete old runs (keep_runs): %s", exc)
             return
         if deleted:
@@ -551,6 +615,18 @@ class TaskScheduler:
             log.warning("task %s: run %d (occurrence %s) was interrupted by a scheduler that "
                         "died (%s); recorded as failed, per the task's on_crash policy",
                         run.task_id, run.id, iso(run.scheduled_for), run.claimed_by)
+        if self.dispatcher is not None:
+            while True:
+                claims = self.store.redispatch_expired(  # type: ignore[attr-defined]
+                    owner=self.owner, dispatch_seconds=self.dispatcher.dispatch_seconds,
+                    limit=DISPATCH_BATCH)
+                for claim in claims:
+                    log.warning("task %s: run %d was not started by a worker within %g s; "
+                                "sending it again (epoch %d)", claim.task.id, claim.run.id,
+                                self.dispatcher.dispatch_seconds, claim.run.epoch)
+                    self._send(claim)
+                if len(claims) < DISPATCH_BATCH:
+                    break
 
     def _report_idle(self, previous: str | None, wake_at: float | None) -> str:
         with self._active_lock:
@@ -606,7 +682,7 @@ class TaskScheduler:
             if worker.is_alive():
                 try:
                     self.store.heartbeat(self.owner, self.clock() + self.lease_seconds)
-                except sqlite3.OperationalError as exc:  # busy: the next beat will do
+                except (sqlite3.OperationalError, StoreUnavailable) as exc:  # busy: the next beat will do
                     log.warning("could not renew the lease of run %d: %s", run.id, exc)
         if self._was_given_up(run.id):
             return run
@@ -651,7 +727,7 @@ class TaskScheduler:
             return run
         try:
             return self.store.record_delivery(run.id, record)
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, StoreUnavailable) as exc:
             log.warning("task %s: could not record the delivery of run %d: %s", task.id, run.id,
                         exc)
             run.delivery = record
@@ -676,7 +752,7 @@ class TaskScheduler:
                     run.id, self.owner, now=self.clock(), success=outcome.success,
                     answer=outcome.answer, error=outcome.error, error_type=outcome.error_type,
                     run_log_id=outcome.run_log_id)
-            except sqlite3.OperationalError as exc:
+            except (sqlite3.OperationalError, StoreUnavailable) as exc:
                 if attempt == 4:
                     raise
                 log.warning("recording run %d failed (%s); retrying", run.id, exc)

@@ -248,7 +248,8 @@ class ToolExecutor:
                  max_concurrency: int = 8, run_id: str | None = None,
                  approved_tools: Iterable[str] = (), by_person: bool = False,
                  max_abandoned_per_tool: int = DEFAULT_MAX_ABANDONED_PER_TOOL,
-                 max_abandoned: int = DEFAULT_MAX_ABANDONED) -> None:
+                 max_abandoned: int = DEFAULT_MAX_ABANDONED,
+                 metadata: dict[str, Any] | None = None) -> None:
         self.bus = bus
         self.approver = approver
         self.default_timeout = default_timeout
@@ -261,6 +262,9 @@ class ToolExecutor:
         self.max_abandoned_per_tool = max(1, int(max_abandoned_per_tool))
         self.max_abandoned = max(1, int(max_abandoned))
         self._grant: Grant | None = None
+        # Facts about the run for its tools (ToolContext.metadata), e.g. a scheduled run's
+        # idempotency key and attempt.
+        self.metadata: dict[str, Any] = dict(metadata or {})
         self._entries: dict[str, _Entry] = {}
         # One approval at a time: concurrent calls of one turn must not prompt a user at once.
         self._approve_lock = threading.Lock()
@@ -417,7 +421,8 @@ class ToolExecutor:
         if not prep.entry.wants_context:
             return None
         return ToolContext(run_id=self.run_id, call_id=prep.call_id,
-                           tool_name=prep.entry.spec.name, bus=self.bus, grant=self.grant)
+                           tool_name=prep.entry.spec.name, bus=self.bus, grant=self.grant,
+                           metadata=dict(self.metadata))
 
     def _over_abandoned(self, prep: _Prepared) -> ToolResult | None:
         """A failed result when too many timed-out calls still hold threads (None: go on)."""

@@ -1,0 +1,210 @@
+"""`jarvis worker`: a Celery worker that executes dispatched runs, and the execution itself.
+
+For each message (run id, attempt, epoch) a worker process:
+1. starts the run with a compare-and-set on (id, epoch, "dispatched") in the ledger, and drops
+   the message if that fails (a duplicate delivery, or a run sent again with a newer epoch);
+2. runs the TaskRunner (by default the SDK's ask_full, as `jarvis ask` does: tools, approvals,
+   run log) on a thread, renewing its own lease on the ledger while it waits, up to the task's
+   timeout;
+3. records the outcome with the same compare-and-set (id, epoch, "running", this worker), with
+   the run log entry stored in the ledger so every machine sharing it can read it.
+A worker that dies stops renewing; the daemon's reaper then applies the task's on_crash policy.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from jarvis.errors import UserError
+from jarvis.scheduler.runner import RunOutcome, TaskRunner
+
+log = logging.getLogger("jarvis.scheduler.worker")
+
+_WORKER: Worker | None = None
+
+
+def current_worker() -> Worker:
+    if _WORKER is None:
+        raise RuntimeError("this process has no jarvis worker (start it with `jarvis worker`)")
+    return _WORKER
+
+
+class Worker:
+    """Executes dispatched runs against a PostgreSQL ledger (one store per process)."""
+
+    def __init__(self, store_url: str, runner: TaskRunner, *, lease_seconds: float = 60.0,
+                 config: Any = None,
+                 notifier: Callable[[Any, Any], dict[str, Any] | None] | None = None) -> None:
+        self.store_url = store_url
+        self.runner = runner
+        # Tasks with `notify` get their finished runs sent to the channel from the worker.
+        self.config = config
+        self.notifier = notifier
+        self.lease_seconds = float(lease_seconds)
+        self._store: Any = None
+        self._pid = 0
+        self._owner = ""
+        self._lock = threading.Lock()
+        self.abandoned = 0
+
+    def store(self) -> Any:
+        """This process's store (a prefork child opens its own after the fork)."""
+        with self._lock:
+            if self._store is None or self._pid != os.getpid():
+                from jarvis.scheduler.store import owner_id
+                from jarvis.scheduler.store_postgres import PostgresStore
+
+                self._store = PostgresStore(self.store_url)
+                self._pid = os.getpid()
+                self._owner = "worker:" + owner_id()
+            return self._store
+
+    @property
+    def owner(self) -> str:
+        self.store()
+        return self._owner
+
+    def execute(self, run_id: int, attempt: int, epoch: int) -> str:
+        """Run one dispatched run; returns what happened (for the worker's log)."""
+        store = self.store()
+        claim = store.start_dispatched(run_id, epoch, self._owner, self.lease_seconds)
+        if claim is None:
+            log.info("run %d (attempt %d, epoch %d): not started here: a duplicate delivery, "
+                     "or sent again since; dropped", run_id, attempt, epoch)
+            return "dropped"
+        task, run = claim.task, claim.run
+        log.info("task %s: run %d started (attempt %d, epoch %d, %s)", task.id, run.id,
+                 run.attempt, run.epoch, run.idempotency_key)
+        box: dict[str, Any] = {}
+
+        def call() -> None:
+            try:
+                box["outcome"] = self.runner.run(task, run)
+            except BaseException as exc:  # recorded, never allowed to stop the worker
+                box["error"] = exc
+
+        thread = threading.Thread(target=call, daemon=True, name=f"jarvis-run-{run.id}")
+        started = time.monotonic()
+        thread.start()
+        beat = max(min(self.lease_seconds / 4, 5.0), 0.05)
+        owned = True
+        while thread.is_alive():
+            left = task.timeout_seconds - (time.monotonic() - started)
+            if left <= 0:
+                break
+            thread.join(min(beat, left))
+            if thread.is_alive() and owned:
+                try:
+                    owned = store.renew(run.id, run.epoch, self._owner, self.lease_seconds)
+                except Exception as exc:  # the ledger is unreachable: try again next beat
+                    log.warning("could not renew the lease of run %d: %s", run.id, exc)
+                if not owned:
+                    log.warning("task %s: run %d was taken from this worker (lease expired); "
+                                "its result will be dropped", task.id, run.id)
+        outcome = self._outcome(thread, box, task)
+        entry = outcome.metadata.get("log_entry") if isinstance(outcome.metadata, dict) else None
+        finished = None
+        for attempt_no in range(5):
+            try:
+                finished = store.finish_dispatched(
+                    run.id, run.epoch, self._owner, success=outcome.success, answer=outcome.answer,
+                    error=outcome.error, error_type=outcome.error_type,
+                    run_log_id=outcome.run_log_id, log_entry=entry)
+                break
+            except Exception as exc:
+                if attempt_no == 4:
+                    raise
+                log.warning("recording run %d failed (%s); retrying", run.id, exc)
+                time.sleep(0.5 * (attempt_no + 1))
+        if finished is None:
+            log.warning("task %s: run %d finished, but it is no longer this worker's (lease "
+                        "expired and the run was recovered); its result was dropped", task.id,
+                        run.id)
+            return "lost"
+        log.info("task %s: run %d %s in %.2f s", task.id, run.id, finished.status,
+                 time.monotonic() - started)
+        if task.notify:
+            self._deliver(store, task, finished)
+        return finished.status
+
+    def _deliver(self, store: Any, task: Any, run: Any) -> None:
+        """Send the recorded run to the task's channel and record how it went (as the local
+        scheduler does); a failed delivery loses nothing, the run is recorded already."""
+        if self.notifier is None:
+            from jarvis.channels.delivery import ChannelNotifier
+
+            self.notifier = ChannelNotifier(self.config)
+        try:
+            record = self.notifier(task, run)
+        except Exception as exc:  # a broken notifier must not take the worker down
+            record = {"channel": task.notify, "status": "failed", "attempts": 0,
+                      "error": f"{type(exc).__name__}: {exc}", "at": time.time()}
+        if isinstance(record, dict):
+            try:
+                store.record_delivery(run.id, record)
+            except Exception as exc:
+                log.warning("task %s: could not record the delivery of run %d: %s", task.id,
+                            run.id, exc)
+
+    def _outcome(self, thread: threading.Thread, box: dict[str, Any], task: Any) -> RunOutcome:
+        from jarvis.scheduler.scheduler import _failure
+
+        if thread.is_alive():
+            self.abandoned += 1
+            return RunOutcome.failed(f"timed out after {task.timeout_seconds:g} s (the task's "
+                                     f"timeout); the run was abandoned", "timeout")
+        if "error" in box:
+            return _failure(box["error"])
+        outcome = box.get("outcome")
+        if not isinstance(outcome, RunOutcome):
+            outcome = RunOutcome(success=True, answer=None if outcome is None else str(outcome))
+        return outcome
+
+
+def worker_runner(config: Any, target: str | None,
+                  factory: Callable[[], Any] | None = None) -> TaskRunner:
+    """The TaskRunner a worker uses: --runner, else a module:factory [scheduler] runner, else
+    the SDK's ask_full (a Jarvis from `factory`, which the entry point passes in) with the run
+    log entry captured for the ledger."""
+    from jarvis.scheduler.runner import SdkRunner, load_runner
+
+    configured = config.scheduler.runner
+    target = target or (configured if configured not in ("", "celery") else "")
+    if target:
+        return load_runner(target)
+    return SdkRunner(factory=factory, capture_log=True)
+
+
+def run_worker(config: Any, *, concurrency: int | None = None, runner: str | None = None,
+               factory: Callable[[], Any] | None = None, loglevel: str = "INFO",
+               hostname: str | None = None) -> None:
+    """Start a Celery worker (blocks until it is stopped) that executes runs from the ledger."""
+    from jarvis.scheduler.celery_app import make_app
+    from jarvis.scheduler.ledger import is_postgres_url, redact
+    from jarvis.scheduler.store_postgres import PostgresStore
+
+    global _WORKER
+    settings = config.scheduler
+    if not settings.store or not is_postgres_url(settings.store):
+        raise UserError("`jarvis worker` needs the shared ledger: set [scheduler] store = "
+                        "\"postgresql://user@host:port/db\" (or JARVIS_SCHEDULER_STORE); the "
+                        "SQLite file cannot be shared between machines")
+    celery = settings.celery
+    app = make_app(celery.broker, queue=celery.queue, visibility_timeout=celery.visibility_timeout)
+    # Check the ledger (and apply migrations) before forking; each process then opens its own.
+    PostgresStore(settings.store).close()
+    _WORKER = Worker(settings.store, worker_runner(config, runner, factory),
+                     lease_seconds=settings.lease_seconds, config=config)
+    processes = concurrency or celery.concurrency
+    logging.getLogger("jarvis.scheduler").info(
+        "%d process(es) on queue %r of %s, ledger %s", processes, celery.queue,
+        redact(celery.broker), redact(settings.store))
+    argv = ["worker", f"--concurrency={processes}", "--pool=prefork", f"--loglevel={loglevel}",
+            f"--queues={celery.queue}", "--without-gossip", "--without-mingle",
+            "--without-heartbeat", f"--hostname={hostname or f'jarvis-{os.getpid()}@%h'}"]
+    app.worker_main(argv)
