@@ -14,7 +14,7 @@ from celery_support import pg_rows
 from jarvis.scheduler.ledger import DispatchLedger, SchedulerLedger, open_store, redact
 from jarvis.scheduler.scheduler import TaskScheduler
 from jarvis.scheduler.store import SchedulerStore
-from jarvis.scheduler.store_postgres import PostgresStore
+from jarvis.scheduler.store_postgres import MIGRATIONS, PostgresStore
 
 
 @pytest.fixture
@@ -64,7 +64,7 @@ def test_migrations_apply_once_even_when_many_processes_open_at_once(pg_url):
     for t in threads:
         t.join(30)
     assert errors == []
-    assert pg_rows(pg_url, "SELECT version FROM jarvis_schema") == [(1,)]
+    assert pg_rows(pg_url, "SELECT version FROM jarvis_schema") == [(len(MIGRATIONS),)]
     tables = {r[0] for r in pg_rows(pg_url, "SELECT tablename FROM pg_tables WHERE tablename "
                                             "LIKE 'jarvis_%%'")}
     assert tables == {"jarvis_schema", "jarvis_tasks", "jarvis_runs", "jarvis_run_logs"}
@@ -229,3 +229,40 @@ def test_paging_and_retention_as_on_sqlite(pg_url, store, api):
     assert store.prune_runs(now=time.time(), max_age=3600) == 1  # the old one
     assert store.prune_runs(now=time.time(), keep_per_task=1) == 1  # id 2; 3 and 4 are newest
     assert [r.id for r in store.list_runs(tasks[0].id)] == [4, 3]
+
+
+def test_a_ledger_made_by_an_older_version_is_migrated_in_place(pg_url):
+    # Schema version 1, as the first release made it, with a task in it.
+    pg_rows(pg_url, "CREATE TABLE jarvis_schema (version integer NOT NULL)")
+    pg_rows(pg_url, "INSERT INTO jarvis_schema VALUES (1)")
+    pg_rows(pg_url, MIGRATIONS[0])
+    pg_rows(pg_url, "INSERT INTO jarvis_tasks (id, prompt, schedule_type, schedule_value, status, "
+                    "tools, approved_tools, metadata, timezone, created_at, anchor, "
+                    "timeout_seconds, max_retries, retry_backoff_seconds, on_crash) VALUES "
+                    "('old1', 'echo old', 'interval', '60', 'active', '[]', '[]', '{}', 'UTC', "
+                    "0, 0, 600, 0, 30, 'retry')")
+    store = PostgresStore(pg_url)
+    try:
+        assert store.schema_version == len(MIGRATIONS) >= 2
+        task = store.get_task("old1")
+        assert task.prompt == "echo old" and task.notify is None
+        assert {r[0] for r in pg_rows(pg_url, "SELECT column_name FROM information_schema.columns "
+                                              "WHERE table_name = 'jarvis_runs'")} >= {"delivery"}
+    finally:
+        store.close()
+
+
+def test_model_quota_and_delivery_records_as_on_sqlite(pg_url, store):
+    from jarvis.scheduler.store import QuotaError
+
+    api = TaskScheduler(store=store, runner=lambda task, occurrence: "ran")
+    api.model_max_active_tasks = 1
+    api.create_task("echo a", "interval", "3600", created_by="model")
+    with pytest.raises(QuotaError, match="model_max_active_tasks = 1"):
+        api.create_task("echo b", "interval", "3600", created_by="model")
+    person = api.add("echo person", every=3600)
+    run = api.run_now(person.id)
+    recorded = store.record_delivery(run.id, {"channel": "ops", "status": "sent", "attempts": 1,
+                                              "at": time.time()})
+    assert recorded.delivery["status"] == "sent" and store.get_run(run.id).delivery == \
+        recorded.delivery
