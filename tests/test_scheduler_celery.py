@@ -336,3 +336,28 @@ def test_a_stalled_worker_cannot_record_a_run_taken_from_it(env, api, pg_url, ru
     # Attempt 1 really ran to its end too: at-least-once execution, recorded once.
     ends = sorted(e["attempt"] for e in read_log(runlog) if e["event"] == "end")
     assert ends == [1, 2]
+
+
+def test_a_worker_delivers_a_task_result_to_its_channel(pg_url, api):
+    """A task with `notify` run on a worker: the result reaches the channel (a real loopback
+    webhook) and the delivery is recorded with the run in the ledger."""
+    from net_support import Reply, serving
+    from scheduler_support import ScriptRunner
+
+    from jarvis.core.config import JarvisConfig
+    from jarvis.scheduler.worker import Worker
+
+    with serving({"/hook": lambda seen: Reply(200, "ok")}) as server:
+        config = JarvisConfig.model_validate({"channels": {
+            "hook": {"url": f"json://{server.hostport}/hook"}}})
+        api.config = config
+        task = api.add("echo shipped", every=3600, notify="hook")
+        make_due(pg_url, task.id)
+        (claim,) = api.store.claim_for_dispatch(now=time.time(), owner="d", dispatch_seconds=60,
+                                                limit=5, default_grace=3600)
+        worker_ = Worker(pg_url, ScriptRunner(), lease_seconds=30, config=config)
+        assert worker_.execute(claim.run.id, claim.run.attempt, claim.run.epoch) == "succeeded"
+    run = api.store.get_run(claim.run.id)
+    assert run.answer == "shipped" and run.delivery["status"] == "delivered"
+    assert json.loads(server.seen[0].body)["message"].startswith("shipped")
+    worker_.store().close()
