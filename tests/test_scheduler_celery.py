@@ -271,16 +271,36 @@ def test_local_runner_gives_tools_the_idempotency_key_and_the_docs_example_works
     store.close()
 
 
-def test_a_run_past_its_timeout_is_recorded_and_the_worker_goes_on(env, api, pg_url, procs):
-    slow = api.add("sleep 30", every=3600, timeout_seconds=1)
+def test_a_run_past_its_timeout_ends_with_its_process_and_its_retry_never_overlaps_it(
+        env, api, pg_url, runlog, procs):
+    """Defect 7 on workers: the call of a timed-out run is ended with its pool process (a
+    thread cannot be stopped), the timeout is recorded, and the retry starts only after that
+    process is gone; the single-process worker then goes on with a new pool process."""
+    import os
+
+    slow = api.add("hang-first 30", every=3600, timeout_seconds=1, max_retries=1,
+                   retry_backoff_seconds=0)
     quick = api.add("echo after", every=3600)
     make_due(pg_url, slow.id)
     procs.append(worker(env, "--concurrency", "1", "--runner", "scheduler_support:ScriptRunner"))
     procs.append(daemon(env))
-    rows = wait_for(lambda: pg_rows(pg_url, "SELECT status, error_type, error FROM jarvis_runs "
-                                            "WHERE task_id = %s AND status = 'failed'", (slow.id,)),
+    rows = wait_for(lambda: pg_rows(pg_url, "SELECT attempt, error_type, error, finished_at FROM "
+                                            "jarvis_runs WHERE task_id = %s AND status = "
+                                            "'failed'", (slow.id,)),
                     timeout=30, what="the timed-out run")
-    assert rows[0][1] == "timeout" and "timed out after 1 s" in rows[0][2]
+    assert rows[0][:2] == (1, "timeout") and "timed out after 1 s" in rows[0][2]
+    assert "worker process was stopped" in rows[0][2]
+    retry = wait_for(lambda: succeeded(pg_url, slow.id), timeout=30, what="the retry")
+    assert [(r[1], r[2]) for r in retry] == [(2, "recovered")]
+    starts = {e["attempt"]: e for e in read_log(runlog) if e["task_id"] == slow.id
+              and e["event"] == "start"}
+    # The first call never ended (its process was stopped) and was gone before the retry began.
+    assert not [e for e in read_log(runlog) if e["task_id"] == slow.id
+                and e["event"] == "end" and e["attempt"] == 1]
+    assert starts[2]["pid"] != starts[1]["pid"]
+    with pytest.raises(ProcessLookupError):
+        os.kill(starts[1]["pid"], 0)
+    assert starts[2]["time"] >= rows[0][3] + 5 - 0.5  # the retry waited for the stop
     make_due(pg_url, quick.id)  # the same single-process worker is free again
     wait_for(lambda: succeeded(pg_url, quick.id), timeout=30, what="the next run")
 

@@ -266,3 +266,38 @@ def test_model_quota_and_delivery_records_as_on_sqlite(pg_url, store):
                                               "at": time.time()})
     assert recorded.delivery["status"] == "sent" and store.get_run(run.id).delivery == \
         recorded.delivery
+
+
+def test_schedule_run_never_beside_a_running_or_dispatched_run(pg_url, store, api):
+    """Defect 10 on the shared ledger: a manual run is refused (exit 3) while a run of the task
+    is sent to a worker or going on, on any machine; a finished run frees it."""
+    from jarvis.scheduler.store import TaskBusyError
+
+    task = api.add("echo busy", every=3600)
+    due(pg_url)
+    (claim,) = store.claim_for_dispatch(now=time.time(), owner="d", dispatch_seconds=60, limit=5,
+                                        default_grace=3600)
+    with pytest.raises(TaskBusyError) as busy:
+        store.claim_manual(task, now=time.time(), owner="me", lease_seconds=30)
+    assert busy.value.exit_code == 3 and "sent to a worker" in str(busy.value)
+    assert store.start_dispatched(claim.run.id, 1, "w", 30) is not None
+    with pytest.raises(TaskBusyError, match="started"):
+        api.run_now(task.id)
+    store.finish_dispatched(claim.run.id, 1, "w", success=True, answer="done")
+    manual = api.run_now(task.id)
+    assert (manual.status, manual.trigger, manual.answer) == ("succeeded", "manual", "ran 1")
+
+
+def test_a_retry_after_a_stopped_timed_out_run_waits_for_the_stop(pg_url, store, api):
+    api.add("echo slow", every=3600, max_retries=1, retry_backoff_seconds=0)
+    due(pg_url)
+    (claim,) = store.claim_for_dispatch(now=time.time(), owner="d", dispatch_seconds=60, limit=5,
+                                        default_grace=3600)
+    store.start_dispatched(claim.run.id, 1, "w", 30)
+    store.finish_dispatched(claim.run.id, 1, "w", success=False, error="timed out",
+                            error_type="timeout", min_retry_delay=5)
+    assert store.claim_for_dispatch(now=time.time() + 4, owner="d", dispatch_seconds=60,
+                                    limit=5, default_grace=3600) == []
+    (retry,) = store.claim_for_dispatch(now=time.time() + 6, owner="d", dispatch_seconds=60,
+                                        limit=5, default_grace=3600)
+    assert retry.run.attempt == 2

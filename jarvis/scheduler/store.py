@@ -62,8 +62,10 @@ class TaskBusyError(JarvisError):
         self.run = run
         from jarvis.scheduler.schedules import iso
 
-        super().__init__(f"task {task_id} is running now (run #{run.id}, {run.trigger}, started "
-                         f"{iso(run.started_at)} by {run.claimed_by}); nothing was run: retry "
+        how = (f"started {iso(run.started_at)} by {run.claimed_by}" if run.started_at
+               else f"sent to a worker by {run.claimed_by}")
+        super().__init__(f"task {task_id} is running now (run #{run.id}, {run.trigger}, "
+                         f"{how}); nothing was run: retry "
                          f"when it ends, or pass --wait to run it then")
 
 

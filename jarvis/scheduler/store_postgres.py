@@ -34,6 +34,7 @@ from jarvis.scheduler.store import (
     MAX_ERROR_CHARS,
     Claim,
     QuotaError,
+    TaskBusyError,
     TaskNotFoundError,
     _clip,
     _run,
@@ -515,8 +516,19 @@ class PostgresStore:
         return claims
 
     def claim_manual(self, task: Task, *, now: float, owner: str, lease_seconds: float) -> Claim:
-        """Claim a run of `task` right now, outside its schedule (`jarvis schedule run`)."""
+        """Claim a run of `task` right now, outside its schedule (`jarvis schedule run`).
+
+        Raises TaskBusyError while a run of the task is going on or sent to a worker (the same
+        no-overlap rule as scheduled runs): checked under the task's row lock, which every
+        claimer of the task takes, in the transaction that inserts the run."""
         with self._tx() as cur:
+            if self._locked_task(cur, task.id) is None:
+                raise TaskNotFoundError(task.id)
+            cur.execute(f"SELECT * FROM jarvis_runs WHERE task_id = %s AND status IN {ACTIVE} "
+                        f"ORDER BY id LIMIT 1", (task.id,))
+            busy = cur.fetchone()
+            if busy is not None:
+                raise TaskBusyError(task.id, _run(busy))
             cur.execute(
                 "INSERT INTO jarvis_runs (task_id, scheduled_for, attempt, status, trigger, "
                 f"claimed_by, lease_until, started_at) VALUES (%s, %s, 1, 'running', 'manual', "
@@ -547,7 +559,8 @@ class PostgresStore:
 
     def _finish(self, cur: Any, where: str, params: tuple, *, now: float | None, success: bool,
                 answer: str | None, error: str | None, error_type: str | None,
-                run_log_id: str | None, retry: bool) -> Run | None:
+                run_log_id: str | None, retry: bool,
+                min_retry_delay: float = 0.0) -> Run | None:
         status = "succeeded" if success else "failed"
         finished = "%s" if now is not None else NOW
         values: tuple = (status,) + ((now,) if now is not None else ())
@@ -562,11 +575,12 @@ class PostgresStore:
             return None
         run = _run(row)
         self._after_attempt(cur, run, now=run.finished_at or time.time(),
-                            retry=retry and not success, crashed=False)
+                            retry=retry and not success, crashed=False,
+                            min_retry_delay=min_retry_delay)
         return run
 
     def _after_attempt(self, cur: Any, run: Run, *, now: float, retry: bool,
-                       crashed: bool) -> None:
+                       crashed: bool, min_retry_delay: float = 0.0) -> None:
         """Queue the next attempt when the policy says so; update the task's summary."""
         task = self._locked_task(cur, run.task_id)
         if task is None:
@@ -580,6 +594,7 @@ class PostgresStore:
             else:
                 allowed = run.attempt < 1 + task.max_retries
                 delay = task.retry_backoff_seconds * (2 ** (run.attempt - 1))
+            delay = max(delay, min_retry_delay)
             if allowed:
                 cur.execute(
                     "INSERT INTO jarvis_runs (task_id, scheduled_for, attempt, status, trigger, "
@@ -694,14 +709,17 @@ class PostgresStore:
     def finish_dispatched(self, run_id: int, epoch: int, owner: str, *, success: bool,
                           answer: str | None = None, error: str | None = None,
                           error_type: str | None = None, run_log_id: str | None = None,
-                          log_entry: dict[str, Any] | None = None) -> Run | None:
+                          log_entry: dict[str, Any] | None = None,
+                          min_retry_delay: float = 0.0) -> Run | None:
         """A worker's compare-and-set finish on (id, epoch, "running", owner), with its run
-        log entry stored beside the run; None: the run was taken from it (nothing written)."""
+        log entry stored beside the run; None: the run was taken from it (nothing written).
+        `min_retry_delay`: a retry it queues waits at least this long (a worker that records
+        a timed-out run, then stops its process to end the call, gets that time to stop)."""
         with self._tx() as cur:
             run = self._finish(cur, "id = %s AND epoch = %s AND claimed_by = %s",
                                (run_id, epoch, owner), now=None, success=success, answer=answer,
                                error=error, error_type=error_type, run_log_id=run_log_id,
-                               retry=True)
+                               retry=True, min_retry_delay=min_retry_delay)
             if run is not None and run_log_id and log_entry is not None:
                 text = json.dumps(log_entry, ensure_ascii=False, default=str)
                 if len(text) > MAX_LOG_ENTRY_CHARS:

@@ -13,6 +13,7 @@ A worker that dies stops renewing; the daemon's reaper then applies the task's o
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -26,6 +27,8 @@ from jarvis.scheduler.runner import RunOutcome, TaskRunner
 log = logging.getLogger("jarvis.scheduler.worker")
 
 _WORKER: Worker | None = None
+STOP_SECONDS = 5.0  # a timed-out run's retry waits this long for its process to be stopped
+EXIT_STOPPED_RUN = 75  # exit status of a pool process stopped to end a timed-out call
 
 
 def current_worker() -> Worker:
@@ -51,6 +54,9 @@ class Worker:
         self._owner = ""
         self._lock = threading.Lock()
         self.abandoned = 0
+        # `jarvis worker` (a Celery pool process per run) ends a run's process at its timeout;
+        # in-process use (tests, embedding) only abandons the call.
+        self.stop_process_on_timeout = False
 
     def store(self) -> Any:
         """This process's store (a prefork child opens its own after the fork)."""
@@ -106,6 +112,11 @@ class Worker:
                 if not owned:
                     log.warning("task %s: run %d was taken from this worker (lease expired); "
                                 "its result will be dropped", task.id, run.id)
+        # Past its timeout with the call still going: Python cannot stop a thread, but a worker
+        # can stop its process. Record the timeout (a retry waits STOP_SECONDS more), then end
+        # the process, so a retry never overlaps this call; Celery starts a new process, and
+        # the message, delivered again, is dropped by the compare-and-set.
+        overran = thread.is_alive()
         outcome = self._outcome(thread, box, task)
         entry = outcome.metadata.get("log_entry") if isinstance(outcome.metadata, dict) else None
         finished = None
@@ -114,13 +125,24 @@ class Worker:
                 finished = store.finish_dispatched(
                     run.id, run.epoch, self._owner, success=outcome.success, answer=outcome.answer,
                     error=outcome.error, error_type=outcome.error_type,
-                    run_log_id=outcome.run_log_id, log_entry=entry)
+                    run_log_id=outcome.run_log_id, log_entry=entry,
+                    min_retry_delay=STOP_SECONDS if overran else 0.0)
                 break
             except Exception as exc:
                 if attempt_no == 4:
+                    if overran and self.stop_process_on_timeout:
+                        self._stop_process(run.id)
                     raise
                 log.warning("recording run %d failed (%s); retrying", run.id, exc)
                 time.sleep(0.5 * (attempt_no + 1))
+        if overran and self.stop_process_on_timeout:
+            if finished is not None and task.notify:
+                # The channel still hears of the timeout, within the time its retry waits.
+                sender = threading.Thread(target=self._deliver, args=(store, task, finished),
+                                          daemon=True)
+                sender.start()
+                sender.join(STOP_SECONDS - 1.0)
+            self._stop_process(run.id)
         if finished is None:
             log.warning("task %s: run %d finished, but it is no longer this worker's (lease "
                         "expired and the run was recovered); its result was dropped", task.id,
@@ -151,13 +173,23 @@ class Worker:
                 log.warning("task %s: could not record the delivery of run %d: %s", task.id,
                             run.id, exc)
 
+    def _stop_process(self, run_id: int) -> None:
+        log.warning("run %d: its call is still going after the task's timeout; stopping this "
+                    "worker process to end it (Celery starts another)", run_id)
+        for handler in logging.getLogger("jarvis.scheduler").handlers:
+            with contextlib.suppress(Exception):
+                handler.flush()
+        os._exit(EXIT_STOPPED_RUN)
+
     def _outcome(self, thread: threading.Thread, box: dict[str, Any], task: Any) -> RunOutcome:
         from jarvis.scheduler.scheduler import _failure
 
         if thread.is_alive():
             self.abandoned += 1
+            how = ("its worker process was stopped to end the call" if self.stop_process_on_timeout
+                   else "its call was abandoned")
             return RunOutcome.failed(f"timed out after {task.timeout_seconds:g} s (the task's "
-                                     f"timeout); the run was abandoned", "timeout")
+                                     f"timeout); {how}, its result is dropped", "timeout")
         if "error" in box:
             return _failure(box["error"])
         outcome = box.get("outcome")
@@ -200,6 +232,7 @@ def run_worker(config: Any, *, concurrency: int | None = None, runner: str | Non
     PostgresStore(settings.store).close()
     _WORKER = Worker(settings.store, worker_runner(config, runner, factory),
                      lease_seconds=settings.lease_seconds, config=config)
+    _WORKER.stop_process_on_timeout = True
     processes = concurrency or celery.concurrency
     logging.getLogger("jarvis.scheduler").info(
         "%d process(es) on queue %r of %s, ledger %s", processes, celery.queue,
