@@ -238,6 +238,35 @@ def test_misconfiguration_is_one_clear_line(cli_env, pg_url, tmp_path):
     bad_url = jarvis(dict(cli_env, JARVIS_SCHEDULER_STORE="mysql://x@y/z"), "schedule", "list")
     assert bad_url.returncode != 0 and "postgresql://" in bad_url.stderr
     assert "Traceback" not in bad_url.stderr + sqlite_celery.stderr + no_broker.stderr
+    # Unreachable broker or ledger: one line at start (Celery itself would retry forever).
+    down = "redis://user:secret@127.0.0.1:1/0"
+    ledger_down = "postgresql://postgres@127.0.0.1:1/jarvis"
+    outs = [jarvis(dict(cli_env, JARVIS_SCHEDULER_STORE=pg_url, JARVIS_CELERY_BROKER=down,
+                        JARVIS_SCHEDULER_RUNNER="celery"), *args)
+            for args in (["worker"], ["scheduler", "start"], ["scheduler", "start", "--once"])]
+    outs.append(jarvis(dict(cli_env, JARVIS_SCHEDULER_STORE=ledger_down,
+                            JARVIS_CELERY_BROKER=down), "worker"))
+    outs.append(jarvis(dict(cli_env, JARVIS_SCHEDULER_STORE=ledger_down), "schedule", "list"))
+    for out in outs:
+        assert out.returncode != 0 and "Traceback" not in out.stderr, out.stderr
+        assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+        assert "secret" not in out.stderr
+    assert all("cannot reach the Celery broker redis://user:***@127.0.0.1:1/0" in o.stderr
+               for o in outs[:3])
+    assert all("cannot connect to the scheduler store" in o.stderr for o in outs[3:])
+    # celery or psycopg not installed (stand-ins that fail to import, first on the path).
+    missing = tmp_path / "missing"
+    for name in ("celery", "psycopg"):
+        (missing / name).mkdir(parents=True)
+        (missing / name / "__init__.py").write_text(f"raise ImportError('No module named {name}')")
+    bare = dict(cli_env, PYTHONPATH=str(missing), JARVIS_SCHEDULER_STORE=pg_url,
+                JARVIS_CELERY_BROKER=down, JARVIS_SCHEDULER_RUNNER="celery")
+    for args, needle in ((["worker"], "pip install 'jarvis[celery]'"),
+                         (["scheduler", "start"], "pip install 'jarvis[celery]'"),
+                         (["schedule", "list"], "pip install 'jarvis[postgres]'")):
+        out = jarvis(bare, *args)
+        assert out.returncode != 0 and needle in out.stderr, out.stderr
+        assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
 
 
 def test_local_runner_gives_tools_the_idempotency_key_and_the_docs_example_works(tmp_path):

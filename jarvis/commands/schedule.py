@@ -430,6 +430,8 @@ def start(once: bool, runner: str | None, max_workers: int | None, poll: float |
     logger.propagate = False
     config = load_cli_config()
     sched = _scheduler(runner, config, dispatch=True, max_workers=max_workers, poll_seconds=poll)
+    if sched.dispatcher is not None:
+        sched.dispatcher.check()  # an unreachable broker is one line now, not silent retries
     _sync_agents(sched, config)
     if not once:
         sched.run_forever()

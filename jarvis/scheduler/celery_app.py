@@ -65,6 +65,21 @@ def make_app(broker: str, *, queue: str = "jarvis", visibility_timeout: float | 
     return app
 
 
+def check_broker(app: Any, broker: str, *, timeout: float = 5.0) -> None:
+    """Raise a one-line UserError when the broker cannot be reached now (a worker or daemon
+    that starts anyway would retry silently, forever, as Celery does)."""
+    from jarvis.scheduler.ledger import redact
+
+    try:
+        with app.connection_for_write() as conn:
+            conn.ensure_connection(max_retries=1, interval_start=0, interval_step=0,
+                                   timeout=timeout)
+    except Exception as exc:  # kombu's OperationalError, a bad URL, DNS, ...
+        text = " ".join(str(exc).split()) or type(exc).__name__
+        raise UserError(f"cannot reach the Celery broker {redact(broker)}: {text} (is Redis "
+                        f"running there? [scheduler.celery] broker)") from None
+
+
 def _run_task(run_id: int, attempt: int, epoch: int) -> str:
     """The Celery task: executes one dispatched run through this process's worker."""
     from jarvis.scheduler.worker import current_worker

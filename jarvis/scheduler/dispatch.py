@@ -50,6 +50,12 @@ class CeleryDispatcher:
                    dispatch_seconds=settings.dispatch_timeout,
                    visibility_timeout=settings.visibility_timeout)
 
+    def check(self) -> None:
+        """One clear error now if the broker cannot be reached (the daemon's start)."""
+        from jarvis.scheduler.celery_app import check_broker
+
+        check_broker(self.app, self.broker)
+
     def send(self, claim: Claim) -> None:
         from jarvis.scheduler.celery_app import HARD_LIMIT_MARGIN, TASK_NAME, task_id_for
 

@@ -216,7 +216,7 @@ def run_worker(config: Any, *, concurrency: int | None = None, runner: str | Non
                factory: Callable[[], Any] | None = None, loglevel: str = "INFO",
                hostname: str | None = None) -> None:
     """Start a Celery worker (blocks until it is stopped) that executes runs from the ledger."""
-    from jarvis.scheduler.celery_app import make_app
+    from jarvis.scheduler.celery_app import check_broker, make_app
     from jarvis.scheduler.ledger import is_postgres_url, redact
     from jarvis.scheduler.store_postgres import PostgresStore
 
@@ -228,8 +228,10 @@ def run_worker(config: Any, *, concurrency: int | None = None, runner: str | Non
                         "SQLite file cannot be shared between machines")
     celery = settings.celery
     app = make_app(celery.broker, queue=celery.queue, visibility_timeout=celery.visibility_timeout)
-    # Check the ledger (and apply migrations) before forking; each process then opens its own.
+    # Check the ledger (and apply migrations) and the broker before forking: one clear line
+    # now rather than a worker that retries forever; each pool process opens its own store.
     PostgresStore(settings.store).close()
+    check_broker(app, celery.broker)
     _WORKER = Worker(settings.store, worker_runner(config, runner, factory),
                      lease_seconds=settings.lease_seconds, config=config)
     _WORKER.stop_process_on_timeout = True
