@@ -472,8 +472,10 @@ class TaskScheduler:
         self._shutdown()
 
     def dispatch_due(self) -> list[Claim]:
-        """Recover, then claim and send everything due to the dispatcher; returns what was sent."""
+        """Recover, apply keep_runs, then claim and send everything due to the dispatcher;
+        returns what was sent."""
         self._recover()
+        self._prune()
         return self._claim_and_send()
 
     def _claim_and_send(self) -> list[Claim]:
