@@ -38,6 +38,7 @@ INTERRUPT_GRACE = 1.0
 CPU_POLL = 0.25
 CPU_GRACE = 2.0
 MAX_RESPONSE_BYTES = 8 * 1024 * 1024
+MAX_ERROR_CHARS = 4000  # the worker keeps a traceback's last 4000 characters too
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -375,10 +376,15 @@ class SandboxedPython:
             kind = reply.get("error_kind")
             if kind not in (None, "exception", "cpu", "memory", "output", "timeout", "internal"):
                 kind = "exception"
-            return RunOutcome(ok=bool(reply.get("ok")), output=str(reply.get("output") or ""),
-                              error=None if reply.get("ok") else str(reply.get("error")),
+            # The code can read this call's id from the worker's frames and send a reply of
+            # its own: what the reply says is the code's word, so jarvis bounds it again.
+            output = str(reply.get("output") or "")
+            cut = len(output) > self.limits.max_output_chars
+            error = None if reply.get("ok") else str(reply.get("error"))[-MAX_ERROR_CHARS:]
+            return RunOutcome(ok=bool(reply.get("ok")),
+                              output=output[:self.limits.max_output_chars], error=error,
                               error_kind=None if reply.get("ok") else kind,
-                              truncated=bool(reply.get("truncated")),
+                              truncated=bool(reply.get("truncated")) or cut,
                               seconds=time.monotonic() - start)
 
     def _reply(self, call_id: str, deadline: float,
@@ -434,7 +440,7 @@ class SandboxedPython:
         del self._buffer[:4 + size]
         try:
             return json.loads(body.decode("utf-8", "replace"))
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # [[[[... nested past the C stack guard
             raise SandboxError(f"unreadable reply ({exc})") from None
 
     def _fill(self, n: int, deadline: float) -> None:

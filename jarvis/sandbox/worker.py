@@ -17,7 +17,9 @@ Before any user code runs it:
     process_vm_*, pidfd_open/getfd/send_signal, process_madvise, rt_(tg)sigqueueinfo,
     kill/tgkill of any other process, setrlimit and prlimit64 that sets a limit or names
     another process, kcmp, userfaultfd, perf_event_open, bpf, io_uring_*, keyrings, every
-    mount/namespace call, module/kexec/reboot/swap/acct/quotactl/syslog and file handles.
+    mount/namespace call, module/kexec/reboot/swap/acct/quotactl/syslog and file handles,
+    memory RLIMIT_AS does not bound (memfd_create, SysV shared memory, message queues and
+    semaphores), and AF_UNIX sockets (socketpair stays).
 
 Protocol: 4-byte big-endian length + UTF-8 JSON. Request {"id", "code"}; reply {"id", "ok",
 "output", "error", "error_kind", "truncated"}. jarvis accepts one reply per call, only with the
@@ -143,7 +145,11 @@ _DENIED = ("ptrace", "process_vm_readv", "process_vm_writev", "pidfd_open", "pid
            "init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load",
            "reboot", "swapon", "swapoff", "acct", "quotactl", "syslog", "name_to_handle_at",
            "open_by_handle_at", "personality", "setrlimit", "execve", "execveat", "iopl",
-           "ioperm", "modify_ldt", "uselib", "vhangup", "lookup_dcookie", "fanotify_init")
+           "ioperm", "modify_ldt", "uselib", "vhangup", "lookup_dcookie", "fanotify_init",
+           # Memory RLIMIT_AS does not count (shmem written without a mapping, or mapped and
+           # unmapped again): each would balloon past memory_mb to the host's whole RAM.
+           "memfd_create", "memfd_secret", "shmget", "shmat", "shmctl", "shmdt", "msgget",
+           "msgsnd", "msgrcv", "msgctl", "semget", "semop", "semctl", "semtimedop")
 _X86_64 = {"ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "pidfd_open": 434,
            "pidfd_getfd": 438, "pidfd_send_signal": 424, "process_madvise": 440,
            "process_mrelease": 448, "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297,
@@ -158,10 +164,12 @@ _X86_64 = {"ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "pi
            "name_to_handle_at": 303, "open_by_handle_at": 304, "personality": 135,
            "setrlimit": 160, "execve": 59, "execveat": 322, "iopl": 172, "ioperm": 173,
            "modify_ldt": 154, "uselib": 134, "vhangup": 153, "lookup_dcookie": 212,
-           "fanotify_init": 300,
+           "fanotify_init": 300, "memfd_create": 319, "memfd_secret": 447, "shmget": 29,
+           "shmat": 30, "shmctl": 31, "shmdt": 67, "msgget": 68, "msgsnd": 69, "msgrcv": 70,
+           "msgctl": 71, "semget": 64, "semop": 65, "semctl": 66, "semtimedop": 220,
            # checked with arguments below
            "fork": 57, "vfork": 58, "clone": 56, "clone3": 435, "kill": 62, "tgkill": 234,
-           "prlimit64": 302}
+           "prlimit64": 302, "socket": 41}
 _AARCH64 = {"ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "pidfd_open": 434,
             "pidfd_getfd": 438, "pidfd_send_signal": 424, "process_madvise": 440,
             "process_mrelease": 448, "rt_sigqueueinfo": 138, "rt_tgsigqueueinfo": 240,
@@ -175,13 +183,18 @@ _AARCH64 = {"ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "p
             "swapon": 224, "swapoff": 225, "acct": 89, "quotactl": 60, "syslog": 116,
             "name_to_handle_at": 264, "open_by_handle_at": 265, "personality": 92,
             "setrlimit": 164, "execve": 221, "execveat": 281, "vhangup": 58,
-            "lookup_dcookie": 18, "fanotify_init": 262,
-            "clone": 220, "clone3": 435, "kill": 129, "tgkill": 131, "prlimit64": 261}
+            "lookup_dcookie": 18, "fanotify_init": 262, "memfd_create": 279,
+            "memfd_secret": 447, "shmget": 194, "shmctl": 195, "shmat": 196, "shmdt": 197,
+            "msgget": 186, "msgctl": 187, "msgrcv": 188, "msgsnd": 189, "semget": 190,
+            "semctl": 191, "semtimedop": 192, "semop": 193,
+            "clone": 220, "clone3": 435, "kill": 129, "tgkill": 131, "prlimit64": 261,
+            "socket": 198}
 _ARCHES = {"x86_64": (0xC000003E, _X86_64), "aarch64": (0xC00000B7, _AARCH64)}
 _LD_W_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
 _FIRST_UNREVIEWED = 470  # x86_64/aarch64: file_setattr (469) is the newest reviewed
 _ALLOW = 0x7FFF0000
 _CLONE_THREAD = 0x00010000
+_AF_UNIX = 1
 # CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET | NEWTIME
 _CLONE_NEW_ANY = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 \
     | 0x40000000 | 0x00000080
@@ -246,7 +259,13 @@ def _seccomp_program() -> list[tuple[int, int, int, int]] | None:
     p.emit(_JEQ, nr["kill"], "kill", 0)
     p.emit(_JEQ, nr["tgkill"], "tgkill", 0)
     p.emit(_JEQ, nr["prlimit64"], "prlimit", 0)
+    p.emit(_JEQ, nr["socket"], "socket", 0)
     p.emit(_RET, _ALLOW)
+    # No AF_UNIX socket(): connect() to a socket file in a mounted folder (a server of the
+    # host's) is no file access Landlock checks. socketpair() stays (asyncio needs it).
+    p.label("socket")
+    p.emit(_LD_W_ABS, 16)                                  # A = domain
+    p.emit(_JEQ, _AF_UNIX, "deny", "allow")
     p.label("clone")                                       # threads only, no new namespaces
     p.emit(_LD_W_ABS, 16)                                  # A = low word of the flags
     p.emit(_JSET, _CLONE_NEW_ANY, "deny", 0)
