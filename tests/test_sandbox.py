@@ -305,6 +305,8 @@ SECCOMP_DENIED_X86_64 = {  # called with zero arguments: without the filter each
     "pivot_root": 155, "chroot": 161, "unshare": 272, "setns": 308, "open_tree": 428,
     "move_mount": 429, "fsopen": 430, "fsmount": 432, "mount_setattr": 442,
     "name_to_handle_at": 303, "open_by_handle_at": 304, "setrlimit": 160, "syslog": 103,
+    # memory RLIMIT_AS does not count (msgget(0, 0) would create a queue)
+    "memfd_create": 319, "shmget": 29, "shmat": 30, "shmdt": 67, "msgget": 68, "semget": 64,
 }
 
 
@@ -504,6 +506,99 @@ def test_bombs_are_stopped_with_a_clear_failure(run: Run, code: str, kinds: set[
     jarvis_still_answers(run)
 
 
+def test_memory_that_rlimit_as_does_not_count_is_refused(run: Run) -> None:
+    # memfd pages written with write() and SysV shared memory attached, filled and detached
+    # are not in the address space: 300 MB of either went past memory_mb = 256, and with
+    # 256 descriptors (or no limit at all for SysV) to the host's whole RAM.
+    code = ("import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\nout = []\n"
+            "try:\n    fd = os.memfd_create('balloon')\n"
+            "    for _ in range(300):\n        os.write(fd, b'x' * 2 ** 20)\n"
+            "    out.append('memfd: 300 MB')\n"
+            "except OSError as e:\n    out.append(f'memfd: {e.strerror}')\n"
+            "for name, args in (('shmget', (0, 300 << 20, 0o1600)), ('msgget', (0, 0o1600)),\n"
+            "                   ('semget', (0, 1, 0o1600))):\n"
+            "    ok = getattr(libc, name)(*args) >= 0\n"
+            "    out.append(f'{name}: ' + ('made' if ok else os.strerror(ctypes.get_errno())))\n"
+            "print(out)")
+    for result in (run.repl(code), run.once(code)):
+        assert result.success, result.content
+        assert result.content.strip() == str([f"{name}: Operation not permitted" for name in (
+            "memfd", "shmget", "msgget", "semget")]), result.content
+    jarvis_still_answers(run)
+
+
+def test_code_cannot_connect_to_unix_sockets(mechanism: str, tmp_path: Path) -> None:
+    # A socket file in a folder the config mounts (a host server's, read-only) is reachable
+    # by connect(), which Landlock does not check; abstract sockets stop at the network
+    # namespace. socketpair() still works (asyncio needs it).
+    from jarvis.sandbox import SandboxedPython, SandboxPolicy
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    listeners = []
+    for address in (str(shared / "host.sock"), f"\0jarvis-test-{os.getpid()}-{mechanism}"):
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(address)
+        listener.listen(1)
+        listener.settimeout(0.5)
+        listeners.append(listener)
+    os.chmod(shared / "host.sock", 0o777)
+    proc = SandboxedPython(SandboxPolicy(isolation=mechanism, read_only_paths=(str(shared),)))
+    try:
+        result = proc.run(
+            "import asyncio, socket\nout = []\n"
+            f"for address in ({str(shared / 'host.sock')!r}, "
+            f"'\\0jarvis-test-{os.getpid()}-{mechanism}'):\n"
+            "    try:\n        s = socket.socket(socket.AF_UNIX)\n"
+            "        s.settimeout(2)\n        s.connect(address)\n"
+            "        out.append('connected')\n"
+            "    except OSError as e:\n        out.append(type(e).__name__)\n"
+            "a, b = socket.socketpair()\na.send(b'p')\nout.append(b.recv(1).decode())\n"
+            "async def main():\n    return 'loop'\nout.append(asyncio.run(main()))\nout")
+        assert result.ok, result.error
+        assert result.output.strip() == str(["PermissionError", "PermissionError", "p", "loop"])
+        for listener in listeners:
+            with pytest.raises(TimeoutError):
+                listener.accept()
+    finally:
+        proc.close()
+        for listener in listeners:
+            listener.close()
+
+
+FIND_CALL_ID = ("import sys\nw = sys.modules['__main__']\nf = sys._getframe()\ncid = None\n"
+                "while f:\n    cid = f.f_locals.get('call_id', cid)\n    f = f.f_back\n")
+
+
+def test_a_reply_forged_with_the_call_id_is_still_bounded(mechanism: str) -> None:
+    # The code can read its own call's id from the worker's frames and reply in its place:
+    # that reply is the code's word, so jarvis bounds it again (output limit, error size).
+    from jarvis.sandbox import SandboxedPython, SandboxLimits, SandboxPolicy
+
+    limits = SandboxLimits(max_output_chars=1_000)
+    proc = SandboxedPython(SandboxPolicy(isolation=mechanism, limits=limits))
+    try:
+        result = proc.run(FIND_CALL_ID + "w.send({'id': cid, 'ok': True, 'output': 'A' * 10**6})")
+        assert result.ok and result.output == "A" * 1_000 and result.truncated
+        result = proc.run(FIND_CALL_ID + "w.send({'id': cid, 'ok': False, 'error': 'E' * 10**6})")
+        assert not result.ok and len(result.error) <= 4_000
+    finally:
+        proc.close()
+
+
+def test_a_deeply_nested_reply_is_a_clear_failure(run: Run) -> None:
+    # json.loads raises RecursionError (not ValueError) on [[[[...: it escaped the tool.
+    nested = FIND_CALL_ID + (
+        "import os, struct\nbody = b'[' * 200000 + b']' * 200000\n"
+        "os.write(w.OUT_FD, struct.pack('>I', len(body)) + body)\nimport time\ntime.sleep(1)")
+    for result in (run.repl(nested), run.once(nested)):
+        assert not result.success and result.metadata.get("error_kind") == "crashed", (
+            result.content)
+        assert "unreadable reply" in result.content, result.content
+    assert run.repl("1 + 1").content.strip() == "2"
+    jarvis_still_answers(run)
+
+
 # --- refusing to run without isolation, and saying which mechanism is in force -----------------
 def jarvis_cli(*args: str, env: dict[str, str], prefix: tuple[str, ...] = ()):
     return subprocess.run([*prefix, sys.executable, "-m", "jarvis.cli", *args], env=env,
@@ -562,6 +657,29 @@ def test_doctor_and_tools_show_name_the_mechanism_in_force(cli_env) -> None:
     assert json.loads(forced.stdout)["sandbox_in_force"]["mechanism"] == "namespaces"
     none = jarvis_cli("tools", "show", "repl", env={**cli_env, "JARVIS_SANDBOX": "none"}).stdout
     assert 'sandbox: none (isolation = "none"' in none
+
+
+def test_doctor_names_a_code_tools_own_isolation(cli_env) -> None:
+    # [tools.repl] isolation wins over [sandbox] for repl: doctor reported only [sandbox]
+    # ("bwrap") while repl ran as a plain process that reads the home folder.
+    import json
+
+    config = Path(cli_env["JARVIS_HOME"]) / "config.toml"
+    config.write_text('[tools.repl]\nisolation = "none"\n')
+    text = jarvis_cli("doctor", env=cli_env)
+    assert text.returncode == 0, text.stderr
+    assert text.stdout.startswith("sandbox: bwrap (")
+    assert "\nrepl (its own isolation = 'none'): none (isolation = \"none\"" in text.stdout
+    info = json.loads(jarvis_cli("doctor", "--json", env=cli_env).stdout)
+    assert info["tools"]["repl"]["mechanism"] == "none" and "code_interpreter" not in info["tools"]
+    # A tool whose own mechanism cannot work makes doctor fail, like [sandbox] would.
+    config.write_text('[tools.code_interpreter]\nisolation = "bwrap"\n')
+    env = {**cli_env, "PATH": str(Path(sys.executable).parent)}
+    broken = jarvis_cli("doctor", env=env)
+    assert broken.returncode == 1, broken.stdout
+    assert broken.stdout.startswith("sandbox: namespaces (")
+    assert "\ncode_interpreter (its own isolation = 'bwrap'): code sandbox unavailable: " \
+        "bubblewrap (bwrap) is not installed" in broken.stdout
 
 
 def test_sandbox_config_is_validated_and_reaches_the_tools(tmp_path: Path,
