@@ -446,6 +446,28 @@ def test_the_sandbox_dies_with_a_sigkilled_jarvis(mechanism: str, during_call: b
     assert not wait_until_gone(sandbox, timeout=10)
 
 
+def test_a_sandbox_that_ended_never_signals_a_reused_pid(mechanism: str) -> None:
+    # The code can end its own sandbox (os._exit). Its pids are then free, and on a host with
+    # pid_max 32768 another process soon holds one: close() (again when the run ends) killed
+    # "the sandbox's init" by pid. Here a sleeper stands for the process that got the pid.
+    from jarvis.sandbox import SandboxedPython, SandboxPolicy
+
+    proc = SandboxedPython(SandboxPolicy(isolation=mechanism))
+    ended = proc.run("import os\nos._exit(0)")
+    assert not ended.ok and ended.error_kind == "crashed", ended
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        proc.init_pid = proc.pid = sleeper.pid
+        proc.close()
+        assert pid_alive(sleeper.pid)
+        again = proc.run("1")
+        assert not again.ok and again.error_kind == "crashed"
+        assert pid_alive(sleeper.pid)
+    finally:
+        sleeper.kill()
+        sleeper.wait(10)
+
+
 # --- the reply channel -------------------------------------------------------------------------------
 def test_forged_replies_cannot_shift_or_fake_other_calls(run: Run) -> None:
     forge = ("import sys\nw = sys.modules['__main__']\n"

@@ -274,6 +274,10 @@ class SandboxedPython:
         # Killing a PID namespace's init makes the kernel kill everything in the namespace;
         # the launcher (bwrap or ours) reaps it and exits, so waiting for the launcher waits
         # for the whole sandbox. Only a launcher that does not exit is killed itself.
+        # Once the launcher is reaped, the init and the worker are gone too, and their pids
+        # are free for any process of the host (pid_max can be 32768): never signal them then.
+        if proc.poll() is not None:
+            return
         first = self.init_pid or self.pid or proc.pid
         try:
             os.kill(first, signal.SIGKILL)
@@ -306,7 +310,7 @@ class SandboxedPython:
                 pass
 
     def _thaw(self) -> None:
-        if self._frozen:
+        if self._frozen and self.alive:
             try:
                 os.kill(self.pid, signal.SIGCONT)
             except ProcessLookupError:
@@ -410,6 +414,8 @@ class SandboxedPython:
 
     def _interrupt(self, call_id: str) -> dict[str, Any] | None:
         """SIGINT first (state survives), then None so the caller kills the sandbox."""
+        if not self.alive:  # its pid may belong to another process now
+            return None
         try:
             os.kill(self.pid, signal.SIGINT)
         except ProcessLookupError:
