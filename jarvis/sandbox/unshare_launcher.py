@@ -79,7 +79,8 @@ def build_root(spec: dict, root: str) -> None:
             os.symlink(a, root + b)
         elif kind == "tmpfs":  # (kind, destination, size in bytes)
             os.makedirs(root + a, exist_ok=True)
-            mount("tmpfs", root + a, "tmpfs", MS_NOSUID | MS_NODEV, f"size={int(b)},mode=1777")
+            mount("tmpfs", root + a, "tmpfs", MS_NOSUID | MS_NODEV,
+                  f"size={int(b)},nr_inodes={int(spec['tmp_files'])},mode=1777")
         elif kind == "hide":  # (kind, destination, 0)
             mount("tmpfs", root + a, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "size=4k")
     os.makedirs(root + "/proc", exist_ok=True)
