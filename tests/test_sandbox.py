@@ -422,7 +422,10 @@ def test_the_sandbox_dies_with_a_sigkilled_jarvis(mechanism: str, during_call: b
         "from jarvis.tools.repl import ReplTool\n"
         f"ex = ToolExecutor([ReplTool(requires_confirmation=False, isolation={mechanism!r})],"
         " run_id='r')\n"
-        "code = ('import threading, time\\n'\n"
+        # Cleared, its death signal would let the interpreter outlive jarvis (the worker is
+        # the namespace's init with isolation "namespaces").
+        "code = ('import ctypes, threading, time\\n'\n"
+        "        'assert ctypes.CDLL(None).prctl(1, 0, 0, 0, 0) == -1\\n'\n"
         "        'threading.Thread(target=lambda: time.sleep(3600)).start()\\n1')\n"
         "r = ex.execute(ToolCall(id='c', name='repl', arguments={'code': code}))\n"
         "assert r.success, r.content\n"

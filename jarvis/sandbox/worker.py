@@ -19,7 +19,7 @@ Before any user code runs it:
     another process, kcmp, userfaultfd, perf_event_open, bpf, io_uring_*, keyrings, every
     mount/namespace call, module/kexec/reboot/swap/acct/quotactl/syslog and file handles,
     memory RLIMIT_AS does not bound (memfd_create, SysV shared memory, message queues and
-    semaphores), and AF_UNIX sockets (socketpair stays).
+    semaphores), AF_UNIX sockets (socketpair stays) and clearing PR_SET_PDEATHSIG.
 
 Protocol: 4-byte big-endian length + UTF-8 JSON. Request {"id", "code"}; reply {"id", "ok",
 "output", "error", "error_kind", "truncated"}. jarvis accepts one reply per call, only with the
@@ -169,7 +169,7 @@ _X86_64 = {"ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "pi
            "msgctl": 71, "semget": 64, "semop": 65, "semctl": 66, "semtimedop": 220,
            # checked with arguments below
            "fork": 57, "vfork": 58, "clone": 56, "clone3": 435, "kill": 62, "tgkill": 234,
-           "prlimit64": 302, "socket": 41}
+           "prlimit64": 302, "socket": 41, "prctl": 157}
 _AARCH64 = {"ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "pidfd_open": 434,
             "pidfd_getfd": 438, "pidfd_send_signal": 424, "process_madvise": 440,
             "process_mrelease": 448, "rt_sigqueueinfo": 138, "rt_tgsigqueueinfo": 240,
@@ -188,13 +188,14 @@ _AARCH64 = {"ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "p
             "msgget": 186, "msgctl": 187, "msgrcv": 188, "msgsnd": 189, "semget": 190,
             "semctl": 191, "semtimedop": 192, "semop": 193,
             "clone": 220, "clone3": 435, "kill": 129, "tgkill": 131, "prlimit64": 261,
-            "socket": 198}
+            "socket": 198, "prctl": 167}
 _ARCHES = {"x86_64": (0xC000003E, _X86_64), "aarch64": (0xC00000B7, _AARCH64)}
 _LD_W_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
 _FIRST_UNREVIEWED = 470  # x86_64/aarch64: file_setattr (469) is the newest reviewed
 _ALLOW = 0x7FFF0000
 _CLONE_THREAD = 0x00010000
 _AF_UNIX = 1
+_PR_SET_PDEATHSIG = 1
 # CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET | NEWTIME
 _CLONE_NEW_ANY = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 \
     | 0x40000000 | 0x00000080
@@ -260,7 +261,13 @@ def _seccomp_program() -> list[tuple[int, int, int, int]] | None:
     p.emit(_JEQ, nr["tgkill"], "tgkill", 0)
     p.emit(_JEQ, nr["prlimit64"], "prlimit", 0)
     p.emit(_JEQ, nr["socket"], "socket", 0)
+    p.emit(_JEQ, nr["prctl"], "prctl", 0)
     p.emit(_RET, _ALLOW)
+    # PR_SET_PDEATHSIG stays as the worker set it: cleared, the namespace's init (the worker,
+    # with isolation "namespaces") outlived a SIGKILLed jarvis.
+    p.label("prctl")
+    p.emit(_LD_W_ABS, 16)                                  # A = option
+    p.emit(_JEQ, _PR_SET_PDEATHSIG, "deny", "allow")
     # No AF_UNIX socket(): connect() to a socket file in a mounted folder (a server of the
     # host's) is no file access Landlock checks. socketpair() stays (asyncio needs it).
     p.label("socket")
