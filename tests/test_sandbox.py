@@ -325,6 +325,43 @@ def test_seccomp_denies_the_kernel_attack_surface(isolation: str) -> None:
     assert result.success and result.content.strip() == "[]", result.content
 
 
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="x86_64 syscall numbers")
+def test_a_seccomp_filter_that_cannot_be_installed_stops_the_start(tmp_path: Path) -> None:
+    # The worker ran on without its filter (and said so only in a field nobody read) when
+    # prctl(PR_SET_SECCOMP) failed. A parent's filter that refuses that prctl stands in for
+    # a kernel that cannot; the worker must answer "not ready" instead of running code.
+    import json
+    import struct
+
+    from jarvis.sandbox import SandboxPolicy
+    from jarvis.sandbox.launch import plain_command
+
+    argv, env = plain_command(SandboxPolicy(isolation="none"), str(tmp_path))
+    refuse = (  # A = nr; prctl? A = option; PR_SET_SECCOMP? EINVAL : allow
+        "import ctypes, os, sys\n"
+        "f = [(0x20, 0, 0, 0), (0x15, 0, 3, 157), (0x20, 0, 0, 16), (0x15, 0, 1, 22),\n"
+        "     (0x06, 0, 0, 0x50016), (0x06, 0, 0, 0x7FFF0000)]\n"
+        "class F(ctypes.Structure):\n"
+        "    _fields_ = [('code', ctypes.c_ushort), ('jt', ctypes.c_ubyte),\n"
+        "                ('jf', ctypes.c_ubyte), ('k', ctypes.c_uint)]\n"
+        "class P(ctypes.Structure):\n"
+        "    _fields_ = [('len', ctypes.c_ushort), ('filter', ctypes.POINTER(F))]\n"
+        "libc = ctypes.CDLL(None)\n"
+        "assert libc.prctl(38, 1, 0, 0, 0) == 0\n"
+        "prog = P(len(f), (F * len(f))(*[F(*i) for i in f]))\n"
+        "assert libc.prctl(22, 2, ctypes.byref(prog), 0, 0) == 0\n"
+        "argv = sys.argv[1:]\n"
+        "os.execve(argv[0], argv, dict(os.environ))\n")
+    config = json.loads(argv[-1])
+    config.pop("parent")  # the wrapper's exec keeps the pid, but not jarvis as the parent
+    done = subprocess.run([sys.executable, "-c", refuse, *argv[:-1], json.dumps(config)],
+                          env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
+    size = struct.unpack(">I", done.stdout[:4])[0]
+    hello = json.loads(done.stdout[4:4 + size])
+    assert hello["ready"] is False, hello
+    assert "cannot install the seccomp filter" in hello["error"], hello
+
+
 def test_network_true_gives_the_host_network(mechanism: str) -> None:
     from jarvis.sandbox import SandboxedPython, SandboxPolicy
 

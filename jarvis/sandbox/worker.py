@@ -306,7 +306,7 @@ def _seccomp_program() -> list[tuple[int, int, int, int]] | None:
 
 
 def install_seccomp() -> bool:
-    """Install the filter; False where the platform does not support it."""
+    """Install the filter; False where the platform has none (OSError if it fails)."""
     prog = _seccomp_program()
     if prog is None or not sys.platform.startswith("linux"):
         return False
@@ -321,9 +321,13 @@ def install_seccomp() -> bool:
     filters = (SockFilter * len(prog))(*[SockFilter(*ins) for ins in prog])
     fprog = SockFprog(len(prog), filters)
     pr_set_no_new_privs, pr_set_seccomp, seccomp_mode_filter = 38, 22, 2
+    # Where the filter exists it must be in force: a failure stops the sandbox from starting
+    # (doctor and the docs say seccomp is a layer; it is never silently missing).
     if _libc.prctl(pr_set_no_new_privs, 1, 0, 0, 0) != 0:
-        return False
-    return _libc.prctl(pr_set_seccomp, seccomp_mode_filter, ctypes.byref(fprog), 0, 0) == 0
+        raise OSError(ctypes.get_errno(), "PR_SET_NO_NEW_PRIVS failed")
+    if _libc.prctl(pr_set_seccomp, seccomp_mode_filter, ctypes.byref(fprog), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "cannot install the seccomp filter")
+    return True
 
 
 # --- the work folder and capabilities ----------------------------------------------------------
@@ -519,15 +523,15 @@ def main() -> None:
     os.close(null)
     for fd in (IN_FD, OUT_FD):
         os.set_inheritable(fd, False)
-    import site
-
-    for folder in config.get("site_dirs", []):
-        site.addsitedir(folder)
-    signal.signal(signal.SIGXCPU, _on_sigxcpu)
     try:
-        if config.get("work_tmpfs"):
+        if config.get("work_tmpfs"):  # first: nothing else runs with a capability
             mount_work_folder(config["work_tmpfs"])
             drop_capabilities()
+        import site
+
+        for folder in config.get("site_dirs", []):
+            site.addsitedir(folder)
+        signal.signal(signal.SIGXCPU, _on_sigxcpu)
         status = apply_limits(config)
     except OSError as exc:
         send({"ready": False, "error": f"cannot restrict the sandbox: {exc}"})
