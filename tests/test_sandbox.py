@@ -539,6 +539,35 @@ def test_forged_replies_cannot_shift_or_fake_other_calls(run: Run) -> None:
     jarvis_still_answers(run)
 
 
+def test_an_interrupt_while_the_reply_is_written_does_not_kill_the_interpreter() -> None:
+    # jarvis's SIGINT (a call's timeout) can come while the worker writes its reply: the
+    # KeyboardInterrupt cut the frame, and the worker died ("exit code 1") or sent a garbled
+    # second one. Here the code's own thread sends SIGINTs for a while after a big reply.
+    from collections import Counter
+
+    from jarvis.sandbox import SandboxedPython, SandboxLimits, SandboxPolicy
+
+    policy = SandboxPolicy(isolation="bwrap", limits=SandboxLimits(max_output_chars=3_000_000))
+    code = ("import os, signal, threading, time\n"
+            "def spam():\n    start = time.monotonic()\n"
+            "    while time.monotonic() - start < 0.2:\n"
+            "        os.kill(os.getpid(), signal.SIGINT)\n        time.sleep(0.0005)\n"
+            "threading.Thread(target=spam, daemon=True).start()\n"
+            "try:\n    print('x' * 2_500_000)\nexcept KeyboardInterrupt:\n    pass\n")
+    kinds: Counter = Counter()
+    proc = SandboxedPython(policy)
+    try:
+        for _ in range(20):
+            result = proc.run(code)
+            kinds[result.error_kind] += 1
+            if not proc.alive:
+                proc.close()
+                proc = SandboxedPython(policy)
+    finally:
+        proc.close()
+    assert set(kinds) <= {None, "exception"}, kinds
+
+
 # --- bombs -------------------------------------------------------------------------------------------
 @pytest.mark.parametrize(("code", "kinds", "needle"), [
     ("hog = bytearray(2 * 1024 ** 3)", {"memory"}, "MemoryError"),

@@ -462,17 +462,24 @@ def _on_sigxcpu(signum, frame):  # noqa: ARG001 - signal handler signature
     raise CpuLimitExceeded()
 
 
-def run(code: str, namespace: dict, config: dict) -> dict:
-    writer = BoundedWriter(int(config["max_output_chars"]))
-    error = kind = None
-    started = time.monotonic()
-    old_out, old_err = sys.stdout, sys.stderr
-    sys.stdout = sys.stderr = writer
+_in_user_code = False
+
+
+def _on_sigint(signum, frame):  # noqa: ARG001 - signal handler signature
+    # jarvis's SIGINT (a call's timeout) interrupts user code only. Raised anywhere else it
+    # cut a reply frame between two writes, and the worker died or garbled the protocol.
+    if _in_user_code:
+        raise KeyboardInterrupt
+
+
+def _execute(code: str, namespace: dict, writer: BoundedWriter) -> None:
+    global _in_user_code
+    tree = ast.parse(code, filename="<repl>", mode="exec")
+    last = None
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = ast.Expression(tree.body.pop().value)
+    _in_user_code = True
     try:
-        tree = ast.parse(code, filename="<repl>", mode="exec")
-        last = None
-        if tree.body and isinstance(tree.body[-1], ast.Expr):
-            last = ast.Expression(tree.body.pop().value)
         exec(compile(tree, "<repl>", "exec"), namespace)
         if last is not None:
             value = eval(compile(last, "<repl>", "eval"), namespace)
@@ -480,6 +487,19 @@ def run(code: str, namespace: dict, config: dict) -> dict:
                 namespace["_"] = value
                 text = repr(value)
                 writer.write(text if text.endswith("\n") else text + "\n")
+    finally:
+        _in_user_code = False
+
+
+def run(code: str, namespace: dict, config: dict) -> dict:
+    global _in_user_code
+    writer = BoundedWriter(int(config["max_output_chars"]))
+    error = kind = None
+    started = time.monotonic()
+    old_out, old_err = sys.stdout, sys.stderr
+    sys.stdout = sys.stderr = writer
+    try:
+        _execute(code, namespace, writer)
     except CpuLimitExceeded:
         kind, error = "cpu", f"CPU time limit exceeded ({config['cpu_seconds']} s); the code was stopped"
     except OutputLimitExceeded:
@@ -502,6 +522,7 @@ def run(code: str, namespace: dict, config: dict) -> dict:
         # Drop this file's frames: the model only needs the frames of its own code.
         error = "".join(line for line in tb if __file__ not in line)[-4000:].strip()
     finally:
+        _in_user_code = False  # also when the interrupt came before _execute's try
         sys.stdout, sys.stderr = old_out, old_err
     return {"ok": error is None, "output": writer.getvalue(), "error": error, "error_kind": kind,
             "truncated": writer.overflow}
@@ -532,6 +553,7 @@ def main() -> None:
         for folder in config.get("site_dirs", []):
             site.addsitedir(folder)
         signal.signal(signal.SIGXCPU, _on_sigxcpu)
+        signal.signal(signal.SIGINT, _on_sigint)
         status = apply_limits(config)
     except OSError as exc:
         send({"ready": False, "error": f"cannot restrict the sandbox: {exc}"})
@@ -552,10 +574,7 @@ def main() -> None:
             response = {"ok": False, "output": "", "error": f"{type(exc).__name__}: {exc}",
                         "error_kind": "internal", "truncated": False}
         response["id"] = call_id
-        try:
-            send(response)
-        except KeyboardInterrupt:
-            send(response)
+        send(response)
 
 
 if __name__ == "__main__":
