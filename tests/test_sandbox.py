@@ -325,6 +325,23 @@ def test_seccomp_denies_the_kernel_attack_surface(isolation: str) -> None:
     assert result.success and result.content.strip() == "[]", result.content
 
 
+REFUSE_SECCOMP = (  # run argv[1:] under a filter: prctl(PR_SET_SECCOMP, ...) gets EINVAL
+    "import ctypes, os, sys\n"
+    "f = [(0x20, 0, 0, 0), (0x15, 0, 3, 157), (0x20, 0, 0, 16), (0x15, 0, 1, 22),\n"
+    "     (0x06, 0, 0, 0x50016), (0x06, 0, 0, 0x7FFF0000)]\n"
+    "class F(ctypes.Structure):\n"
+    "    _fields_ = [('code', ctypes.c_ushort), ('jt', ctypes.c_ubyte),\n"
+    "                ('jf', ctypes.c_ubyte), ('k', ctypes.c_uint)]\n"
+    "class P(ctypes.Structure):\n"
+    "    _fields_ = [('len', ctypes.c_ushort), ('filter', ctypes.POINTER(F))]\n"
+    "libc = ctypes.CDLL(None)\n"
+    "assert libc.prctl(38, 1, 0, 0, 0) == 0\n"
+    "prog = P(len(f), (F * len(f))(*[F(*i) for i in f]))\n"
+    "assert libc.prctl(22, 2, ctypes.byref(prog), 0, 0) == 0\n"
+    "argv = sys.argv[1:]\n"
+    "os.execve(argv[0], argv, dict(os.environ))\n")
+
+
 @pytest.mark.skipif(os.uname().machine != "x86_64", reason="x86_64 syscall numbers")
 def test_a_seccomp_filter_that_cannot_be_installed_stops_the_start(tmp_path: Path) -> None:
     # The worker ran on without its filter (and said so only in a field nobody read) when
@@ -337,24 +354,9 @@ def test_a_seccomp_filter_that_cannot_be_installed_stops_the_start(tmp_path: Pat
     from jarvis.sandbox.launch import plain_command
 
     argv, env = plain_command(SandboxPolicy(isolation="none"), str(tmp_path))
-    refuse = (  # A = nr; prctl? A = option; PR_SET_SECCOMP? EINVAL : allow
-        "import ctypes, os, sys\n"
-        "f = [(0x20, 0, 0, 0), (0x15, 0, 3, 157), (0x20, 0, 0, 16), (0x15, 0, 1, 22),\n"
-        "     (0x06, 0, 0, 0x50016), (0x06, 0, 0, 0x7FFF0000)]\n"
-        "class F(ctypes.Structure):\n"
-        "    _fields_ = [('code', ctypes.c_ushort), ('jt', ctypes.c_ubyte),\n"
-        "                ('jf', ctypes.c_ubyte), ('k', ctypes.c_uint)]\n"
-        "class P(ctypes.Structure):\n"
-        "    _fields_ = [('len', ctypes.c_ushort), ('filter', ctypes.POINTER(F))]\n"
-        "libc = ctypes.CDLL(None)\n"
-        "assert libc.prctl(38, 1, 0, 0, 0) == 0\n"
-        "prog = P(len(f), (F * len(f))(*[F(*i) for i in f]))\n"
-        "assert libc.prctl(22, 2, ctypes.byref(prog), 0, 0) == 0\n"
-        "argv = sys.argv[1:]\n"
-        "os.execve(argv[0], argv, dict(os.environ))\n")
     config = json.loads(argv[-1])
     config.pop("parent")  # the wrapper's exec keeps the pid, but not jarvis as the parent
-    done = subprocess.run([sys.executable, "-c", refuse, *argv[:-1], json.dumps(config)],
+    done = subprocess.run([sys.executable, "-c", REFUSE_SECCOMP, *argv[:-1], json.dumps(config)],
                           env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
     size = struct.unpack(">I", done.stdout[:4])[0]
     hello = json.loads(done.stdout[4:4 + size])
@@ -762,6 +764,30 @@ def test_doctor_and_tools_show_name_the_mechanism_in_force(cli_env) -> None:
     assert json.loads(forced.stdout)["sandbox_in_force"]["mechanism"] == "namespaces"
     none = jarvis_cli("tools", "show", "repl", env={**cli_env, "JARVIS_SANDBOX": "none"}).stdout
     assert 'sandbox: none (isolation = "none"' in none
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="x86_64 syscall numbers")
+def test_doctor_probes_the_real_worker_not_just_bwrap(cli_env, tmp_path: Path) -> None:
+    # The probe ran `python -c pass` in a bwrap sandbox: on a host where bwrap runs but the
+    # worker cannot restrict itself (here: a bwrap whose processes cannot install a seccomp
+    # filter), doctor said "bwrap" and exit 0 while every code call failed.
+    import json
+    import shutil
+
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "bwrap").write_text(f"#!{sys.executable} -I\n" + REFUSE_SECCOMP.replace(
+        "argv = sys.argv[1:]", f"argv = [{shutil.which('bwrap')!r}, *sys.argv[1:]]"))
+    (fake / "bwrap").chmod(0o755)
+    env = {**cli_env, "PATH": f"{fake}:{cli_env['PATH']}", "JARVIS_SANDBOX": "bwrap"}
+    done = jarvis_cli("doctor", "--json", env=env)
+    assert done.returncode == 1, done.stdout
+    info = json.loads(done.stdout)["sandbox"]
+    assert info["mechanism"] is None and info["bwrap_works"] is False, info
+    assert "cannot install the seccomp filter" in info["problem"], info["problem"]
+    ran = jarvis_cli("tools", "run", "code_interpreter", '{"code": "print(1)"}', "--yes",
+                     env=env)
+    assert ran.returncode == 1 and "cannot install the seccomp filter" in ran.stderr, ran.stderr
 
 
 def test_doctor_names_a_code_tools_own_isolation(cli_env) -> None:

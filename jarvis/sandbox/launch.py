@@ -204,12 +204,13 @@ def namespaces_command(policy: SandboxPolicy, python: str, info_fd: int,
 
 
 def probe_command(mechanism: str, bwrap: str | None, info_fd: int) -> list[str]:
-    """A sandbox built exactly like a real one that only runs `python -c pass`."""
+    """A real sandbox with the real worker: it restricts itself (work folder, capabilities,
+    Landlock, seccomp), says whether it is ready, and leaves at the end of its input. Only
+    that says the mechanism works here: bwrap running `python -c pass` is not the same."""
     policy = SandboxPolicy()
-    command = [python_paths(False)[0], "-I", "-S", "-c", "pass"]
     if mechanism == "bwrap":
-        return bwrap_command(policy, bwrap or "bwrap", info_fd, command)[0]
-    return namespaces_command(policy, sys.executable, info_fd, command)[0]
+        return bwrap_command(policy, bwrap or "bwrap", info_fd)[0]
+    return namespaces_command(policy, sys.executable, info_fd)[0]
 
 
 def plain_command(policy: SandboxPolicy, workdir: str) -> tuple[list[str], dict]:
