@@ -210,6 +210,33 @@ def test_code_cannot_read_home_secrets_or_shadow(run: Run, tmp_path: Path,
     jarvis_still_answers(run)
 
 
+def test_jarvis_home_inside_a_folder_the_sandbox_needs_stays_hidden(
+        mechanism: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Only listed paths were checked for secrets: a JARVIS_HOME under /usr/local, the
+    # interpreter's prefix or the venv's site-packages was readable through their mounts.
+    import shutil
+
+    from jarvis.sandbox import SandboxedPython, SandboxPolicy
+    from jarvis.sandbox.policy import python_paths
+
+    packages = python_paths(True)[2]
+    assert packages, "the test needs a site-packages folder the sandbox mounts"
+    home = Path(packages[0]) / f"jarvis-test-home-{os.getpid()}-{mechanism}"
+    home.mkdir()
+    try:
+        (home / ".env").write_text("OPENAI_API_KEY=sk-secret\n")
+        monkeypatch.setenv("JARVIS_HOME", str(home))
+        proc = SandboxedPython(SandboxPolicy(isolation=mechanism))
+        try:
+            result = proc.run(f"import os\nos.listdir({str(home)!r}), "
+                              f"os.path.exists({str(home / '.env')!r})")
+            assert result.ok and result.output.strip() == "([], False)", result
+        finally:
+            proc.close()
+    finally:
+        shutil.rmtree(home)
+
+
 def test_code_writes_only_its_work_folder(run: Run, tmp_path: Path) -> None:
     outside = tmp_path / "escaped.txt"
     code = (f"import os, sys\nout = []\n"

@@ -91,6 +91,7 @@ def mount_plan(policy: SandboxPolicy) -> MountPlan:
         if (os.path.isdir(folder) and folder not in packages and folder not in hidden
                 and _covered(folder, plan.read_paths)):
             plan.ops.append(("hide", folder, 0))
+    _hide_secret_folders(plan)
     plan.ops.append(("ro", str(WORKER), SANDBOX_WORKER))
     plan.read_paths.append(SANDBOX_WORKER)
     for path in policy.writable_paths:
@@ -100,14 +101,32 @@ def mount_plan(policy: SandboxPolicy) -> MountPlan:
     return plan
 
 
-def _exposes_secrets(path: str) -> str | None:
-    """Why mounting `path` would hand the code jarvis's secrets (None: it would not)."""
+def _secret_folders() -> list[tuple[str, str]]:
     from jarvis.core.paths import jarvis_home
 
+    return [("your home folder", os.path.realpath(os.path.expanduser("~"))),
+            ("JARVIS_HOME", os.path.realpath(str(jarvis_home())))]
+
+
+def _hide_secret_folders(plan: MountPlan) -> None:
+    """The home folder and JARVIS_HOME stay out of sight even when a folder the sandbox needs
+    holds them (JARVIS_HOME under /usr/local, or in the venv's site-packages): an empty
+    read-only tmpfs covers them. If the sandbox also needs something inside one (the
+    interpreter under a home folder that /usr holds), that is refused, loudly."""
+    for what, folder in _secret_folders():
+        if folder == "/" or not _covered(folder, plan.read_paths):
+            continue
+        needed = [p for p in plan.read_paths if p != folder and _covered(p, [folder])]
+        if needed:
+            raise PathProblem(f"{what} ({folder}) is inside a folder the sandbox shows, and "
+                              f"holds {needed[0]}, which it needs; move one of them")
+        plan.ops.append(("hide", folder, 0))
+
+
+def _exposes_secrets(path: str) -> str | None:
+    """Why mounting `path` would hand the code jarvis's secrets (None: it would not)."""
     real = os.path.realpath(path)
-    for what, folder in (("your home folder", os.path.expanduser("~")),
-                         ("JARVIS_HOME", str(jarvis_home()))):
-        inner = os.path.realpath(folder)
+    for what, inner in _secret_folders():
         if real == "/" or _covered(inner, [real]):
             return f"holds {what} ({inner})"
     return None
