@@ -720,6 +720,21 @@ def test_a_reply_forged_with_the_call_id_is_still_bounded(mechanism: str) -> Non
         proc.close()
 
 
+def test_an_honest_reply_of_escaped_characters_is_not_too_big() -> None:
+    # Printing max_output_chars control characters is allowed, but JSON spends 6 bytes on
+    # each ("\\u0001"): past 8 MB the reply was refused and the interpreter killed.
+    from jarvis.sandbox import SandboxedPython, SandboxLimits, SandboxPolicy
+
+    proc = SandboxedPython(SandboxPolicy(isolation="bwrap", limits=SandboxLimits(
+        max_output_chars=2_000_000)))
+    try:
+        result = proc.run("print('\\x01' * 1_999_000)\nx = 1")
+        assert result.ok and result.output == "\x01" * 1_999_000 + "\n", result.error
+        assert proc.run("x").output.strip() == "1"
+    finally:
+        proc.close()
+
+
 def test_a_deeply_nested_reply_is_a_clear_failure(run: Run) -> None:
     # json.loads raises RecursionError (not ValueError) on [[[[...: it escaped the tool.
     nested = FIND_CALL_ID + (

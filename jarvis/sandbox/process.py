@@ -38,6 +38,9 @@ INTERRUPT_GRACE = 1.0
 CPU_POLL = 0.25
 CPU_GRACE = 2.0
 MAX_RESPONSE_BYTES = 8 * 1024 * 1024
+# The largest honest reply: JSON spends up to 6 bytes on a character ("\u0001"), so a big
+# max_output_chars of control characters went past 8 MB and the interpreter was killed.
+JSON_BYTES_PER_CHAR = 6
 MAX_ERROR_CHARS = 4000  # the worker keeps a traceback's last 4000 characters too
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -157,6 +160,8 @@ class SandboxedPython:
         self._closed = False
         self._frozen = False
         self.stale_replies = 0
+        self._max_reply = max(MAX_RESPONSE_BYTES, JSON_BYTES_PER_CHAR * (
+            self.limits.max_output_chars + MAX_ERROR_CHARS) + 65536)
         protect_jarvis()
         info_r, info_w = os.pipe() if self.mechanism != "none" else (-1, -1)
         env: dict[str, str] | None = {}
@@ -439,8 +444,8 @@ class SandboxedPython:
         # stay buffered, so a late reply is read whole (and dropped by its id) later.
         self._fill(4, deadline)
         size = struct.unpack(">I", self._buffer[:4])[0]
-        if size > MAX_RESPONSE_BYTES:
-            raise SandboxError(f"reply of {size} bytes is over the {MAX_RESPONSE_BYTES} limit")
+        if size > self._max_reply:
+            raise SandboxError(f"reply of {size} bytes is over the {self._max_reply} limit")
         self._fill(4 + size, deadline)
         body = bytes(self._buffer[4:4 + size])
         del self._buffer[:4 + size]
