@@ -30,7 +30,10 @@ SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin")
 SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/localtime")
 # tmpfs bounds its bytes by `size` but its files only by `nr_inodes`, whose default is half
 # the host's RAM pages: 300 000 empty files took 300 MB of kernel memory in 3 s. One file per
-# 4 KiB of tmp_mb (16 384 for the default 64 MB) bounds that to about 16 MB.
+# 4 KiB of tmp_mb (16 384 for the default 64 MB) bounds that to about 16 MB: jarvis's own
+# launcher mounts /tmp with that nr_inodes; bubblewrap's --tmpfs has no such option (and its
+# child may hold no capability to mount one, e.g. under Ubuntu's AppArmor profile), so there
+# jarvis counts the files from outside (SandboxedPython) and ends a sandbox past the limit.
 TMP_BYTES_PER_FILE = 4096
 SANDBOX_ENV = {"HOME": WORK_DIR, "TMPDIR": WORK_DIR, "PATH": "/usr/bin:/bin",
                "LANG": "C.UTF-8", "PYTHONIOENCODING": "utf-8", "PYTHONDONTWRITEBYTECODE": "1"}
@@ -142,14 +145,10 @@ def tmp_files(policy: SandboxPolicy) -> int:
     return max(1024, policy.limits.tmp_mb * 1024 * 1024 // TMP_BYTES_PER_FILE)
 
 
-def worker_config(policy: SandboxPolicy, plan: MountPlan, *, isolated: bool,
-                  work_tmpfs: bool = False) -> dict:
-    """The settings the worker applies to itself before it runs any code; `work_tmpfs`: the
-    worker mounts its work folder itself (bubblewrap cannot set a tmpfs's nr_inodes)."""
+def worker_config(policy: SandboxPolicy, plan: MountPlan, *, isolated: bool) -> dict:
+    """The settings the worker applies to itself before it runs any code."""
     limits = policy.limits
-    return {"work_tmpfs": {"path": WORK_DIR, "size": limits.tmp_mb * 1024 * 1024,
-                           "files": tmp_files(policy)} if work_tmpfs else None,
-            "memory_mb": limits.memory_mb, "max_file_mb": limits.max_file_mb,
+    return {"memory_mb": limits.memory_mb, "max_file_mb": limits.max_file_mb,
             "max_open_files": limits.max_open_files, "session_cpu_seconds":
             limits.session_cpu_seconds, "cpu_seconds": limits.cpu_seconds,
             "max_output_chars": limits.max_output_chars, "timeout": limits.timeout,
@@ -178,12 +177,8 @@ def bwrap_command(policy: SandboxPolicy, bwrap: str, info_fd: int,
     """bubblewrap's command line; `command` replaces the worker (the probe runs `pass`)."""
     plan = mount_plan(policy)
     known = bwrap_options(bwrap)
-    # The worker keeps CAP_SYS_ADMIN (to mount its work folder with a file limit) and
-    # CAP_SETPCAP (to empty its bounding set) in the sandbox's user namespace, and drops
-    # every capability before anything else runs; it refuses to start if one is left.
     argv = [bwrap, "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session",
-            "--cap-drop", "ALL", "--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP",
-            "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_GID),
+            "--cap-drop", "ALL", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_GID),
             "--hostname", "sandbox", "--clearenv", "--info-fd", str(info_fd)]
     if "--disable-userns" in known:  # older: seccomp alone refuses nested namespaces
         argv.append("--disable-userns")
@@ -201,14 +196,13 @@ def bwrap_command(policy: SandboxPolicy, bwrap: str, info_fd: int,
             argv += ["--ro-bind" if kind == "ro" else "--bind", str(src), str(dst)]
     for key, value in SANDBOX_ENV.items():
         argv += ["--setenv", key, value]
-    argv += ["--chdir", WORK_DIR, "--",
-             *(command or _worker_argv(policy, plan, work_tmpfs=True))]
+    argv += ["--chdir", WORK_DIR, "--", *(command or _worker_argv(policy, plan))]
     return argv, {}
 
 
-def _worker_argv(policy: SandboxPolicy, plan: MountPlan, work_tmpfs: bool = False) -> list[str]:
+def _worker_argv(policy: SandboxPolicy, plan: MountPlan) -> list[str]:
     return [plan.python, "-I", "-S", SANDBOX_WORKER,
-            json.dumps(worker_config(policy, plan, isolated=True, work_tmpfs=work_tmpfs))]
+            json.dumps(worker_config(policy, plan, isolated=True))]
 
 
 def namespaces_command(policy: SandboxPolicy, python: str, info_fd: int,

@@ -49,7 +49,7 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 class RunOutcome:
     """What one piece of code did: output, and an error with its kind when it failed.
 
-    error_kind: exception | cpu | memory | output | timeout | crashed | internal.
+    error_kind: exception | cpu | memory | output | timeout | disk | crashed | internal.
     """
 
     ok: bool
@@ -67,6 +67,13 @@ class SandboxError(RuntimeError):
 
 class _CpuOverrun(Exception):
     """The code kept running past its CPU budget (it ignored SIGXCPU)."""
+
+
+class _FilesOverrun(Exception):
+    """The work folder holds more files than its limit (bubblewrap's tmpfs has no nr_inodes)."""
+
+
+_NOTHING = object()  # no frame arrived before the next check
 
 
 _protected = False
@@ -211,6 +218,10 @@ class SandboxedPython:
             raise SandboxError(f"the sandbox did not start properly: "
                                f"{(hello or {}).get('error') or hello!r}")
         self.pid = self._worker_pid()
+        # Files in the work folder, counted from outside (see launch.TMP_BYTES_PER_FILE).
+        self.max_tmp_files = launch.tmp_files(self.policy)
+        self._tmp_root = (f"/proc/{self.pid}/root{launch.WORK_DIR}"
+                          if self.mechanism in ("bwrap", "namespaces") else None)
         self.protection = {"mechanism": self.mechanism, "seccomp": bool(hello.get("seccomp")),
                            "landlock": int(hello.get("landlock") or 0)}
         if self._proc.stderr is not None:
@@ -322,6 +333,23 @@ class SandboxedPython:
                 pass
             self._frozen = False
 
+    def tmp_files_used(self) -> int | None:
+        """Files (inodes) in the sandbox's work folder now; None if it cannot be seen."""
+        if not self._tmp_root:
+            return None
+        try:
+            st = os.statvfs(self._tmp_root)
+        except OSError:
+            return None
+        return st.f_files - st.f_ffree
+
+    def _check(self, cpu_limit: float) -> None:
+        if self.cpu_used() > cpu_limit:
+            raise _CpuOverrun
+        used = self.tmp_files_used()
+        if used is not None and used > self.max_tmp_files:
+            raise _FilesOverrun(used)
+
     def cpu_used(self) -> float:
         try:
             return cpu_seconds_of(self.pid)
@@ -365,6 +393,8 @@ class SandboxedPython:
                     reply = self._reply(call_id, deadline, cpu_limit)
                 except TimeoutError:
                     reply = self._interrupt(call_id)
+            except _FilesOverrun as exc:
+                return self._too_many_files(exc.args[0], start)
             except _CpuOverrun:
                 self.close()
                 return RunOutcome(False, "", f"CPU time limit exceeded ({self.limits.cpu_seconds}"
@@ -381,6 +411,9 @@ class SandboxedPython:
                                   f"the code did not stop when interrupted, so the interpreter "
                                   f"was killed and its state is lost", "timeout", restarted=True,
                                   seconds=time.monotonic() - start)
+            used = self.tmp_files_used()
+            if used is not None and used > self.max_tmp_files:
+                return self._too_many_files(used, start)
             self._freeze()
             kind = reply.get("error_kind")
             if kind not in (None, "exception", "cpu", "memory", "output", "timeout", "internal"):
@@ -396,22 +429,34 @@ class SandboxedPython:
                               truncated=bool(reply.get("truncated")) or cut,
                               seconds=time.monotonic() - start)
 
+    def _too_many_files(self, used: int, start: float) -> RunOutcome:
+        self.close()
+        return RunOutcome(False, "", f"the work folder holds {used} files, over its limit of "
+                          f"{self.max_tmp_files} (one per 4 KiB of tmp_mb); the interpreter was "
+                          f"killed and its state is lost", "disk", restarted=True,
+                          seconds=time.monotonic() - start)
+
     def _reply(self, call_id: str, deadline: float,
                cpu_limit: float | None = None) -> dict[str, Any]:
         """The reply of this call: frames with any other id (forged by the code, or late
         replies of a call that timed out) are dropped. With `cpu_limit`, the sandbox's CPU
-        (all threads) is checked every CPU_POLL seconds and _CpuOverrun raised past it."""
+        (all threads) and its work folder's files are checked every CPU_POLL seconds, also
+        while frames keep arriving (_CpuOverrun, _FilesOverrun past their limits)."""
+        next_check = time.monotonic() + CPU_POLL
         while True:
             if cpu_limit is None:
                 message = self._read(deadline)
             else:
                 try:
-                    message = self._read(min(deadline, time.monotonic() + CPU_POLL))
+                    message = self._read(min(deadline, next_check))
                 except TimeoutError:
-                    if self.cpu_used() > cpu_limit:
-                        raise _CpuOverrun from None
+                    message = _NOTHING
+                if message is _NOTHING or time.monotonic() >= next_check:
+                    self._check(cpu_limit)
+                    next_check = time.monotonic() + CPU_POLL
+                if message is _NOTHING:
                     if time.monotonic() >= deadline:
-                        raise
+                        raise TimeoutError
                     continue
             if isinstance(message, dict) and message.get("id") == call_id:
                 return message

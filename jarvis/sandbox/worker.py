@@ -330,53 +330,6 @@ def install_seccomp() -> bool:
     return True
 
 
-# --- the work folder and capabilities ----------------------------------------------------------
-_MS_NOSUID, _MS_NODEV, _CLONE_NEWNS = 2, 4, 0x00020000
-_PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
-
-
-class _CapHeader(ctypes.Structure):
-    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-
-
-class _CapData(ctypes.Structure):
-    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
-                ("inheritable", ctypes.c_uint32)]
-
-
-def mount_work_folder(spec: dict) -> None:
-    """A tmpfs over the work folder bounded in bytes and in files (bubblewrap's --tmpfs has
-    no nr_inodes); needs CAP_SYS_ADMIN in the sandbox's user namespace (dropped next)."""
-    path = spec["path"]
-    # bubblewrap's --disable-userns nests a second user namespace, which does not own the
-    # mount namespace: a mount namespace of its own (a copy of bwrap's) can be changed.
-    if _libc.unshare(_CLONE_NEWNS) != 0:
-        raise OSError(ctypes.get_errno(), "cannot make a mount namespace")
-    options = f"size={int(spec['size'])},nr_inodes={int(spec['files'])},mode=1777"
-    if _libc.mount(b"tmpfs", path.encode(), b"tmpfs", ctypes.c_ulong(_MS_NOSUID | _MS_NODEV),
-                   options.encode()) != 0:
-        raise OSError(ctypes.get_errno(), f"cannot mount the work folder {path}")
-    os.chdir(path)  # the old cwd is the tmpfs underneath
-
-
-def drop_capabilities() -> None:
-    """Empty every capability set (bounding, ambient, effective, permitted, inheritable) and
-    check /proc says so: user code never runs with one."""
-    for cap in range(64):
-        if _libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
-            if ctypes.get_errno() == errno.EINVAL:  # past the kernel's last capability
-                break
-            raise OSError(ctypes.get_errno(), f"cannot drop capability {cap}")
-    _libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
-    header = _CapHeader(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3: two data structs
-    if _libc.capset(ctypes.byref(header), ctypes.byref((_CapData * 2)())) != 0:
-        raise OSError(ctypes.get_errno(), "cannot drop capabilities")
-    with open("/proc/self/status") as f:
-        left = [line for line in f if line.startswith("Cap") and int(line.split()[1], 16)]
-    if left:
-        raise OSError(errno.EPERM, f"capabilities left: {' '.join(left).strip()}")
-
-
 # --- limits ----------------------------------------------------------------------------------
 def _set(limit: int, soft: int, hard: int | None = None) -> None:
     try:
@@ -545,9 +498,6 @@ def main() -> None:
     for fd in (IN_FD, OUT_FD):
         os.set_inheritable(fd, False)
     try:
-        if config.get("work_tmpfs"):  # first: nothing else runs with a capability
-            mount_work_folder(config["work_tmpfs"])
-            drop_capabilities()
         import site
 
         for folder in config.get("site_dirs", []):
