@@ -334,7 +334,8 @@ class SandboxedPython:
             self._frozen = False
 
     def tmp_files_used(self) -> int | None:
-        """Files (inodes) in the sandbox's work folder now; None if it cannot be seen."""
+        """Files (inodes) in the sandbox's work folder now, with the KiB its extended attributes
+        take (tmpfs counts both in one space); None if it cannot be seen."""
         if not self._tmp_root:
             return None
         try:
@@ -431,10 +432,11 @@ class SandboxedPython:
 
     def _too_many_files(self, used: int, start: float) -> RunOutcome:
         self.close()
-        return RunOutcome(False, "", f"the work folder holds {used} files, over its limit of "
-                          f"{self.max_tmp_files} (one per 4 KiB of tmp_mb); the interpreter was "
-                          f"killed and its state is lost", "disk", restarted=True,
-                          seconds=time.monotonic() - start)
+        # tmpfs counts extended attributes in the same space, a slot per KiB (BOGO_INODE_SIZE)
+        return RunOutcome(False, "", f"the work folder holds over its limit of "
+                          f"{self.max_tmp_files} files ({used}; extended attributes count too, "
+                          f"one per KiB); the interpreter was killed and its state is lost",
+                          "disk", restarted=True, seconds=time.monotonic() - start)
 
     def _reply(self, call_id: str, deadline: float,
                cpu_limit: float | None = None) -> dict[str, Any]:
