@@ -237,6 +237,50 @@ def test_jarvis_home_inside_a_folder_the_sandbox_needs_stays_hidden(
         shutil.rmtree(home)
 
 
+def test_the_mounts_alone_are_read_only_without_landlock(mechanism: str, tmp_path: Path) -> None:
+    # The sandbox's uid is jarvis's on the host: as root (here and in CI), on a kernel
+    # without Landlock, only the mounts stand between the code and host files. A writable
+    # /proc let it write host sysctls (kernel/core_pattern: a command run as root on any
+    # crash), and jarvis's launcher left a mount *below* a read-only path writable. The
+    # sandbox here runs a plain `python -c` (no worker: no Landlock, no seccomp).
+    import ctypes as c
+
+    from jarvis.sandbox import SandboxPolicy
+    from jarvis.sandbox.launch import bwrap_command, namespaces_command
+    from jarvis.sandbox.policy import python_paths
+
+    data = tmp_path / "data"
+    (data / "inner").mkdir(parents=True)
+    libc = c.CDLL(None, use_errno=True)
+    assert libc.mount(b"tmpfs", str(data / "inner").encode(), b"tmpfs", 0, b"size=1m") == 0, (
+        "the test mounts a tmpfs (it runs as root, like CI)")
+    try:
+        code = ("out = []\n"
+                f"for path in ('/proc/sys/vm/swappiness', {str(data / 'inner' / 'x')!r}):\n"
+                "    try:\n"
+                "        old = open(path).read() if path.startswith('/proc') else 'x'\n"
+                "        open(path, 'w').write(old)\n"    # the same value: harmless
+                "        out.append('WROTE')\n"
+                "    except OSError as e:\n        out.append(e.strerror)\n"
+                "print(out)")
+        policy = SandboxPolicy(isolation=mechanism, read_only_paths=(str(data),))
+        command = [python_paths(False)[0], "-I", "-S", "-c", code]
+        info_r, info_w = os.pipe()
+        try:
+            argv = (bwrap_command(policy, "bwrap", info_w, command) if mechanism == "bwrap"
+                    else namespaces_command(policy, sys.executable, info_w, command))[0]
+            done = subprocess.run(argv, pass_fds=(info_w,), capture_output=True, text=True,
+                                  env={}, timeout=30)
+        finally:
+            os.close(info_w)
+            os.close(info_r)
+        assert done.stdout.strip() == str(["Read-only file system"] * 2), (done.stdout,
+                                                                            done.stderr)
+        assert not (data / "inner" / "x").exists()
+    finally:
+        libc.umount2(str(data / "inner").encode(), 2)
+
+
 def test_code_writes_only_its_work_folder(run: Run, tmp_path: Path) -> None:
     outside = tmp_path / "escaped.txt"
     code = (f"import os, sys\nout = []\n"

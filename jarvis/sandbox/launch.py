@@ -184,7 +184,9 @@ def bwrap_command(policy: SandboxPolicy, bwrap: str, info_fd: int,
         argv.append("--disable-userns")
     if policy.network:
         argv.append("--share-net")
-    argv += ["--proc", "/proc", "--dev", "/dev"]
+    # /proc read-only: the sandbox's uid is jarvis's on the host, so with jarvis as root and
+    # no Landlock (a kernel without it) the code wrote host sysctls (kernel/core_pattern).
+    argv += ["--proc", "/proc", "--remount-ro", "/proc", "--dev", "/dev"]
     for kind, src, dst in plan.ops:
         if kind == "symlink":
             argv += ["--symlink", str(src), str(dst)]
