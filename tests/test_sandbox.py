@@ -210,6 +210,77 @@ def test_code_cannot_read_home_secrets_or_shadow(run: Run, tmp_path: Path,
     jarvis_still_answers(run)
 
 
+def test_jarvis_home_inside_a_folder_the_sandbox_needs_stays_hidden(
+        mechanism: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Only listed paths were checked for secrets: a JARVIS_HOME under /usr/local, the
+    # interpreter's prefix or the venv's site-packages was readable through their mounts.
+    import shutil
+
+    from jarvis.sandbox import SandboxedPython, SandboxPolicy
+    from jarvis.sandbox.policy import python_paths
+
+    packages = python_paths(True)[2]
+    assert packages, "the test needs a site-packages folder the sandbox mounts"
+    home = Path(packages[0]) / f"jarvis-test-home-{os.getpid()}-{mechanism}"
+    home.mkdir()
+    try:
+        (home / ".env").write_text("OPENAI_API_KEY=sk-secret\n")
+        monkeypatch.setenv("JARVIS_HOME", str(home))
+        proc = SandboxedPython(SandboxPolicy(isolation=mechanism))
+        try:
+            result = proc.run(f"import os\nos.listdir({str(home)!r}), "
+                              f"os.path.exists({str(home / '.env')!r})")
+            assert result.ok and result.output.strip() == "([], False)", result
+        finally:
+            proc.close()
+    finally:
+        shutil.rmtree(home)
+
+
+def test_the_mounts_alone_are_read_only_without_landlock(mechanism: str, tmp_path: Path) -> None:
+    # The sandbox's uid is jarvis's on the host: as root (here and in CI), on a kernel
+    # without Landlock, only the mounts stand between the code and host files. A writable
+    # /proc let it write host sysctls (kernel/core_pattern: a command run as root on any
+    # crash), and jarvis's launcher left a mount *below* a read-only path writable. The
+    # sandbox here runs a plain `python -c` (no worker: no Landlock, no seccomp).
+    import ctypes as c
+
+    from jarvis.sandbox import SandboxPolicy
+    from jarvis.sandbox.launch import bwrap_command, namespaces_command
+    from jarvis.sandbox.policy import python_paths
+
+    data = tmp_path / "data"
+    (data / "inner").mkdir(parents=True)
+    libc = c.CDLL(None, use_errno=True)
+    assert libc.mount(b"tmpfs", str(data / "inner").encode(), b"tmpfs", 0, b"size=1m") == 0, (
+        "the test mounts a tmpfs (it runs as root, like CI)")
+    try:
+        code = ("out = []\n"
+                f"for path in ('/proc/sys/vm/swappiness', {str(data / 'inner' / 'x')!r}):\n"
+                "    try:\n"
+                "        old = open(path).read() if path.startswith('/proc') else 'x'\n"
+                "        open(path, 'w').write(old)\n"    # the same value: harmless
+                "        out.append('WROTE')\n"
+                "    except OSError as e:\n        out.append(e.strerror)\n"
+                "print(out)")
+        policy = SandboxPolicy(isolation=mechanism, read_only_paths=(str(data),))
+        command = [python_paths(False)[0], "-I", "-S", "-c", code]
+        info_r, info_w = os.pipe()
+        try:
+            argv = (bwrap_command(policy, "bwrap", info_w, command) if mechanism == "bwrap"
+                    else namespaces_command(policy, sys.executable, info_w, command))[0]
+            done = subprocess.run(argv, pass_fds=(info_w,), capture_output=True, text=True,
+                                  env={}, timeout=30)
+        finally:
+            os.close(info_w)
+            os.close(info_r)
+        assert done.stdout.strip() == str(["Read-only file system"] * 2), (done.stdout,
+                                                                            done.stderr)
+        assert not (data / "inner" / "x").exists()
+    finally:
+        libc.umount2(str(data / "inner").encode(), 2)
+
+
 def test_code_writes_only_its_work_folder(run: Run, tmp_path: Path) -> None:
     outside = tmp_path / "escaped.txt"
     code = (f"import os, sys\nout = []\n"
@@ -234,7 +305,7 @@ def test_code_writes_only_its_work_folder(run: Run, tmp_path: Path) -> None:
 def test_code_has_no_capabilities_and_sees_only_its_own_processes(run: Run) -> None:
     code = ("import ctypes, os, socket\nlibc = ctypes.CDLL(None, use_errno=True)\n"
             "status = open('/proc/self/status').read()\n"
-            "cap = [l.split()[1] for l in status.splitlines() if l.startswith('CapEff')][0]\n"
+            "cap = max(l.split()[1] for l in status.splitlines() if l.startswith('Cap'))\n"
             "pids = sorted(int(p) for p in os.listdir('/proc') if p.isdigit())\n"
             "unshare = libc.unshare(0x10000000)\n"  # a nested user namespace
             "mount = libc.mount(b'none', b'/tmp', b'tmpfs', 0, None)\n"
@@ -305,6 +376,8 @@ SECCOMP_DENIED_X86_64 = {  # called with zero arguments: without the filter each
     "pivot_root": 155, "chroot": 161, "unshare": 272, "setns": 308, "open_tree": 428,
     "move_mount": 429, "fsopen": 430, "fsmount": 432, "mount_setattr": 442,
     "name_to_handle_at": 303, "open_by_handle_at": 304, "setrlimit": 160, "syslog": 103,
+    # memory RLIMIT_AS does not count (msgget(0, 0) would create a queue)
+    "memfd_create": 319, "shmget": 29, "shmat": 30, "shmdt": 67, "msgget": 68, "semget": 64,
 }
 
 
@@ -321,6 +394,45 @@ def test_seccomp_denies_the_kernel_attack_surface(isolation: str) -> None:
             "print(bad)")
     result = call(ToolExecutor([tool]), "code_interpreter", code)
     assert result.success and result.content.strip() == "[]", result.content
+
+
+REFUSE_SECCOMP = (  # run argv[1:] under a filter: prctl(PR_SET_SECCOMP, ...) gets EINVAL
+    "import ctypes, os, sys\n"
+    "f = [(0x20, 0, 0, 0), (0x15, 0, 3, 157), (0x20, 0, 0, 16), (0x15, 0, 1, 22),\n"
+    "     (0x06, 0, 0, 0x50016), (0x06, 0, 0, 0x7FFF0000)]\n"
+    "class F(ctypes.Structure):\n"
+    "    _fields_ = [('code', ctypes.c_ushort), ('jt', ctypes.c_ubyte),\n"
+    "                ('jf', ctypes.c_ubyte), ('k', ctypes.c_uint)]\n"
+    "class P(ctypes.Structure):\n"
+    "    _fields_ = [('len', ctypes.c_ushort), ('filter', ctypes.POINTER(F))]\n"
+    "libc = ctypes.CDLL(None)\n"
+    "assert libc.prctl(38, 1, 0, 0, 0) == 0\n"
+    "prog = P(len(f), (F * len(f))(*[F(*i) for i in f]))\n"
+    "assert libc.prctl(22, 2, ctypes.byref(prog), 0, 0) == 0\n"
+    "argv = sys.argv[1:]\n"
+    "os.execve(argv[0], argv, dict(os.environ))\n")
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="x86_64 syscall numbers")
+def test_a_seccomp_filter_that_cannot_be_installed_stops_the_start(tmp_path: Path) -> None:
+    # The worker ran on without its filter (and said so only in a field nobody read) when
+    # prctl(PR_SET_SECCOMP) failed. A parent's filter that refuses that prctl stands in for
+    # a kernel that cannot; the worker must answer "not ready" instead of running code.
+    import json
+    import struct
+
+    from jarvis.sandbox import SandboxPolicy
+    from jarvis.sandbox.launch import plain_command
+
+    argv, env = plain_command(SandboxPolicy(isolation="none"), str(tmp_path))
+    config = json.loads(argv[-1])
+    config.pop("parent")  # the wrapper's exec keeps the pid, but not jarvis as the parent
+    done = subprocess.run([sys.executable, "-c", REFUSE_SECCOMP, *argv[:-1], json.dumps(config)],
+                          env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
+    size = struct.unpack(">I", done.stdout[:4])[0]
+    hello = json.loads(done.stdout[4:4 + size])
+    assert hello["ready"] is False, hello
+    assert "cannot install the seccomp filter" in hello["error"], hello
 
 
 def test_network_true_gives_the_host_network(mechanism: str) -> None:
@@ -420,7 +532,10 @@ def test_the_sandbox_dies_with_a_sigkilled_jarvis(mechanism: str, during_call: b
         "from jarvis.tools.repl import ReplTool\n"
         f"ex = ToolExecutor([ReplTool(requires_confirmation=False, isolation={mechanism!r})],"
         " run_id='r')\n"
-        "code = ('import threading, time\\n'\n"
+        # Cleared, its death signal would let the interpreter outlive jarvis (the worker is
+        # the namespace's init with isolation "namespaces").
+        "code = ('import ctypes, threading, time\\n'\n"
+        "        'assert ctypes.CDLL(None).prctl(1, 0, 0, 0, 0) == -1\\n'\n"
         "        'threading.Thread(target=lambda: time.sleep(3600)).start()\\n1')\n"
         "r = ex.execute(ToolCall(id='c', name='repl', arguments={'code': code}))\n"
         "assert r.success, r.content\n"
@@ -442,6 +557,28 @@ def test_the_sandbox_dies_with_a_sigkilled_jarvis(mechanism: str, during_call: b
         jarvis.stdin.close()
         jarvis.stdout.close()
     assert not wait_until_gone(sandbox, timeout=10)
+
+
+def test_a_sandbox_that_ended_never_signals_a_reused_pid(mechanism: str) -> None:
+    # The code can end its own sandbox (os._exit). Its pids are then free, and on a host with
+    # pid_max 32768 another process soon holds one: close() (again when the run ends) killed
+    # "the sandbox's init" by pid. Here a sleeper stands for the process that got the pid.
+    from jarvis.sandbox import SandboxedPython, SandboxPolicy
+
+    proc = SandboxedPython(SandboxPolicy(isolation=mechanism))
+    ended = proc.run("import os\nos._exit(0)")
+    assert not ended.ok and ended.error_kind == "crashed", ended
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        proc.init_pid = proc.pid = sleeper.pid
+        proc.close()
+        assert pid_alive(sleeper.pid)
+        again = proc.run("1")
+        assert not again.ok and again.error_kind == "crashed"
+        assert pid_alive(sleeper.pid)
+    finally:
+        sleeper.kill()
+        sleeper.wait(10)
 
 
 # --- the reply channel -------------------------------------------------------------------------------
@@ -475,6 +612,51 @@ def test_forged_replies_cannot_shift_or_fake_other_calls(run: Run) -> None:
     jarvis_still_answers(run)
 
 
+def test_an_interrupt_while_the_reply_is_written_does_not_kill_the_interpreter() -> None:
+    # jarvis's SIGINT (a call's timeout) can come while the worker writes its reply: the
+    # KeyboardInterrupt cut the frame, and the worker died ("exit code 1") or sent a garbled
+    # second one. Here the code's own thread sends SIGINTs for a while after a big reply.
+    from collections import Counter
+
+    from jarvis.sandbox import SandboxedPython, SandboxLimits, SandboxPolicy
+
+    policy = SandboxPolicy(isolation="bwrap", limits=SandboxLimits(max_output_chars=3_000_000))
+    code = ("import os, signal, threading, time\n"
+            "def spam():\n    start = time.monotonic()\n"
+            "    while time.monotonic() - start < 0.2:\n"
+            "        os.kill(os.getpid(), signal.SIGINT)\n        time.sleep(0.0005)\n"
+            "threading.Thread(target=spam, daemon=True).start()\n"
+            "try:\n    print('x' * 2_500_000)\nexcept KeyboardInterrupt:\n    pass\n")
+    kinds: Counter = Counter()
+    proc = SandboxedPython(policy)
+    try:
+        for _ in range(20):
+            result = proc.run(code)
+            kinds[result.error_kind] += 1
+            if not proc.alive:
+                proc.close()
+                proc = SandboxedPython(policy)
+    finally:
+        proc.close()
+    assert set(kinds) <= {None, "exception"}, kinds
+
+
+def test_a_stream_of_stale_frames_does_not_hide_a_cpu_overrun(mechanism: str) -> None:
+    # jarvis checked the sandbox's CPU only when no frame arrived for CPU_POLL seconds: a
+    # thread sending junk frames every few ms kept code that ignores SIGXCPU burning until
+    # the wall-clock timeout instead of its CPU budget.
+    code = ("import signal, sys, threading\nsignal.signal(signal.SIGXCPU, signal.SIG_IGN)\n"
+            "w = sys.modules['__main__']\n"
+            "def spam():\n    while True:\n        w.send({'id': 'stale'})\n"
+            "threading.Thread(target=spam, daemon=True).start()\nwhile True:\n    pass\n")
+    # The budget is 1 s (+2 s grace); the worker gets under a core while jarvis reads.
+    tool = CodeInterpreterTool(isolation=mechanism, **{**LIMITS, "timeout": 20.0})
+    start = time.monotonic()
+    result = call(ToolExecutor([tool]), "code_interpreter", code)
+    assert not result.success and result.metadata["error_kind"] == "cpu", result.content
+    assert time.monotonic() - start < 15
+
+
 # --- bombs -------------------------------------------------------------------------------------------
 @pytest.mark.parametrize(("code", "kinds", "needle"), [
     ("hog = bytearray(2 * 1024 ** 3)", {"memory"}, "MemoryError"),
@@ -501,6 +683,153 @@ def test_bombs_are_stopped_with_a_clear_failure(run: Run, code: str, kinds: set[
     survived = run.repl("keep")
     assert survived.content.strip() == "'still here'" or survived.metadata.get(
         "fresh_interpreter"), survived.content
+    jarvis_still_answers(run)
+
+
+def test_memory_that_rlimit_as_does_not_count_is_refused(run: Run) -> None:
+    # memfd pages written with write() and SysV shared memory attached, filled and detached
+    # are not in the address space: 300 MB of either went past memory_mb = 256, and with
+    # 256 descriptors (or no limit at all for SysV) to the host's whole RAM.
+    code = ("import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\nout = []\n"
+            "try:\n    fd = os.memfd_create('balloon')\n"
+            "    for _ in range(300):\n        os.write(fd, b'x' * 2 ** 20)\n"
+            "    out.append('memfd: 300 MB')\n"
+            "except OSError as e:\n    out.append(f'memfd: {e.strerror}')\n"
+            "for name, args in (('shmget', (0, 300 << 20, 0o1600)), ('msgget', (0, 0o1600)),\n"
+            "                   ('semget', (0, 1, 0o1600))):\n"
+            "    ok = getattr(libc, name)(*args) >= 0\n"
+            "    out.append(f'{name}: ' + ('made' if ok else os.strerror(ctypes.get_errno())))\n"
+            "print(out)")
+    for result in (run.repl(code), run.once(code)):
+        assert result.success, result.content
+        assert result.content.strip() == str([f"{name}: Operation not permitted" for name in (
+            "memfd", "shmget", "msgget", "semget")]), result.content
+    jarvis_still_answers(run)
+
+
+def test_the_work_folder_bounds_files_as_well_as_bytes(run: Run) -> None:
+    # tmpfs `size` does not count empty files: 300 000 of them took 300 MB of the host's
+    # kernel memory in 3 s. The work folder holds one file per 4 KiB of tmp_mb (64 MB: 16 384):
+    # jarvis's launcher mounts it so (then: No space left on device); bubblewrap cannot, so
+    # jarvis counts the files from outside, also while the code runs, and ends the sandbox.
+    code = ("import os\nn = 0\ntry:\n    for n in range(200_000):\n"
+            "        os.close(os.open(f'/tmp/{n}', os.O_CREAT | os.O_WRONLY))\n"
+            "except OSError as e:\n    print(n, e.strerror)\n")
+    for result in (run.repl(code), run.once(code)):
+        if run.tools[0].policy.isolation == "namespaces":
+            assert result.success, result.content
+            count, reason = result.content.split(" ", 1)
+            assert 16_000 < int(count) <= 16_384, result.content
+            assert reason.strip() == "No space left on device", result.content
+        else:
+            assert not result.success and result.metadata["error_kind"] == "disk", (
+                result.content)
+            assert "over its limit of 16384 files" in result.content, result.content
+    # Extended attributes are kernel memory that `size` does not count either (64 KiB each
+    # on one file: 128 MB went through); tmpfs counts them with the files.
+    xattrs = ("import os\nopen('/tmp/x', 'w').close()\nn = 0\ntry:\n"
+              "    for n in range(2_000):\n"
+              "        os.setxattr('/tmp/x', f'user.k{n}', b'v' * 65536)\n"
+              "except OSError as e:\n    print(n, e.strerror)\n")
+    result = run.once(xattrs)
+    if run.tools[0].policy.isolation == "namespaces":
+        assert result.success and result.content.split(" ", 1)[1].strip() == (
+            "No space left on device"), result.content
+        assert int(result.content.split()[0]) < 300, result.content
+    else:
+        assert not result.success and result.metadata["error_kind"] == "disk", result.content
+    # Deleting what it made keeps an interpreter (and its state) alive.
+    ok = run.repl("import os\nfor n in range(16_000):\n    open(f'/tmp/{n}', 'w').close()\n"
+                  "for n in range(16_000):\n    os.remove(f'/tmp/{n}')\nkept = 'yes'")
+    assert ok.success, ok.content
+    assert run.repl("kept").content.strip() == "'yes'"
+    jarvis_still_answers(run)
+
+
+def test_code_cannot_connect_to_unix_sockets(mechanism: str, tmp_path: Path) -> None:
+    # A socket file in a folder the config mounts (a host server's, read-only) is reachable
+    # by connect(), which Landlock does not check; abstract sockets stop at the network
+    # namespace. socketpair() still works (asyncio needs it).
+    from jarvis.sandbox import SandboxedPython, SandboxPolicy
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    listeners = []
+    for address in (str(shared / "host.sock"), f"\0jarvis-test-{os.getpid()}-{mechanism}"):
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(address)
+        listener.listen(1)
+        listener.settimeout(0.5)
+        listeners.append(listener)
+    os.chmod(shared / "host.sock", 0o777)
+    proc = SandboxedPython(SandboxPolicy(isolation=mechanism, read_only_paths=(str(shared),)))
+    try:
+        result = proc.run(
+            "import asyncio, socket\nout = []\n"
+            f"for address in ({str(shared / 'host.sock')!r}, "
+            f"'\\0jarvis-test-{os.getpid()}-{mechanism}'):\n"
+            "    try:\n        s = socket.socket(socket.AF_UNIX)\n"
+            "        s.settimeout(2)\n        s.connect(address)\n"
+            "        out.append('connected')\n"
+            "    except OSError as e:\n        out.append(type(e).__name__)\n"
+            "a, b = socket.socketpair()\na.send(b'p')\nout.append(b.recv(1).decode())\n"
+            "async def main():\n    return 'loop'\nout.append(asyncio.run(main()))\nout")
+        assert result.ok, result.error
+        assert result.output.strip() == str(["PermissionError", "PermissionError", "p", "loop"])
+        for listener in listeners:
+            with pytest.raises(TimeoutError):
+                listener.accept()
+    finally:
+        proc.close()
+        for listener in listeners:
+            listener.close()
+
+
+FIND_CALL_ID = ("import sys\nw = sys.modules['__main__']\nf = sys._getframe()\ncid = None\n"
+                "while f:\n    cid = f.f_locals.get('call_id', cid)\n    f = f.f_back\n")
+
+
+def test_a_reply_forged_with_the_call_id_is_still_bounded(mechanism: str) -> None:
+    # The code can read its own call's id from the worker's frames and reply in its place:
+    # that reply is the code's word, so jarvis bounds it again (output limit, error size).
+    from jarvis.sandbox import SandboxedPython, SandboxLimits, SandboxPolicy
+
+    limits = SandboxLimits(max_output_chars=1_000)
+    proc = SandboxedPython(SandboxPolicy(isolation=mechanism, limits=limits))
+    try:
+        result = proc.run(FIND_CALL_ID + "w.send({'id': cid, 'ok': True, 'output': 'A' * 10**6})")
+        assert result.ok and result.output == "A" * 1_000 and result.truncated
+        result = proc.run(FIND_CALL_ID + "w.send({'id': cid, 'ok': False, 'error': 'E' * 10**6})")
+        assert not result.ok and len(result.error) <= 4_000
+    finally:
+        proc.close()
+
+
+def test_an_honest_reply_of_escaped_characters_is_not_too_big() -> None:
+    # Printing max_output_chars control characters is allowed, but JSON spends 6 bytes on
+    # each ("\\u0001"): past 8 MB the reply was refused and the interpreter killed.
+    from jarvis.sandbox import SandboxedPython, SandboxLimits, SandboxPolicy
+
+    proc = SandboxedPython(SandboxPolicy(isolation="bwrap", limits=SandboxLimits(
+        max_output_chars=2_000_000)))
+    try:
+        result = proc.run("print('\\x01' * 1_999_000)\nx = 1")
+        assert result.ok and result.output == "\x01" * 1_999_000 + "\n", result.error
+        assert proc.run("x").output.strip() == "1"
+    finally:
+        proc.close()
+
+
+def test_a_deeply_nested_reply_is_a_clear_failure(run: Run) -> None:
+    # json.loads raises RecursionError (not ValueError) on [[[[...: it escaped the tool.
+    nested = FIND_CALL_ID + (
+        "import os, struct\nbody = b'[' * 200000 + b']' * 200000\n"
+        "os.write(w.OUT_FD, struct.pack('>I', len(body)) + body)\nimport time\ntime.sleep(1)")
+    for result in (run.repl(nested), run.once(nested)):
+        assert not result.success and result.metadata.get("error_kind") == "crashed", (
+            result.content)
+        assert "unreadable reply" in result.content, result.content
+    assert run.repl("1 + 1").content.strip() == "2"
     jarvis_still_answers(run)
 
 
@@ -562,6 +891,53 @@ def test_doctor_and_tools_show_name_the_mechanism_in_force(cli_env) -> None:
     assert json.loads(forced.stdout)["sandbox_in_force"]["mechanism"] == "namespaces"
     none = jarvis_cli("tools", "show", "repl", env={**cli_env, "JARVIS_SANDBOX": "none"}).stdout
     assert 'sandbox: none (isolation = "none"' in none
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="x86_64 syscall numbers")
+def test_doctor_probes_the_real_worker_not_just_bwrap(cli_env, tmp_path: Path) -> None:
+    # The probe ran `python -c pass` in a bwrap sandbox: on a host where bwrap runs but the
+    # worker cannot restrict itself (here: a bwrap whose processes cannot install a seccomp
+    # filter), doctor said "bwrap" and exit 0 while every code call failed.
+    import json
+    import shutil
+
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "bwrap").write_text(f"#!{sys.executable} -I\n" + REFUSE_SECCOMP.replace(
+        "argv = sys.argv[1:]", f"argv = [{shutil.which('bwrap')!r}, *sys.argv[1:]]"))
+    (fake / "bwrap").chmod(0o755)
+    env = {**cli_env, "PATH": f"{fake}:{cli_env['PATH']}", "JARVIS_SANDBOX": "bwrap"}
+    done = jarvis_cli("doctor", "--json", env=env)
+    assert done.returncode == 1, done.stdout
+    info = json.loads(done.stdout)["sandbox"]
+    assert info["mechanism"] is None and info["bwrap_works"] is False, info
+    assert "cannot install the seccomp filter" in info["problem"], info["problem"]
+    ran = jarvis_cli("tools", "run", "code_interpreter", '{"code": "print(1)"}', "--yes",
+                     env=env)
+    assert ran.returncode == 1 and "cannot install the seccomp filter" in ran.stderr, ran.stderr
+
+
+def test_doctor_names_a_code_tools_own_isolation(cli_env) -> None:
+    # [tools.repl] isolation wins over [sandbox] for repl: doctor reported only [sandbox]
+    # ("bwrap") while repl ran as a plain process that reads the home folder.
+    import json
+
+    config = Path(cli_env["JARVIS_HOME"]) / "config.toml"
+    config.write_text('[tools.repl]\nisolation = "none"\n')
+    text = jarvis_cli("doctor", env=cli_env)
+    assert text.returncode == 0, text.stderr
+    assert text.stdout.startswith("sandbox: bwrap (")
+    assert "\nrepl (its own isolation = 'none'): none (isolation = \"none\"" in text.stdout
+    info = json.loads(jarvis_cli("doctor", "--json", env=cli_env).stdout)
+    assert info["tools"]["repl"]["mechanism"] == "none" and "code_interpreter" not in info["tools"]
+    # A tool whose own mechanism cannot work makes doctor fail, like [sandbox] would.
+    config.write_text('[tools.code_interpreter]\nisolation = "bwrap"\n')
+    env = {**cli_env, "PATH": str(Path(sys.executable).parent)}
+    broken = jarvis_cli("doctor", env=env)
+    assert broken.returncode == 1, broken.stdout
+    assert broken.stdout.startswith("sandbox: namespaces (")
+    assert "\ncode_interpreter (its own isolation = 'bwrap'): code sandbox unavailable: " \
+        "bubblewrap (bwrap) is not installed" in broken.stdout
 
 
 def test_sandbox_config_is_validated_and_reaches_the_tools(tmp_path: Path,

@@ -8,6 +8,8 @@ import click
 
 from jarvis.commands._common import echo_json, load_cli_config
 
+CODE_TOOLS = ("repl", "code_interpreter")
+
 
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
@@ -15,14 +17,22 @@ def doctor(as_json: bool) -> None:
     """Check the host: which sandbox isolates model-written code (bubblewrap, user
     namespaces, Landlock, seccomp) under this config's [sandbox] settings.
 
-    Exits 1 when the code tools (repl, code_interpreter) would refuse to run.
+    A code tool whose own table sets `isolation` gets a line of its own. Exits 1 when a code
+    tool (repl, code_interpreter) would refuse to run.
     """
     from jarvis.sandbox.probe import describe, status
 
     config = load_cli_config()
     info = status(config.sandbox.isolation, config.sandbox.network)
+    # `isolation` in [tools.repl] / [tools.code_interpreter] wins over [sandbox] for that tool:
+    # a report of [sandbox] alone would say "bwrap" while repl runs unsandboxed.
+    tools = {}
+    for name in CODE_TOOLS:
+        own = config.tools.settings.get(name, {}).get("isolation")
+        if own is not None and own != config.sandbox.isolation:
+            tools[name] = status(own, config.sandbox.network)
     if as_json:
-        echo_json({"sandbox": info})
+        echo_json({"sandbox": info, "tools": tools})
     else:
         yes_no = {True: "yes", False: "no"}
         click.echo(f"sandbox: {describe(info)}")
@@ -33,5 +43,7 @@ def doctor(as_json: bool) -> None:
         click.echo(f"  Landlock ABI: {info['landlock_abi'] or 'none'}")
         click.echo(f"  seccomp: {yes_no[info['seccomp']]}")
         click.echo(f"  network for code: {'host network' if info['network'] else 'none'}")
-    if info["mechanism"] is None:
+        for name, own in tools.items():
+            click.echo(f"{name} (its own isolation = {own['isolation']!r}): {describe(own)}")
+    if info["mechanism"] is None or any(own["mechanism"] is None for own in tools.values()):
         sys.exit(1)

@@ -28,6 +28,13 @@ SANDBOX_UID = SANDBOX_GID = 65534
 # System folders the dynamic loader and the interpreter need (merged-/usr symlinks or dirs).
 SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin")
 SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/localtime")
+# tmpfs bounds its bytes by `size` but its files only by `nr_inodes`, whose default is half
+# the host's RAM pages: 300 000 empty files took 300 MB of kernel memory in 3 s. One file per
+# 4 KiB of tmp_mb (16 384 for the default 64 MB) bounds that to about 16 MB: jarvis's own
+# launcher mounts /tmp with that nr_inodes; bubblewrap's --tmpfs has no such option (and its
+# child may hold no capability to mount one, e.g. under Ubuntu's AppArmor profile), so there
+# jarvis counts the files from outside (SandboxedPython) and ends a sandbox past the limit.
+TMP_BYTES_PER_FILE = 4096
 SANDBOX_ENV = {"HOME": WORK_DIR, "TMPDIR": WORK_DIR, "PATH": "/usr/bin:/bin",
                "LANG": "C.UTF-8", "PYTHONIOENCODING": "utf-8", "PYTHONDONTWRITEBYTECODE": "1"}
 
@@ -87,6 +94,7 @@ def mount_plan(policy: SandboxPolicy) -> MountPlan:
         if (os.path.isdir(folder) and folder not in packages and folder not in hidden
                 and _covered(folder, plan.read_paths)):
             plan.ops.append(("hide", folder, 0))
+    _hide_secret_folders(plan)
     plan.ops.append(("ro", str(WORKER), SANDBOX_WORKER))
     plan.read_paths.append(SANDBOX_WORKER)
     for path in policy.writable_paths:
@@ -96,14 +104,32 @@ def mount_plan(policy: SandboxPolicy) -> MountPlan:
     return plan
 
 
-def _exposes_secrets(path: str) -> str | None:
-    """Why mounting `path` would hand the code jarvis's secrets (None: it would not)."""
+def _secret_folders() -> list[tuple[str, str]]:
     from jarvis.core.paths import jarvis_home
 
+    return [("your home folder", os.path.realpath(os.path.expanduser("~"))),
+            ("JARVIS_HOME", os.path.realpath(str(jarvis_home())))]
+
+
+def _hide_secret_folders(plan: MountPlan) -> None:
+    """The home folder and JARVIS_HOME stay out of sight even when a folder the sandbox needs
+    holds them (JARVIS_HOME under /usr/local, or in the venv's site-packages): an empty
+    read-only tmpfs covers them. If the sandbox also needs something inside one (the
+    interpreter under a home folder that /usr holds), that is refused, loudly."""
+    for what, folder in _secret_folders():
+        if folder == "/" or not _covered(folder, plan.read_paths):
+            continue
+        needed = [p for p in plan.read_paths if p != folder and _covered(p, [folder])]
+        if needed:
+            raise PathProblem(f"{what} ({folder}) is inside a folder the sandbox shows, and "
+                              f"holds {needed[0]}, which it needs; move one of them")
+        plan.ops.append(("hide", folder, 0))
+
+
+def _exposes_secrets(path: str) -> str | None:
+    """Why mounting `path` would hand the code jarvis's secrets (None: it would not)."""
     real = os.path.realpath(path)
-    for what, folder in (("your home folder", os.path.expanduser("~")),
-                         ("JARVIS_HOME", str(jarvis_home()))):
-        inner = os.path.realpath(folder)
+    for what, inner in _secret_folders():
         if real == "/" or _covered(inner, [real]):
             return f"holds {what} ({inner})"
     return None
@@ -112,6 +138,11 @@ def _exposes_secrets(path: str) -> str | None:
 def _covered(path: str, folders: list[str]) -> bool:
     real = os.path.realpath(path)
     return any(real == f or real.startswith(f.rstrip("/") + "/") for f in folders)
+
+
+def tmp_files(policy: SandboxPolicy) -> int:
+    """The most files (inodes) the work folder holds."""
+    return max(1024, policy.limits.tmp_mb * 1024 * 1024 // TMP_BYTES_PER_FILE)
 
 
 def worker_config(policy: SandboxPolicy, plan: MountPlan, *, isolated: bool) -> dict:
@@ -153,7 +184,9 @@ def bwrap_command(policy: SandboxPolicy, bwrap: str, info_fd: int,
         argv.append("--disable-userns")
     if policy.network:
         argv.append("--share-net")
-    argv += ["--proc", "/proc", "--dev", "/dev"]
+    # /proc read-only: the sandbox's uid is jarvis's on the host, so with jarvis as root and
+    # no Landlock (a kernel without it) the code wrote host sysctls (kernel/core_pattern).
+    argv += ["--proc", "/proc", "--remount-ro", "/proc", "--dev", "/dev"]
     for kind, src, dst in plan.ops:
         if kind == "symlink":
             argv += ["--symlink", str(src), str(dst)]
@@ -178,19 +211,21 @@ def namespaces_command(policy: SandboxPolicy, python: str, info_fd: int,
                        command: list[str] | None = None) -> tuple[list[str], dict]:
     """jarvis's own launcher's command line; `command` replaces the worker."""
     plan = mount_plan(policy)
-    spec = {"ops": plan.ops, "uid": SANDBOX_UID, "gid": SANDBOX_GID, "network": policy.network,
+    spec = {"ops": plan.ops, "tmp_files": tmp_files(policy), "uid": SANDBOX_UID,
+            "gid": SANDBOX_GID, "network": policy.network,
             "info_fd": info_fd, "workdir": WORK_DIR, "env": SANDBOX_ENV,
             "argv": command or _worker_argv(policy, plan)}
     return [python, "-I", "-S", str(LAUNCHER), json.dumps(spec)], {}
 
 
 def probe_command(mechanism: str, bwrap: str | None, info_fd: int) -> list[str]:
-    """A sandbox built exactly like a real one that only runs `python -c pass`."""
+    """A real sandbox with the real worker: it restricts itself (work folder, capabilities,
+    Landlock, seccomp), says whether it is ready, and leaves at the end of its input. Only
+    that says the mechanism works here: bwrap running `python -c pass` is not the same."""
     policy = SandboxPolicy()
-    command = [python_paths(False)[0], "-I", "-S", "-c", "pass"]
     if mechanism == "bwrap":
-        return bwrap_command(policy, bwrap or "bwrap", info_fd, command)[0]
-    return namespaces_command(policy, sys.executable, info_fd, command)[0]
+        return bwrap_command(policy, bwrap or "bwrap", info_fd)[0]
+    return namespaces_command(policy, sys.executable, info_fd)[0]
 
 
 def plain_command(policy: SandboxPolicy, workdir: str) -> tuple[list[str], dict]:

@@ -53,18 +53,37 @@ def _run_probe(mechanism: str, bwrap: str | None) -> str | None:
     info_r, info_w = os.pipe()  # the launcher reports on it; a reader must exist
     try:
         argv = probe_command(mechanism, bwrap, info_w)
-        done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+        done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True,
                               timeout=PROBE_TIMEOUT, pass_fds=(info_w,), env={})
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"{what} cannot run: {exc}"
     finally:
         os.close(info_w)
         os.close(info_r)
-    if done.returncode != 0:
-        lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
+    hello = _hello(done.stdout)
+    if done.returncode != 0 and not hello:
+        stderr = done.stderr.decode("utf-8", "replace")
+        lines = [line.strip() for line in stderr.splitlines() if line.strip()]
         detail = lines[-1] if lines else f"exit code {done.returncode}"
         return f"{what} failed: {detail}"
+    if not hello.get("ready"):
+        return f"{what} started, but the sandbox did not: {hello.get('error') or 'no answer'}"
     return None
+
+
+def _hello(stdout: bytes) -> dict:
+    """The worker's first frame (4-byte length + JSON), or {}."""
+    import json
+    import struct
+
+    if len(stdout) < 4:
+        return {}
+    size = struct.unpack(">I", stdout[:4])[0]
+    try:
+        hello = json.loads(stdout[4:4 + size].decode("utf-8", "replace"))
+    except ValueError:
+        return {}
+    return hello if isinstance(hello, dict) else {}
 
 
 def bwrap_problem() -> str | None:

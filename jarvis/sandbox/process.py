@@ -38,6 +38,10 @@ INTERRUPT_GRACE = 1.0
 CPU_POLL = 0.25
 CPU_GRACE = 2.0
 MAX_RESPONSE_BYTES = 8 * 1024 * 1024
+# The largest honest reply: JSON spends up to 6 bytes on a character ("\u0001"), so a big
+# max_output_chars of control characters went past 8 MB and the interpreter was killed.
+JSON_BYTES_PER_CHAR = 6
+MAX_ERROR_CHARS = 4000  # the worker keeps a traceback's last 4000 characters too
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -45,7 +49,7 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 class RunOutcome:
     """What one piece of code did: output, and an error with its kind when it failed.
 
-    error_kind: exception | cpu | memory | output | timeout | crashed | internal.
+    error_kind: exception | cpu | memory | output | timeout | disk | crashed | internal.
     """
 
     ok: bool
@@ -63,6 +67,13 @@ class SandboxError(RuntimeError):
 
 class _CpuOverrun(Exception):
     """The code kept running past its CPU budget (it ignored SIGXCPU)."""
+
+
+class _FilesOverrun(Exception):
+    """The work folder holds more files than its limit (bubblewrap's tmpfs has no nr_inodes)."""
+
+
+_NOTHING = object()  # no frame arrived before the next check
 
 
 _protected = False
@@ -156,6 +167,8 @@ class SandboxedPython:
         self._closed = False
         self._frozen = False
         self.stale_replies = 0
+        self._max_reply = max(MAX_RESPONSE_BYTES, JSON_BYTES_PER_CHAR * (
+            self.limits.max_output_chars + MAX_ERROR_CHARS) + 65536)
         protect_jarvis()
         info_r, info_w = os.pipe() if self.mechanism != "none" else (-1, -1)
         env: dict[str, str] | None = {}
@@ -205,6 +218,10 @@ class SandboxedPython:
             raise SandboxError(f"the sandbox did not start properly: "
                                f"{(hello or {}).get('error') or hello!r}")
         self.pid = self._worker_pid()
+        # Files in the work folder, counted from outside (see launch.TMP_BYTES_PER_FILE).
+        self.max_tmp_files = launch.tmp_files(self.policy)
+        self._tmp_root = (f"/proc/{self.pid}/root{launch.WORK_DIR}"
+                          if self.mechanism in ("bwrap", "namespaces") else None)
         self.protection = {"mechanism": self.mechanism, "seccomp": bool(hello.get("seccomp")),
                            "landlock": int(hello.get("landlock") or 0)}
         if self._proc.stderr is not None:
@@ -273,6 +290,10 @@ class SandboxedPython:
         # Killing a PID namespace's init makes the kernel kill everything in the namespace;
         # the launcher (bwrap or ours) reaps it and exits, so waiting for the launcher waits
         # for the whole sandbox. Only a launcher that does not exit is killed itself.
+        # Once the launcher is reaped, the init and the worker are gone too, and their pids
+        # are free for any process of the host (pid_max can be 32768): never signal them then.
+        if proc.poll() is not None:
+            return
         first = self.init_pid or self.pid or proc.pid
         try:
             os.kill(first, signal.SIGKILL)
@@ -305,12 +326,30 @@ class SandboxedPython:
                 pass
 
     def _thaw(self) -> None:
-        if self._frozen:
+        if self._frozen and self.alive:
             try:
                 os.kill(self.pid, signal.SIGCONT)
             except ProcessLookupError:
                 pass
             self._frozen = False
+
+    def tmp_files_used(self) -> int | None:
+        """Files (inodes) in the sandbox's work folder now, with the KiB its extended attributes
+        take (tmpfs counts both in one space); None if it cannot be seen."""
+        if not self._tmp_root:
+            return None
+        try:
+            st = os.statvfs(self._tmp_root)
+        except OSError:
+            return None
+        return st.f_files - st.f_ffree
+
+    def _check(self, cpu_limit: float) -> None:
+        if self.cpu_used() > cpu_limit:
+            raise _CpuOverrun
+        used = self.tmp_files_used()
+        if used is not None and used > self.max_tmp_files:
+            raise _FilesOverrun(used)
 
     def cpu_used(self) -> float:
         try:
@@ -355,6 +394,8 @@ class SandboxedPython:
                     reply = self._reply(call_id, deadline, cpu_limit)
                 except TimeoutError:
                     reply = self._interrupt(call_id)
+            except _FilesOverrun as exc:
+                return self._too_many_files(exc.args[0], start)
             except _CpuOverrun:
                 self.close()
                 return RunOutcome(False, "", f"CPU time limit exceeded ({self.limits.cpu_seconds}"
@@ -371,32 +412,53 @@ class SandboxedPython:
                                   f"the code did not stop when interrupted, so the interpreter "
                                   f"was killed and its state is lost", "timeout", restarted=True,
                                   seconds=time.monotonic() - start)
+            used = self.tmp_files_used()
+            if used is not None and used > self.max_tmp_files:
+                return self._too_many_files(used, start)
             self._freeze()
             kind = reply.get("error_kind")
             if kind not in (None, "exception", "cpu", "memory", "output", "timeout", "internal"):
                 kind = "exception"
-            return RunOutcome(ok=bool(reply.get("ok")), output=str(reply.get("output") or ""),
-                              error=None if reply.get("ok") else str(reply.get("error")),
+            # The code can read this call's id from the worker's frames and send a reply of
+            # its own: what the reply says is the code's word, so jarvis bounds it again.
+            output = str(reply.get("output") or "")
+            cut = len(output) > self.limits.max_output_chars
+            error = None if reply.get("ok") else str(reply.get("error"))[-MAX_ERROR_CHARS:]
+            return RunOutcome(ok=bool(reply.get("ok")),
+                              output=output[:self.limits.max_output_chars], error=error,
                               error_kind=None if reply.get("ok") else kind,
-                              truncated=bool(reply.get("truncated")),
+                              truncated=bool(reply.get("truncated")) or cut,
                               seconds=time.monotonic() - start)
+
+    def _too_many_files(self, used: int, start: float) -> RunOutcome:
+        self.close()
+        # tmpfs counts extended attributes in the same space, a slot per KiB (BOGO_INODE_SIZE)
+        return RunOutcome(False, "", f"the work folder holds over its limit of "
+                          f"{self.max_tmp_files} files ({used}; extended attributes count too, "
+                          f"one per KiB); the interpreter was killed and its state is lost",
+                          "disk", restarted=True, seconds=time.monotonic() - start)
 
     def _reply(self, call_id: str, deadline: float,
                cpu_limit: float | None = None) -> dict[str, Any]:
         """The reply of this call: frames with any other id (forged by the code, or late
         replies of a call that timed out) are dropped. With `cpu_limit`, the sandbox's CPU
-        (all threads) is checked every CPU_POLL seconds and _CpuOverrun raised past it."""
+        (all threads) and its work folder's files are checked every CPU_POLL seconds, also
+        while frames keep arriving (_CpuOverrun, _FilesOverrun past their limits)."""
+        next_check = time.monotonic() + CPU_POLL
         while True:
             if cpu_limit is None:
                 message = self._read(deadline)
             else:
                 try:
-                    message = self._read(min(deadline, time.monotonic() + CPU_POLL))
+                    message = self._read(min(deadline, next_check))
                 except TimeoutError:
-                    if self.cpu_used() > cpu_limit:
-                        raise _CpuOverrun from None
+                    message = _NOTHING
+                if message is _NOTHING or time.monotonic() >= next_check:
+                    self._check(cpu_limit)
+                    next_check = time.monotonic() + CPU_POLL
+                if message is _NOTHING:
                     if time.monotonic() >= deadline:
-                        raise
+                        raise TimeoutError
                     continue
             if isinstance(message, dict) and message.get("id") == call_id:
                 return message
@@ -404,6 +466,8 @@ class SandboxedPython:
 
     def _interrupt(self, call_id: str) -> dict[str, Any] | None:
         """SIGINT first (state survives), then None so the caller kills the sandbox."""
+        if not self.alive:  # its pid may belong to another process now
+            return None
         try:
             os.kill(self.pid, signal.SIGINT)
         except ProcessLookupError:
@@ -427,14 +491,14 @@ class SandboxedPython:
         # stay buffered, so a late reply is read whole (and dropped by its id) later.
         self._fill(4, deadline)
         size = struct.unpack(">I", self._buffer[:4])[0]
-        if size > MAX_RESPONSE_BYTES:
-            raise SandboxError(f"reply of {size} bytes is over the {MAX_RESPONSE_BYTES} limit")
+        if size > self._max_reply:
+            raise SandboxError(f"reply of {size} bytes is over the {self._max_reply} limit")
         self._fill(4 + size, deadline)
         body = bytes(self._buffer[4:4 + size])
         del self._buffer[:4 + size]
         try:
             return json.loads(body.decode("utf-8", "replace"))
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # [[[[... nested past the C stack guard
             raise SandboxError(f"unreadable reply ({exc})") from None
 
     def _fill(self, n: int, deadline: float) -> None:

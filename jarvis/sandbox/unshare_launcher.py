@@ -12,6 +12,7 @@ parent (PR_SET_PDEATHSIG); killing the init kills everything in the namespace.
 import ctypes
 import json
 import os
+import re
 import signal
 import sys
 import tempfile
@@ -65,7 +66,23 @@ def bind(src: str, target: str, read_only: bool) -> None:
         open(target, "a").close()
     mount(src, target, None, MS_BIND | MS_REC)
     if read_only:
-        mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | locked_flags(target))
+        # Every mount in the tree, not only its top: a remount is not recursive, and a mount
+        # below a read-only path (a separate /usr/local, a data disk) stayed writable.
+        for point in [target, *mounts_below(target)]:
+            mount(None, point, None, MS_BIND | MS_REMOUNT | MS_RDONLY | locked_flags(point))
+
+
+def mounts_below(folder: str) -> list:
+    """Mount points strictly inside `folder`, parents first (from /proc/self/mountinfo)."""
+    found = []
+    with open("/proc/self/mountinfo", "rb") as f:
+        for line in f:
+            # Field 5 is the mount point, with space, tab, newline and backslash as \ooo.
+            point = line.split()[4].decode("utf-8", "surrogateescape")
+            point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), point)
+            if point.startswith(folder.rstrip("/") + "/"):
+                found.append(point)
+    return found
 
 
 def build_root(spec: dict, root: str) -> None:
@@ -79,11 +96,14 @@ def build_root(spec: dict, root: str) -> None:
             os.symlink(a, root + b)
         elif kind == "tmpfs":  # (kind, destination, size in bytes)
             os.makedirs(root + a, exist_ok=True)
-            mount("tmpfs", root + a, "tmpfs", MS_NOSUID | MS_NODEV, f"size={int(b)},mode=1777")
+            mount("tmpfs", root + a, "tmpfs", MS_NOSUID | MS_NODEV,
+                  f"size={int(b)},nr_inodes={int(spec['tmp_files'])},mode=1777")
         elif kind == "hide":  # (kind, destination, 0)
             mount("tmpfs", root + a, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "size=4k")
     os.makedirs(root + "/proc", exist_ok=True)
-    mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    # Read-only: the sandbox's uid is the caller's on the host; as root, without Landlock,
+    # it could write host sysctls (kernel/core_pattern) through a writable /proc.
+    mount("proc", root + "/proc", "proc", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
     os.makedirs(root + "/dev", exist_ok=True)
     mount("tmpfs", root + "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k")
     for name in DEVICES:

@@ -17,7 +17,9 @@ Before any user code runs it:
     process_vm_*, pidfd_open/getfd/send_signal, process_madvise, rt_(tg)sigqueueinfo,
     kill/tgkill of any other process, setrlimit and prlimit64 that sets a limit or names
     another process, kcmp, userfaultfd, perf_event_open, bpf, io_uring_*, keyrings, every
-    mount/namespace call, module/kexec/reboot/swap/acct/quotactl/syslog and file handles.
+    mount/namespace call, module/kexec/reboot/swap/acct/quotactl/syslog and file handles,
+    memory RLIMIT_AS does not bound (memfd_create, SysV shared memory, message queues and
+    semaphores), AF_UNIX sockets (socketpair stays) and clearing PR_SET_PDEATHSIG.
 
 Protocol: 4-byte big-endian length + UTF-8 JSON. Request {"id", "code"}; reply {"id", "ok",
 "output", "error", "error_kind", "truncated"}. jarvis accepts one reply per call, only with the
@@ -143,7 +145,11 @@ _DENIED = ("ptrace", "process_vm_readv", "process_vm_writev", "pidfd_open", "pid
            "init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load",
            "reboot", "swapon", "swapoff", "acct", "quotactl", "syslog", "name_to_handle_at",
            "open_by_handle_at", "personality", "setrlimit", "execve", "execveat", "iopl",
-           "ioperm", "modify_ldt", "uselib", "vhangup", "lookup_dcookie", "fanotify_init")
+           "ioperm", "modify_ldt", "uselib", "vhangup", "lookup_dcookie", "fanotify_init",
+           # Memory RLIMIT_AS does not count (shmem written without a mapping, or mapped and
+           # unmapped again): each would balloon past memory_mb to the host's whole RAM.
+           "memfd_create", "memfd_secret", "shmget", "shmat", "shmctl", "shmdt", "msgget",
+           "msgsnd", "msgrcv", "msgctl", "semget", "semop", "semctl", "semtimedop")
 _X86_64 = {"ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "pidfd_open": 434,
            "pidfd_getfd": 438, "pidfd_send_signal": 424, "process_madvise": 440,
            "process_mrelease": 448, "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297,
@@ -158,10 +164,12 @@ _X86_64 = {"ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "pi
            "name_to_handle_at": 303, "open_by_handle_at": 304, "personality": 135,
            "setrlimit": 160, "execve": 59, "execveat": 322, "iopl": 172, "ioperm": 173,
            "modify_ldt": 154, "uselib": 134, "vhangup": 153, "lookup_dcookie": 212,
-           "fanotify_init": 300,
+           "fanotify_init": 300, "memfd_create": 319, "memfd_secret": 447, "shmget": 29,
+           "shmat": 30, "shmctl": 31, "shmdt": 67, "msgget": 68, "msgsnd": 69, "msgrcv": 70,
+           "msgctl": 71, "semget": 64, "semop": 65, "semctl": 66, "semtimedop": 220,
            # checked with arguments below
            "fork": 57, "vfork": 58, "clone": 56, "clone3": 435, "kill": 62, "tgkill": 234,
-           "prlimit64": 302}
+           "prlimit64": 302, "socket": 41, "prctl": 157}
 _AARCH64 = {"ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "pidfd_open": 434,
             "pidfd_getfd": 438, "pidfd_send_signal": 424, "process_madvise": 440,
             "process_mrelease": 448, "rt_sigqueueinfo": 138, "rt_tgsigqueueinfo": 240,
@@ -175,13 +183,19 @@ _AARCH64 = {"ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "p
             "swapon": 224, "swapoff": 225, "acct": 89, "quotactl": 60, "syslog": 116,
             "name_to_handle_at": 264, "open_by_handle_at": 265, "personality": 92,
             "setrlimit": 164, "execve": 221, "execveat": 281, "vhangup": 58,
-            "lookup_dcookie": 18, "fanotify_init": 262,
-            "clone": 220, "clone3": 435, "kill": 129, "tgkill": 131, "prlimit64": 261}
+            "lookup_dcookie": 18, "fanotify_init": 262, "memfd_create": 279,
+            "memfd_secret": 447, "shmget": 194, "shmctl": 195, "shmat": 196, "shmdt": 197,
+            "msgget": 186, "msgctl": 187, "msgrcv": 188, "msgsnd": 189, "semget": 190,
+            "semctl": 191, "semtimedop": 192, "semop": 193,
+            "clone": 220, "clone3": 435, "kill": 129, "tgkill": 131, "prlimit64": 261,
+            "socket": 198, "prctl": 167}
 _ARCHES = {"x86_64": (0xC000003E, _X86_64), "aarch64": (0xC00000B7, _AARCH64)}
 _LD_W_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
 _FIRST_UNREVIEWED = 470  # x86_64/aarch64: file_setattr (469) is the newest reviewed
 _ALLOW = 0x7FFF0000
 _CLONE_THREAD = 0x00010000
+_AF_UNIX = 1
+_PR_SET_PDEATHSIG = 1
 # CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET | NEWTIME
 _CLONE_NEW_ANY = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 \
     | 0x40000000 | 0x00000080
@@ -246,7 +260,19 @@ def _seccomp_program() -> list[tuple[int, int, int, int]] | None:
     p.emit(_JEQ, nr["kill"], "kill", 0)
     p.emit(_JEQ, nr["tgkill"], "tgkill", 0)
     p.emit(_JEQ, nr["prlimit64"], "prlimit", 0)
+    p.emit(_JEQ, nr["socket"], "socket", 0)
+    p.emit(_JEQ, nr["prctl"], "prctl", 0)
     p.emit(_RET, _ALLOW)
+    # PR_SET_PDEATHSIG stays as the worker set it: cleared, the namespace's init (the worker,
+    # with isolation "namespaces") outlived a SIGKILLed jarvis.
+    p.label("prctl")
+    p.emit(_LD_W_ABS, 16)                                  # A = option
+    p.emit(_JEQ, _PR_SET_PDEATHSIG, "deny", "allow")
+    # No AF_UNIX socket(): connect() to a socket file in a mounted folder (a server of the
+    # host's) is no file access Landlock checks. socketpair() stays (asyncio needs it).
+    p.label("socket")
+    p.emit(_LD_W_ABS, 16)                                  # A = domain
+    p.emit(_JEQ, _AF_UNIX, "deny", "allow")
     p.label("clone")                                       # threads only, no new namespaces
     p.emit(_LD_W_ABS, 16)                                  # A = low word of the flags
     p.emit(_JSET, _CLONE_NEW_ANY, "deny", 0)
@@ -280,7 +306,7 @@ def _seccomp_program() -> list[tuple[int, int, int, int]] | None:
 
 
 def install_seccomp() -> bool:
-    """Install the filter; False where the platform does not support it."""
+    """Install the filter; False where the platform has none (OSError if it fails)."""
     prog = _seccomp_program()
     if prog is None or not sys.platform.startswith("linux"):
         return False
@@ -295,9 +321,13 @@ def install_seccomp() -> bool:
     filters = (SockFilter * len(prog))(*[SockFilter(*ins) for ins in prog])
     fprog = SockFprog(len(prog), filters)
     pr_set_no_new_privs, pr_set_seccomp, seccomp_mode_filter = 38, 22, 2
+    # Where the filter exists it must be in force: a failure stops the sandbox from starting
+    # (doctor and the docs say seccomp is a layer; it is never silently missing).
     if _libc.prctl(pr_set_no_new_privs, 1, 0, 0, 0) != 0:
-        return False
-    return _libc.prctl(pr_set_seccomp, seccomp_mode_filter, ctypes.byref(fprog), 0, 0) == 0
+        raise OSError(ctypes.get_errno(), "PR_SET_NO_NEW_PRIVS failed")
+    if _libc.prctl(pr_set_seccomp, seccomp_mode_filter, ctypes.byref(fprog), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "cannot install the seccomp filter")
+    return True
 
 
 # --- limits ----------------------------------------------------------------------------------
@@ -385,17 +415,24 @@ def _on_sigxcpu(signum, frame):  # noqa: ARG001 - signal handler signature
     raise CpuLimitExceeded()
 
 
-def run(code: str, namespace: dict, config: dict) -> dict:
-    writer = BoundedWriter(int(config["max_output_chars"]))
-    error = kind = None
-    started = time.monotonic()
-    old_out, old_err = sys.stdout, sys.stderr
-    sys.stdout = sys.stderr = writer
+_in_user_code = False
+
+
+def _on_sigint(signum, frame):  # noqa: ARG001 - signal handler signature
+    # jarvis's SIGINT (a call's timeout) interrupts user code only. Raised anywhere else it
+    # cut a reply frame between two writes, and the worker died or garbled the protocol.
+    if _in_user_code:
+        raise KeyboardInterrupt
+
+
+def _execute(code: str, namespace: dict, writer: BoundedWriter) -> None:
+    global _in_user_code
+    tree = ast.parse(code, filename="<repl>", mode="exec")
+    last = None
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = ast.Expression(tree.body.pop().value)
+    _in_user_code = True
     try:
-        tree = ast.parse(code, filename="<repl>", mode="exec")
-        last = None
-        if tree.body and isinstance(tree.body[-1], ast.Expr):
-            last = ast.Expression(tree.body.pop().value)
         exec(compile(tree, "<repl>", "exec"), namespace)
         if last is not None:
             value = eval(compile(last, "<repl>", "eval"), namespace)
@@ -403,6 +440,19 @@ def run(code: str, namespace: dict, config: dict) -> dict:
                 namespace["_"] = value
                 text = repr(value)
                 writer.write(text if text.endswith("\n") else text + "\n")
+    finally:
+        _in_user_code = False
+
+
+def run(code: str, namespace: dict, config: dict) -> dict:
+    global _in_user_code
+    writer = BoundedWriter(int(config["max_output_chars"]))
+    error = kind = None
+    started = time.monotonic()
+    old_out, old_err = sys.stdout, sys.stderr
+    sys.stdout = sys.stderr = writer
+    try:
+        _execute(code, namespace, writer)
     except CpuLimitExceeded:
         kind, error = "cpu", f"CPU time limit exceeded ({config['cpu_seconds']} s); the code was stopped"
     except OutputLimitExceeded:
@@ -425,6 +475,7 @@ def run(code: str, namespace: dict, config: dict) -> dict:
         # Drop this file's frames: the model only needs the frames of its own code.
         error = "".join(line for line in tb if __file__ not in line)[-4000:].strip()
     finally:
+        _in_user_code = False  # also when the interrupt came before _execute's try
         sys.stdout, sys.stderr = old_out, old_err
     return {"ok": error is None, "output": writer.getvalue(), "error": error, "error_kind": kind,
             "truncated": writer.overflow}
@@ -446,12 +497,13 @@ def main() -> None:
     os.close(null)
     for fd in (IN_FD, OUT_FD):
         os.set_inheritable(fd, False)
-    import site
-
-    for folder in config.get("site_dirs", []):
-        site.addsitedir(folder)
-    signal.signal(signal.SIGXCPU, _on_sigxcpu)
     try:
+        import site
+
+        for folder in config.get("site_dirs", []):
+            site.addsitedir(folder)
+        signal.signal(signal.SIGXCPU, _on_sigxcpu)
+        signal.signal(signal.SIGINT, _on_sigint)
         status = apply_limits(config)
     except OSError as exc:
         send({"ready": False, "error": f"cannot restrict the sandbox: {exc}"})
@@ -472,10 +524,7 @@ def main() -> None:
             response = {"ok": False, "output": "", "error": f"{type(exc).__name__}: {exc}",
                         "error_kind": "internal", "truncated": False}
         response["id"] = call_id
-        try:
-            send(response)
-        except KeyboardInterrupt:
-            send(response)
+        send(response)
 
 
 if __name__ == "__main__":
