@@ -32,6 +32,7 @@ from mcp.types import (
     ResourceLink,
     SamplingMessage,
     TextContent,
+    TextResourceContents,
 )
 from pydantic import BaseModel, Field
 
@@ -78,6 +79,16 @@ def attachments() -> CallToolResult:
         ResourceLink(type="resource_link", name="readme", uri="notes://readme"),
         EmbeddedResource(type="resource", resource=BlobResourceContents(
             uri="data://blob", blob=blob, mime_type="application/octet-stream")),
+    ])
+
+
+@app.tool()
+def report() -> CallToolResult:
+    """A long report, embedded as a text resource (the same text as notes://huge)."""
+    return CallToolResult(content=[
+        TextContent(type="text", text="the report is attached"),
+        EmbeddedResource(type="resource", resource=TextResourceContents(
+            uri="notes://huge", text=huge(), mime_type="text/plain")),
     ])
 
 
