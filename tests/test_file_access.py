@@ -86,7 +86,7 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("jarvis.scheduler.store", "owner_is_dead", ".read_text"):
         "/proc/<pid>/stat of a pid from jarvis's own lease (is the lease holder alive?)",
     ("jarvis.runlog", "RunLog._connect", "sqlite3.connect"):
-        "the run log database under JARVIS_HOME (or the path the SDK/CLI gives)",
+        "the run log database: [runs] db_path / JARVIS_RUNS_DB, or JARVIS_HOME/runs.db",
     ("jarvis.runlog", "RunLog._connect", "sqlite_utils.Database"):
         "wraps the connection opened just before (a connection, not a path)",
     # --- MCP client: jarvis's own logs, caches and /proc ------------------------------------
