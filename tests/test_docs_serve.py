@@ -167,7 +167,8 @@ def serving(env: dict[str, str], work: Path) -> Iterator[tuple[int, list[str]]]:
                 ready.set()
         ready.set()
 
-    threading.Thread(target=read, daemon=True).start()
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
     try:
         assert ready.wait(30), f"jarvis serve did not start: {lines}"
         found = re.search(r"listening on http://127\.0\.0\.1:(\d+)", lines[0])
@@ -182,6 +183,7 @@ def serving(env: dict[str, str], work: Path) -> Iterator[tuple[int, list[str]]]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(5)
+        reader.join(10)  # it reads to the end of the stream, which comes with the exit
         proc.stderr.close()
 
 
