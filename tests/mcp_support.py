@@ -82,14 +82,18 @@ class HttpFeatures:
     """The features server on a free loopback port: streamable HTTP, or HTTP+SSE (`sse`),
     optionally requiring a bearer `token`."""
 
-    def __init__(self, folder: Path, sse: bool = False, token: str | None = None) -> None:
+    def __init__(self, folder: Path, sse: bool = False, token: str | None = None,
+                 port: int = 0) -> None:
         port_file = folder / f"features-{'sse' if sse else 'http'}-{token or 'open'}.port"
-        args = [sys.executable, str(FEATURES), "--sse" if sse else "--http", str(port_file)]
+        port_file.unlink(missing_ok=True)  # a restart waits for the new server's own file
+        args = [sys.executable, str(FEATURES), "--sse" if sse else "--http", str(port_file),
+                "--port", str(port)]
         if token:
             args += ["--token", token]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         port = wait_for(lambda: port_file.exists() and port_file.read_text().strip(), timeout=20)
-        self.base = f"http://127.0.0.1:{int(port)}"
+        self.port = int(port)
+        self.base = f"http://127.0.0.1:{self.port}"
         self.url = f"{self.base}/sse" if sse else f"{self.base}/mcp"
 
     def close(self) -> None:

@@ -123,7 +123,7 @@ def test_file_read_settings_come_from_config(cli_env):
     (work / "config.toml").write_text('[tools.file_read]\nallowed_dirs = ["data"]\n',
                                       encoding="utf-8")
     ok = jarvis(cli_env, "tools", "run", "file_read", json.dumps({"path": str(data / "notes.txt")}))
-    assert ok.returncode == 0 and ok.stdout == "hello\n\n"
+    assert ok.returncode == 0 and ok.stdout == "hello\n"  # the file as it is, like cat
     denied = jarvis(cli_env, "tools", "run", "file_read", json.dumps({"path": str(elsewhere / "secret.txt")}))
     assert denied.returncode == 1 and "Error (denied): access denied or file not found" in denied.stderr
     assert "secret\n" not in denied.stdout

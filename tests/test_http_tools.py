@@ -248,3 +248,30 @@ def test_a_confirmation_check_that_breaks_asks_instead_of_running():
 
     result = call(Shaky(), url="http://example.com/")
     assert not result.success and result.error_type.value == "denied"
+
+
+def test_web_fetch_on_a_real_saved_page_keeps_the_text_and_drops_scripts_and_chrome():
+    # A real mozilla.org page (tests/fixtures/web/SOURCES.md): 7 script tags, analytics,
+    # conditional comments, a menu, a footer with a language picker.
+    page = fixture("web/mozilla_firefox_developer_edition.html")
+    assert page.count("<script") >= 7 and "_gaq" in page  # the fixture really is script-heavy
+    with serving({"/firefox/developer/": lambda s: Reply(
+            200, page, content_type="text/html; charset=utf-8")}) as server:
+        result = call(WebFetchTool(allowed_hosts=[server.hostport]),
+                      url=server.url("/firefox/developer/"))
+    assert result.success, result.content
+    text = result.content
+    assert result.metadata["title"] == "Welcome to Firefox Developer Edition"
+    assert text.startswith("# Welcome to Firefox Developer Edition\n")
+    for kept in ("Get to know the features that make it the most complete browser",
+                 "Developer Edition comes with a new profile so you can run it alongside",
+                 "## Features and tools",
+                 "Step through JavaScript code and examine or modify its state",
+                 "create new ones and apply existing CSS stylesheets to any page"):
+        assert kept in text, kept
+    for dropped in ("_gaq", "tabzilla", "site-bundle", "html5shiv", "<script", "<!--",
+                    "Contact Us", "Report Trademark Abuse", "Other languages",
+                    "Español (de Argentina)", "Portions of this content", "Twitter (@mozilla)"):
+        assert dropped not in text, dropped
+    # Most of 25 KB of markup is chrome: what reaches the model is the article alone.
+    assert result.metadata["text_chars"] < len(page) / 10

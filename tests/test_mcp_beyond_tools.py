@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import re
 import select
 import subprocess
 import sys
@@ -137,6 +138,40 @@ def test_read_resource_tool_is_bounded_and_keeps_images(manager: McpManager) -> 
     # A resource link in a tool result names the tool that reads it.
     linked = run("f__attachments", {})
     assert "mcp_read_resource server='f' uri='notes://readme'" in linked.content
+
+
+def _read_hints(text: str) -> list[tuple[str, str]]:
+    """(server, uri) of each `mcp_read_resource server='..' uri='..'` hint, as a model reads them."""
+    return re.findall(r"mcp_read_resource server='([^']+)' uri='([^']+)'", text)
+
+
+def test_embedded_resources_in_tool_results_are_read_with_mcp_read_resource(
+        manager: McpManager) -> None:
+    reader = McpReadResourceTool(manager=manager)
+    # An embedded binary resource: described, never pasted, and named so it can be read.
+    attached = run("f__attachments", {})
+    assert attached.success and "AAEB" not in attached.content
+    hints = _read_hints(attached.content)
+    assert ("f", "data://blob") in hints and ("f", "notes://readme") in hints  # embedded, link
+    blob = ToolExecutor([reader]).execute({"name": "mcp_read_resource",
+                                           "arguments": {"server": "f", "uri": "data://blob"}})
+    assert blob.success, blob.content
+    assert blob.content == ("[binary resource data://blob (application/octet-stream), 400 B, "
+                            "not shown]")
+    # An embedded text resource too long for the result: cut, with where to read the rest.
+    report = run("f__report", {})
+    assert report.success and report.content.startswith("the report is attached\nxxxx")
+    assert len(report.content) < 21_000
+    assert "[... 280000 more characters of resource notes://huge" in report.content
+    ((server, uri),) = _read_hints(report.content)
+    more = ToolExecutor([reader]).execute({"name": "mcp_read_resource", "arguments": {
+        "server": server, "uri": uri, "max_chars": 50_000}})
+    assert more.success and more.content.startswith("x" * 50_000)
+    assert more.content[50_000:] == ("\n[... 250000 characters cut; ask again with a larger "
+                                     "max_chars (at most the tool's maximum)]")
+    # Bounded whatever the model asks for: the tool's maximum is 200 000 characters.
+    most = reader.execute(server=server, uri=uri, max_chars=10**9)
+    assert most.content.startswith("x" * 200_000) and most.content[200_000] == "\n"
 
 
 # --- client capabilities -------------------------------------------------------------------

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -18,8 +21,9 @@ from mcp_support import (
 )
 
 from jarvis.core.config import load_config
+from jarvis.core.events import EventBus, EventType
 from jarvis.core.registry import ToolRegistry
-from jarvis.core.types import ImageBlock
+from jarvis.core.types import ErrorType, ImageBlock
 from jarvis.mcp.manager import McpManager
 from jarvis.tools.executor import ToolExecutor
 
@@ -62,6 +66,90 @@ def test_junk_on_stdout_is_one_line_not_a_traceback(tmp_path: Path, cli_env) -> 
     debug = cli(["tools", "run", "junk__read_media_file", '{"path": "x"}'],
                 {**cli_env, "JARVIS_DEBUG": "1"}, tmp_path)
     assert "Traceback" in debug.stderr  # debug shows more
+
+
+# 3. ...and when an HTTP session ends under a call: the server is killed mid-call.
+def _slow_call_then_kill(server: HttpFeatures, manager: McpManager) -> tuple[object, float]:
+    """Start `web__slow` (20 s of progress), kill the server once the call is under way (its
+    first progress report arrived), return (the result, seconds from the kill to it)."""
+    bus = EventBus()
+    started = threading.Event()
+    bus.subscribe(EventType.TOOL_PROGRESS, lambda event: started.set())
+    manager.register_known()
+    tool = ToolRegistry.get("web__slow")
+    results: list = []
+    caller = threading.Thread(target=lambda: results.append(ToolExecutor([tool], bus=bus).execute(
+        {"name": "web__slow", "arguments": {"steps": 200, "delay": 0.1}})))
+    caller.start()
+    assert started.wait(30), "the call never got under way"
+    server.proc.kill()
+    killed = time.monotonic()
+    server.proc.wait(10)
+    caller.join(60)
+    assert not caller.is_alive(), "the call never ended after its server was killed"
+    return results[0], time.monotonic() - killed
+
+
+def test_http_server_killed_mid_call_is_a_failed_result_and_the_next_call_reconnects(
+        tmp_path: Path) -> None:
+    server = HttpFeatures(tmp_path)
+    manager = manager_for(tmp_path, {"web": {"url": server.url}})
+    try:
+        assert manager.refresh() == {"web": None}
+        result, took = _slow_call_then_kill(server, manager)
+        assert not result.success and result.error_type is ErrorType.TRANSPORT, result
+        assert result.content.startswith("MCP server 'web': "), result.content
+        assert "Traceback" not in result.content
+        assert took < 20  # the dead session is noticed, not waited out to the end of the call
+        # While the server is down the next call fails the same clean way, quickly.
+        down = run(manager, "web__slow", {"steps": 1, "delay": 0})
+        assert not down.success and down.error_type is ErrorType.TRANSPORT, down
+        assert "'web'" in down.content
+        # Back at the same address: the next call opens a new session and works.
+        server = HttpFeatures(tmp_path, port=server.port)
+        again = run(manager, "web__slow", {"steps": 1, "delay": 0})
+        assert again.success and again.content == "done after 1 steps", again.content
+    finally:
+        manager.close()
+        server.close()
+
+
+def test_http_server_killed_mid_call_on_the_cli_is_one_line_not_a_traceback(
+        tmp_path: Path, cli_env) -> None:
+    server = HttpFeatures(tmp_path)
+    try:
+        write_config(tmp_path, {"web": {"url": server.url}})
+        env = {**cli_env, "PYTHONUNBUFFERED": "1"}
+        env.pop("JARVIS_CONFIG", None)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "jarvis.cli", "tools", "run", "web__slow",
+             '{"steps": 200, "delay": 0.1}'], env=env, cwd=tmp_path, text=True,
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        stderr: list[str] = []
+        # The call is under way once the CLI shows the server's first progress report.
+        for line in proc.stderr:
+            stderr.append(line)
+            if line.startswith("[progress] web__slow 1/200"):
+                break
+        else:
+            raise AssertionError(f"the call never got under way: {''.join(stderr)}")
+        server.proc.kill()
+        server.proc.wait(10)
+        out, rest = proc.communicate(timeout=60)
+        stderr.append(rest)
+    finally:
+        server.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    text = "".join(stderr)
+    assert proc.returncode == 1 and out == "", (proc.returncode, out, text)
+    assert "Traceback" not in text, text
+    errors = [line for line in text.splitlines() if not line.startswith("[progress]")]
+    assert errors and errors[-1].startswith("Error (transport): "), text
+    assert "'web'" in errors[-1]
+    # Whatever the SDK logged about the broken stream came out as single jarvis lines.
+    assert all(line.startswith(("Error (transport): ", "jarvis: mcp: ")) for line in errors), text
 
 
 # 4. A server that never answers server/discover: the initialize handshake, automatically.

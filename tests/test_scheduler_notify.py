@@ -257,5 +257,57 @@ def test_cli_schedule_add_notify_and_runs_show_the_delivery(cli_env, tmp_path):
     assert wrong.returncode == 2 and "unknown channel 'nope'" in wrong.stderr
 
 
+def test_a_failed_delivery_keeps_the_answer_in_the_run_log_with_the_real_sdk_runner(cli_env,
+                                                                                     tmp_path):
+    # The whole path a user runs: `jarvis schedule run` with the default runner (SdkRunner ->
+    # Jarvis.ask_full -> a loopback OpenAI-compatible engine), a channel whose receiver is
+    # down. The answer must be in the run record AND in the run log (`jarvis runs show`), and
+    # the failed delivery recorded with the run and said on stderr.
+    from jarvis.testing import FakeOpenAIServer
+
+    dead = closed_port()
+    with FakeOpenAIServer(["Three new issues were opened overnight."]) as server:
+        config = tmp_path / "config.toml"
+        config.write_text(
+            f'[engine]\ndefault = "openai"\nmodel = "test-model"\nmax_retries = 0\n'
+            f'[engine.hosts]\nopenai = "{server.base_url}"\n'
+            f'[scheduler]\ndb_path = "{tmp_path / "s.db"}"\n'
+            f'[channels.phone]\nurl = "json://127.0.0.1:{dead}/notify"\n'
+            f'retries = 1\nretry_backoff = 0.01\n')
+        env = dict(cli_env, JARVIS_CONFIG=str(config), OPENAI_API_KEY="test")
+
+        def jarvis(*args):
+            return subprocess.run([sys.executable, "-m", "jarvis.cli", *args], capture_output=True,
+                                  text=True, env=env, timeout=60)
+
+        added = jarvis("schedule", "add", "Summarize the new issues", "--every", "3600",
+                       "--notify", "phone", "--json")
+        assert added.returncode == 0, added.stderr
+        task_id = json.loads(added.stdout)["task_id"]
+        ran = jarvis("schedule", "run", task_id)  # no --runner: the configured SdkRunner
+        runs = jarvis("schedule", "runs", task_id, "--json")
+        assert server.requests[0]["messages"][-1]["content"] == "Summarize the new issues"
+    # The run succeeded and printed its answer; the delivery failure is one line on stderr.
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout == "Three new issues were opened overnight.\n"
+    assert "delivery to phone: failed after 2 attempt(s): " in ran.stderr, ran.stderr
+    assert "Traceback" not in ran.stderr
+    # The run record keeps the answer and the failed delivery...
+    (record,) = json.loads(runs.stdout)
+    assert record["status"] == "succeeded"
+    assert record["answer"] == "Three new issues were opened overnight."
+    assert record["delivery"]["status"] == "failed" and record["delivery"]["attempts"] == 2
+    assert record["delivery"]["channel"] == "phone" and record["delivery"]["error"]
+    # ...and links the run log, where the same answer is (it was never only in the message).
+    assert record["run_log_id"]
+    shown = jarvis("runs", "show", record["run_log_id"], "--json")
+    assert shown.returncode == 0, shown.stderr
+    logged = json.loads(shown.stdout)
+    assert logged["source"] == "scheduler" and logged["query"] == "Summarize the new issues"
+    assert logged["content"] == "Three new issues were opened overnight."
+    text = jarvis("runs", "show", record["run_log_id"])
+    assert text.returncode == 0 and "Three new issues were opened overnight." in text.stdout
+
+
 def test_run_outcome_helper_is_untouched():
     assert RunOutcome.failed("x").success is False

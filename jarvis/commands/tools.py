@@ -125,7 +125,8 @@ def run_tool(name: str, arguments: str, yes: bool, as_json: bool) -> None:
     if as_json:
         echo_json(result.to_dict())
     elif result.success:
-        click.echo(result.content)
+        # A result that ends its own line (a repl's output) does not get a blank line after it.
+        click.echo(result.content, nl=not result.content.endswith("\n"))
     if not result.success:
         kind = result.error_type.value if result.error_type else "error"
         click.echo(f"Error ({kind}): {result.content}", err=True)

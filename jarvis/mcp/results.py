@@ -12,6 +12,10 @@ from jarvis.core.types import ErrorType, ImageBlock, TextBlock, ToolResult, imag
 # context or memory (the executor cuts `content` further to its own output limit).
 MAX_TEXT_BLOCK_CHARS = 1_000_000
 MAX_IMAGE_CHARS = 8_000_000  # base64 characters over all images of one result
+# An embedded text resource longer than this is cut here, with its URI and the tool that reads
+# it: cut later by the executor's output limit, the model would lose the rest without knowing
+# where to find it.
+MAX_EMBEDDED_TEXT_CHARS = 20_000
 
 
 def _cut(text: str) -> str:
@@ -97,7 +101,12 @@ def to_tool_result(tool_name: str, server: str, remote: str, result: Any) -> Too
             mime = res.mime_type or ""
             if text is not None:
                 has_text = True
-                blocks.append(TextBlock(_cut(text)))
+                if len(text) > MAX_EMBEDDED_TEXT_CHARS:
+                    text = (text[:MAX_EMBEDDED_TEXT_CHARS]
+                            + f"\n[... {len(text) - MAX_EMBEDDED_TEXT_CHARS} more characters of "
+                              f"resource {res.uri} (read it with mcp_read_resource "
+                              f"server={server!r} uri={str(res.uri)!r})]")
+                blocks.append(TextBlock(text))
             elif blob and mime.startswith("image/") and image_chars + len(blob) <= MAX_IMAGE_CHARS:
                 # An embedded image is an image like any other: it can reach the model.
                 image_chars += len(blob)

@@ -1,6 +1,6 @@
 """An MCP server (official SDK) with what goes beyond plain text tools, for the MCP tests.
 
-    python features.py [--http PORT_FILE] [--sse PORT_FILE] [--junk]
+    python features.py [--http PORT_FILE] [--sse PORT_FILE] [--port N] [--junk]
 
 Images (a filesystem-style `read_media_file` that repeats its content as structured content,
 like @modelcontextprotocol/server-filesystem), resource links and embedded blobs, resources,
@@ -32,6 +32,7 @@ from mcp.types import (
     ResourceLink,
     SamplingMessage,
     TextContent,
+    TextResourceContents,
 )
 from pydantic import BaseModel, Field
 
@@ -47,6 +48,7 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--http", default=None)
 parser.add_argument("--sse", default=None)
 parser.add_argument("--junk", action="store_true")
+parser.add_argument("--port", type=int, default=0, help="over HTTP: this port (0: a free one)")
 parser.add_argument("--token", default=None, help="over HTTP: require 'Authorization: Bearer TOKEN'")
 opts = parser.parse_args()
 
@@ -77,6 +79,16 @@ def attachments() -> CallToolResult:
         ResourceLink(type="resource_link", name="readme", uri="notes://readme"),
         EmbeddedResource(type="resource", resource=BlobResourceContents(
             uri="data://blob", blob=blob, mime_type="application/octet-stream")),
+    ])
+
+
+@app.tool()
+def report() -> CallToolResult:
+    """A long report, embedded as a text resource (the same text as notes://huge)."""
+    return CallToolResult(content=[
+        TextContent(type="text", text="the report is attached"),
+        EmbeddedResource(type="resource", resource=TextResourceContents(
+            uri="notes://huge", text=huge(), mime_type="text/plain")),
     ])
 
 
@@ -178,7 +190,9 @@ def serve_http(port_file: str, sse: bool) -> None:
     import uvicorn
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
+    # A server started again on the port of one that was killed (a restart) can bind it.
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", opts.port))
     port = sock.getsockname()[1]
     starlette_app = app.sse_app(host="127.0.0.1") if sse else app.streamable_http_app(host="127.0.0.1")
     if opts.token:
