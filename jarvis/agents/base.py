@@ -25,8 +25,8 @@ from jarvis.engine.base import (
     InferenceEngine,
     add_usage,
     empty_usage,
-    normalize_chunk,
-    normalize_reply,
+    generate_reply,
+    stream_reply,
 )
 from jarvis.tools.base import BaseTool
 from jarvis.tools.executor import ToolExecutor
@@ -127,27 +127,9 @@ class BaseAgent:
         kwargs = {"tools": tools or None, "model": self.model or None,
                   "temperature": self.temperature, "max_tokens": self.max_tokens}
         if emit is None:
-            result = normalize_reply(self.engine.generate(messages, **kwargs), self.engine)
+            result = generate_reply(self.engine, messages, **kwargs)
         else:
-            result = None
-            pieces: list[str] = []
-            for raw in self.engine.stream(messages, **kwargs):
-                chunk = normalize_chunk(raw, self.engine)
-                if isinstance(raw, str):
-                    pieces.append(raw)
-                if chunk.delta:
-                    emit(chunk.delta)
-                if chunk.result is not None:
-                    result = chunk.result
-            if result is None and pieces:
-                # An engine that streams bare text pieces (OpenJarvis style) never sends a
-                # final result: the text it streamed is the reply.
-                result = GenerateResult(content="".join(pieces))
-            if result is None:
-                from jarvis.errors import EngineError
-
-                raise EngineError(f"the stream from {getattr(self.engine, 'engine_id', 'the engine')}"
-                                  f" ended without a final result")
+            result = stream_reply(self.engine, messages, emit, **kwargs)
         add_usage(state.usage, result.usage)
         state.inference_seconds.append(time.perf_counter() - start)
         if result.model:
