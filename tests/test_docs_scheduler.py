@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from scheduler_support import future_at
+
 DOC = (Path(__file__).resolve().parent.parent / "docs" / "scheduler.md").read_text("utf-8")
 
 
@@ -37,10 +39,11 @@ def test_the_approved_tools_command_runs(cli_env):
 def test_the_first_add_commands_run(cli_env):
     (block,) = [b for b in re.findall(r"```bash\n(.*?)```", DOC, flags=re.S)
                 if "jarvis schedule add" in b and "scheduler start" in b]
+    assert "--at " in block  # the once example is still there (and gets a future time)
     for line in block.splitlines():
         if not line.startswith("jarvis schedule add"):
             continue
-        args = [a.strip('"') for a in re.findall(r'"[^"]*"|\S+', line.split("#")[0])[1:]]
+        args = future_at([a.strip('"') for a in re.findall(r'"[^"]*"|\S+', line.split("#")[0])[1:]])
         out = subprocess.run([sys.executable, "-m", "jarvis.cli", *args], env=cli_env, text=True,
                              capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
         assert out.returncode == 0, (line, out.stderr)
