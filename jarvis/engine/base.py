@@ -159,13 +159,15 @@ def generate_reply(engine: Any, messages: Sequence[MessageLike], **kwargs: Any) 
 
 
 def stream_reply(engine: Any, messages: Sequence[MessageLike], emit: Callable[[str], Any],
-                 **kwargs: Any) -> GenerateResult:
+                 *, check: Callable[[], None] | None = None, **kwargs: Any) -> GenerateResult:
     """The engine boundary for a streamed reply: each text delta goes to `emit`; returns the
     complete reply.
 
     `stream` is optional for third-party engines (OpenJarvis engines often have only
     `generate`): without one, the reply comes from `generate` and its whole content is
     emitted once. Streams may yield StreamChunks, bare text pieces or a final reply dict.
+    `check` is called between chunks (it raises to stop, e.g. when the run is cancelled);
+    the engine's stream is closed however the loop ends, so its connection is released.
     """
     stream = getattr(engine, "stream", None)
     if not callable(stream):
@@ -175,14 +177,22 @@ def stream_reply(engine: Any, messages: Sequence[MessageLike], emit: Callable[[s
         return whole
     result: GenerateResult | None = None
     pieces: list[str] = []
-    for raw in stream(messages, **kwargs):
-        chunk = normalize_chunk(raw, engine)
-        if isinstance(raw, str):
-            pieces.append(raw)
-        if chunk.delta:
-            emit(chunk.delta)
-        if chunk.result is not None:
-            result = chunk.result
+    chunks = stream(messages, **kwargs)
+    try:
+        for raw in chunks:
+            if check is not None:
+                check()
+            chunk = normalize_chunk(raw, engine)
+            if isinstance(raw, str):
+                pieces.append(raw)
+            if chunk.delta:
+                emit(chunk.delta)
+            if chunk.result is not None:
+                result = chunk.result
+    finally:
+        close = getattr(chunks, "close", None)
+        if callable(close):
+            close()
     if result is None and pieces:
         # An engine that streams bare text pieces (OpenJarvis style) never sends a final
         # result: the text it streamed is the reply.
