@@ -170,6 +170,21 @@ def test_an_engine_without_stream_streams_its_whole_answer_once():
         assert seen == []  # nothing to show: no empty piece
 
 
+def test_an_engine_subclassing_the_protocol_without_stream_streams_too():
+    from jarvis.engine import InferenceEngine
+
+    class Subclassed(InferenceEngine):  # stream() is the protocol's empty body
+        engine_id = "subclassed"
+
+        def generate(self, messages: Any, **kwargs: Any) -> Any:
+            return {"content": "from generate"}
+
+    seen: list[str] = []
+    with Jarvis(engine=Subclassed(), model="m") as j:
+        assert j.ask_full("q", context=False, on_token=seen.append)["content"] == "from generate"
+    assert seen == ["from generate"]
+
+
 def test_jarvis_ask_streams_from_an_engine_without_stream(tmp_path, monkeypatch):
     from click.testing import CliRunner
 

@@ -170,14 +170,16 @@ def stream_reply(engine: Any, messages: Sequence[MessageLike], emit: Callable[[s
     the engine's stream is closed however the loop ends, so its connection is released.
     """
     stream = getattr(engine, "stream", None)
-    if not callable(stream):
+    # A class that subclasses InferenceEngine without writing stream() inherits the
+    # protocol's empty body, which returns None: that is no stream either.
+    chunks = stream(messages, **kwargs) if callable(stream) else None
+    if chunks is None:
         whole = generate_reply(engine, messages, **kwargs)
         if whole.content:
             emit(whole.content)
         return whole
     result: GenerateResult | None = None
     pieces: list[str] = []
-    chunks = stream(messages, **kwargs)
     try:
         for raw in chunks:
             if check is not None:
