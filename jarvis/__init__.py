@@ -27,7 +27,14 @@ if TYPE_CHECKING:  # explicit imports for type checkers and IDEs
         ToolCallAction,
         ToolResult,
     )
-    from jarvis.errors import ConfigError, DependencyError, EngineError, JarvisError, UserError
+    from jarvis.errors import (
+        ConfigError,
+        DependencyError,
+        EngineError,
+        JarvisError,
+        RunCancelled,
+        UserError,
+    )
     from jarvis.sdk import Jarvis
     from jarvis.tools.base import BaseTool, tool
     from jarvis.tools.context import ToolContext
@@ -53,6 +60,7 @@ _EXPORTS: dict[str, str] = {
     "Jarvis": "jarvis.sdk",
     "JarvisError": "jarvis.errors",
     "Message": "jarvis.core.types",
+    "RunCancelled": "jarvis.errors",
     "TextBlock": "jarvis.core.types",
     "ToolCall": "jarvis.core.types",
     "ToolCallAction": "jarvis.core.types",
@@ -104,6 +112,7 @@ __all__ = [
     "Jarvis",
     "JarvisError",
     "Message",
+    "RunCancelled",
     "TextBlock",
     "ToolCall",
     "ToolCallAction",

@@ -8,7 +8,8 @@ JarvisError                 root of everything jarvis raises on purpose
 │   │   └── UnavailableToolError  a tool whose source (an MCP server) is down, with why
 │   └── ConfigError         config.toml or an environment override is invalid
 ├── DependencyError         an optional dependency or service is missing
-└── EngineError             an inference engine failed (unreachable, rejected tools, ...)
+├── EngineError             an inference engine failed (unreachable, rejected tools, ...)
+└── RunCancelled            a run was stopped by its caller (a cancel event, a cancelled task)
 
 Tool failures at run time are *not* exceptions: the ToolExecutor turns them into a failed
 ToolResult that the model can read. The CLI prints a JarvisError as one line and exits non-zero;
@@ -101,6 +102,14 @@ class DependencyError(JarvisError):
 
 class EngineError(JarvisError):
     """An inference engine failed: unreachable, rejected the request, or answered badly."""
+
+
+class RunCancelled(JarvisError):
+    """A run was cancelled by its caller: the `cancel` event of `ask_full` was set, the task
+    awaiting `aask_full`/`aask_stream` was cancelled, or an `ask_stream` was closed early.
+    The run stops at its next engine or tool boundary."""
+
+    exit_code = 130
 
 
 class ToolArgumentError(JarvisError):

@@ -263,7 +263,8 @@ class Jarvis:
                  on_token: Callable[[str], Any] | None = None,
                  history: Sequence[Message] | None = None, temperature: float | None = None,
                  max_tokens: int | None = None,
-                 run_metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+                 run_metadata: dict[str, Any] | None = None,
+                 cancel: Any = None) -> dict[str, Any]:
         """Answer `query` and report how.
 
         Args:
@@ -280,6 +281,11 @@ class Jarvis:
             run_metadata: facts about this run for its tools (ToolContext.metadata) and agent
                 (its executor's metadata), kept in the result's metadata and the run log; the
                 scheduler passes `scheduled_run` (idempotency key, attempt).
+            cancel: a threading.Event (anything with `is_set()`); once set, from any thread,
+                the run stops at its next boundary (before an engine call, between streamed
+                chunks, before the tool calls of a turn) and raises RunCancelled; the run log
+                records it as "cancelled". An engine or tool call already under way is not
+                interrupted: it finishes (bounded by its timeout) and its result is dropped.
 
         Returns a dict with content, usage (summed over turns), tool_results, turns, model,
         engine, agent, run_id, context_sources and metadata.
@@ -333,7 +339,7 @@ class Jarvis:
                            temperature=temperature if temperature is not None
                            else self.config.engine.temperature,
                            max_tokens=max_tokens if max_tokens is not None
-                           else self.config.engine.max_tokens, on_token=on_token)
+                           else self.config.engine.max_tokens, on_token=on_token, cancel=cancel)
         engine_name = getattr(engine, "engine_id", type(engine).__name__)
         record = {"id": run_id, "created_at": started, "source": source, "query": query,
                   "agent": agent_name, "model": use_model, "engine": engine_name,
@@ -343,7 +349,10 @@ class Jarvis:
         try:
             result = runner.run(query, history=history)
         except BaseException as exc:
-            status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "error"
+            from jarvis.errors import RunCancelled
+
+            status = ("interrupted" if isinstance(exc, KeyboardInterrupt) else
+                      "cancelled" if isinstance(exc, RunCancelled) else "error")
             self._record(record, status=status, error=f"{type(exc).__name__}: {exc}",
                          started=started)
             raise
@@ -427,8 +436,9 @@ class Jarvis:
         """Answer `query` piece by piece: yields the answer's text as the engine streams it.
 
         Takes ask_full's arguments (not on_token). An error in the run is raised from the
-        iteration, after the pieces that came before it. Stopping early lets the run finish
-        in the background (it is recorded as usual).
+        iteration, after the pieces that came before it. Stopping early (closing the
+        iterator, or leaving a `for` loop over it) cancels the run: it stops at its next
+        engine or tool boundary in the background and is recorded as "cancelled".
         """
         import queue
         import threading
@@ -436,47 +446,87 @@ class Jarvis:
         if "on_token" in kwargs:
             raise UserError("ask_stream yields the pieces itself; use ask_full(on_token=...) "
                             "to get a callback")
+        cancel = kwargs.pop("cancel", None)
+        if cancel is None:
+            cancel = threading.Event()
         pieces: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
 
         def run() -> None:
             try:
-                self.ask_full(query, on_token=lambda piece: pieces.put(("piece", piece)), **kwargs)
+                self.ask_full(query, on_token=lambda piece: pieces.put(("piece", piece)),
+                              cancel=cancel, **kwargs)
             except BaseException as exc:  # noqa: BLE001  (re-raised in the caller's thread)
                 pieces.put(("error", exc))
             else:
                 pieces.put(("done", None))
 
         threading.Thread(target=run, name="jarvis-ask-stream", daemon=True).start()
-        while True:
-            kind, value = pieces.get()
-            if kind == "piece":
-                yield value
-            elif kind == "error":
-                raise value
-            else:
-                return
+        finished = False
+        try:
+            while True:
+                kind, value = pieces.get()
+                if kind == "piece":
+                    yield value
+                elif kind == "error":
+                    finished = True
+                    raise value
+                else:
+                    finished = True
+                    return
+        finally:
+            if not finished:  # the caller stopped early: nobody wants the rest
+                cancel.set()
 
     async def aask_stream(self, query: str, **kwargs: Any) -> AsyncIterator[str]:
-        """Async `ask_stream`: `async for piece in j.aask_stream(...)` (the loop stays free)."""
-        import asyncio
+        """Async `ask_stream`: `async for piece in j.aask_stream(...)` (the loop stays free).
 
-        stream = self.ask_stream(query, **kwargs)
+        Cancelling the task that iterates it (or closing the iterator early) cancels the
+        run as `ask_full(cancel=...)` describes: it stops at its next engine or tool
+        boundary, in the worker thread, after the cancellation has already returned.
+        """
+        import asyncio
+        import threading
+
+        cancel = kwargs.pop("cancel", None)
+        if cancel is None:
+            cancel = threading.Event()
+        stream = self.ask_stream(query, cancel=cancel, **kwargs)
         done = object()
-        while True:
-            piece = await asyncio.to_thread(next, stream, done)
-            if piece is done:
-                return
-            yield piece
+        try:
+            while True:
+                piece = await asyncio.to_thread(next, stream, done)
+                if piece is done:
+                    return
+                yield piece
+        except BaseException:
+            # Cancelled, closed early (GeneratorExit), or the run's own error (then the run
+            # is over and the event changes nothing).
+            cancel.set()
+            raise
 
     async def aask(self, query: str, **kwargs: Any) -> str:
-        """Async `ask` (the run happens in a worker thread)."""
+        """Async `ask` (the run happens in a worker thread; cancelling works as in aask_full)."""
         return (await self.aask_full(query, **kwargs))["content"]
 
     async def aask_full(self, query: str, **kwargs: Any) -> dict[str, Any]:
-        """Async `ask_full` (the run happens in a worker thread, the loop stays free)."""
-        import asyncio
+        """Async `ask_full` (the run happens in a worker thread, the loop stays free).
 
-        return await asyncio.to_thread(self.ask_full, query, **kwargs)
+        Cancelling the awaiting task cancels the run: CancelledError is raised at once, and
+        the run, in its worker thread, stops at its next engine or tool boundary (an engine
+        or tool call under way finishes first, bounded by its timeout) and is recorded as
+        "cancelled" (see ask_full's `cancel`).
+        """
+        import asyncio
+        import threading
+
+        cancel = kwargs.pop("cancel", None)
+        if cancel is None:
+            cancel = threading.Event()
+        try:
+            return await asyncio.to_thread(self.ask_full, query, cancel=cancel, **kwargs)
+        except asyncio.CancelledError:
+            cancel.set()
+            raise
 
     # --- lifecycle ---------------------------------------------------------------------------
     def close(self) -> None:

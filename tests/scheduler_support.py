@@ -16,6 +16,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -165,3 +166,18 @@ class Daemon:
         for stream in (self.proc.stdout, self.proc.stderr):
             if stream:
                 stream.close()
+
+
+def future_at(args: list[str]) -> list[str]:
+    """A documented `schedule add` command line with the time after `--at` moved to a year
+    from now, in the same shape: the docs and --help show a fixed date (readable), which one
+    day is in the past and refused, so the tests that run them would break."""
+    import re
+
+    out = list(args)
+    for i, arg in enumerate(out[:-1]):
+        if arg == "--at":
+            assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", out[i + 1]), out[i + 1]
+            when = datetime.now(UTC) + timedelta(days=365)
+            out[i + 1] = when.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return out

@@ -136,26 +136,42 @@ def test_react_streams_nothing_from_a_tool_step_with_an_invented_answer():
     assert "".join(tokens) == "42" == result.content
 
 
-def test_hostile_replies_parse_quickly_and_never_raise():
-    import time as _time
+# Growth, not wall time, shows linear work (see tests/growth.py): 4x the input must take
+# under 8x the time. The sizes keep the quadratic code these tests caught at about a second.
+HOSTILE_FAMILIES = {
+    "nested <think>": lambda n: "<think>" * (n // 7) + "x",
+    "nested JSON": lambda n: ('{"name": "calculator", "arguments": ' + '{"a":' * (n // 5) + "1"
+                              + "}" * (n // 5 + 1)),
+    "open brackets": lambda n: "Action: calculator\nAction Input: " + "[" * n,
+    "an unclosed <tool_call> and spaces": lambda n: "<tool_call>x" + " " * n + "y",
+    "an unclosed <tool_call> and lines": lambda n: "<tool_call>x" + " \n" * (n // 2) + "y",
+    "an unclosed fence": lambda n: "```" + "a" * n,
+    "repeated <tool_call> tags": lambda n: "<tool_call>" * (n // 11),
+}
 
+
+@pytest.mark.parametrize("family", sorted(HOSTILE_FAMILIES))
+def test_the_parser_is_linear_in_hostile_replies(family):
+    from growth import assert_linear
+
+    from jarvis.agents.react_parser import parse_react
+
+    assert_linear(HOSTILE_FAMILIES[family], parse_react, 1500, what=f"parsing {family}")
+
+
+def test_hostile_replies_never_raise():
     from jarvis.agents.react_parser import parse_react, strip_thinking
 
-    replies = ["<think>" * 50_000 + "x",
+    replies = ["<think>" * 50_000 + "x",  # was 27 s
                '{"name": "calculator", "arguments": ' + '{"a":' * 50_000 + "1" + "}" * 50_001,
                "Action: calculator\nAction Input: " + "[" * 100_000]
     for text in replies:
-        start = _time.perf_counter()
-        step = parse_react(text)
-        assert _time.perf_counter() - start < 10.0  # was 27 s: a hang guard, not a figure
-        assert step.kind in ("error", "final", "action")
+        assert parse_react(text).kind in ("error", "final", "action")
     assert parse_react(replies[2]).kind == "error"
     assert strip_thinking("a<THINK>x</Think>b<think>y</think>c<think>open") == "abc<think>open"
 
 
-def test_tool_call_tags_and_fences_parse_in_linear_time():
-    import time as _time
-
+def test_tool_call_tags_and_fences_keep_their_meaning():
     from jarvis.agents.react_parser import parse_react
 
     hostile = ["<tool_call>x" + " " * 200_000,  # was > 90 s
@@ -164,10 +180,7 @@ def test_tool_call_tags_and_fences_parse_in_linear_time():
                "```" + "a" * 199_000,
                "<tool_call>" * 20_000]
     for text in hostile:
-        start = _time.perf_counter()
-        step = parse_react(text)
-        assert _time.perf_counter() - start < 10.0  # a hang guard, not a figure
-        assert step.kind in ("error", "final")
+        assert parse_react(text).kind in ("error", "final")
     # What the tags and fences mean is unchanged.
     closed = parse_react('<TOOL_CALL> {"name": "calculator", "arguments": {"expression": "2"}} '
                          "</tool_call> then text")
@@ -211,15 +224,17 @@ def test_the_answer_filter_gives_the_same_text_however_the_reply_is_cut():
             assert _forwarded(text, sizes) == expected, (text, sizes)
 
 
-def test_the_answer_filter_is_linear_in_the_number_of_deltas():
-    import time as _time
+@pytest.mark.parametrize("make, answer", [
+    (lambda n: "Thought: " + "x" * n + "\nFinal Answer: done", "done"),
+    (lambda n: " " * n + "\nFinal Answer: ok", "ok"),
+], ids=["a long thought", "spaces"])
+def test_the_answer_filter_is_linear_in_the_number_of_deltas(make, answer):
+    from growth import assert_linear
 
-    thought = "Thought: " + "x" * 39_950 + "\nFinal Answer: done"
-    start = _time.perf_counter()
-    assert _forwarded(thought, [1]) == "done"  # 40 000 one-character deltas, was 10.8 s
-    spaces = " " * 39_980 + "\nFinal Answer: ok"
-    assert _forwarded(spaces, [1]) == "ok"
-    assert _time.perf_counter() - start < 10.0  # a hang guard, not a figure
+    # One-character deltas; the quadratic filter took 10.8 s for 40 000 of them.
+    assert_linear(make, lambda text: _forwarded(text, [1]), 2000,
+                  what="filtering one-character deltas")
+    assert _forwarded(make(40_000), [1]) == answer
 
 
 def test_react_streams_a_long_reply_from_the_loopback_engine():

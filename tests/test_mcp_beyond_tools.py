@@ -201,6 +201,30 @@ def test_sampling_is_answered_by_the_engine_only_where_allowed(manager: McpManag
     assert not nobody.success and "no engine" in nobody.content
 
 
+class _DictEngine:
+    """An engine written the OpenJarvis way: generate() returns a plain dict, no stream()."""
+
+    engine_id = "dicty"
+
+    def __init__(self, replies: list[dict]) -> None:
+        self.replies = list(replies)
+
+    def generate(self, messages, **kwargs) -> dict:
+        return self.replies.pop(0)
+
+
+def test_sampling_takes_an_engine_that_replies_with_a_dict(manager: McpManager) -> None:
+    set_sampling_engine(_DictEngine([{"content": "red", "model": "dict-model"}, {"content": 3}]),
+                        "m")
+    answered = run("f__ask_model", {"question": "favourite colour?"})
+    assert answered.success and answered.content == "model said: red"
+    # A malformed reply is the server's error to report; the session goes on.
+    malformed = run("f__ask_model", {"question": "again?"})
+    assert not malformed.success and "malformed reply" in malformed.content
+    set_sampling_engine(ScriptedEngine(["still here"]), "m")
+    assert run("f__ask_model", {"question": "alive?"}).content == "model said: still here"
+
+
 def test_sampling_uses_the_engine_of_the_running_ask(tmp_path: Path) -> None:
     from jarvis.engine.openai_compat import OpenAICompatEngine
     from jarvis.sdk import Jarvis

@@ -8,16 +8,39 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from jarvis.memory.sqlite import SQLiteMemory
 
 
-def jarvis(env: dict[str, str], *args: str, cwd: Path | None = None,
-           timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def jarvis(env: dict[str, str], *args: str, cwd: Path | None = None, timeout: float = 60,
+           preexec_fn: Any = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "jarvis.cli", "memory", *args], env=env,
-                          cwd=cwd, capture_output=True, text=True, timeout=timeout)
+                          cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          preexec_fn=preexec_fn)
+
+
+def permissions_apply_to_root() -> Any:
+    """A preexec_fn under which file permissions bind the child even when it runs as root
+    (CI does): the child loses CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH, the capabilities
+    that let root read a chmod 0 file. Dropped from the bounding set, they are gone after
+    exec. None when not root (permissions bind already)."""
+    if os.geteuid() != 0:
+        return None
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)  # loaded here, not in the forked child
+    pr_capbset_drop, cap_dac_override, cap_dac_read_search = 24, 1, 2
+
+    def drop() -> None:
+        for cap in (cap_dac_override, cap_dac_read_search):
+            if libc.prctl(pr_capbset_drop, cap, 0, 0, 0) != 0:
+                raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP) failed: the test "
+                              "needs CAP_SETPCAP to run the CLI as root without DAC override")
+
+    return drop
 
 
 @pytest.fixture
@@ -172,15 +195,15 @@ def test_searches_keep_working_while_an_index_job_writes(cli_env: dict[str, str]
     store.close()
 
 
-@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0,
-                    reason="needs POSIX permissions, and root can read a chmod 0 file")
 def test_unreadable_file_is_counted_and_kept(cli_env: dict[str, str], notes: Path):
     assert jarvis(cli_env, "index", str(notes)).returncode == 0
     (notes / "diary.txt").chmod(0)
     try:
-        result = jarvis(cli_env, "index", str(notes), "--json")
+        result = jarvis(cli_env, "index", str(notes), "--json",
+                        preexec_fn=permissions_apply_to_root())
     finally:
         (notes / "diary.txt").chmod(0o644)
+    assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
     assert summary["error_count"] == 1 and summary["removed"] == 0
     assert json.loads(jarvis(cli_env, "search", "heron", "--json").stdout)

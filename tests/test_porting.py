@@ -139,6 +139,66 @@ def test_dict_replies_work_in_agents_the_sdk_and_the_llm_tool():
     assert LLMTool(engine=engine).execute(prompt="x").content == "delegated"
 
 
+def test_an_engine_without_stream_streams_its_whole_answer_once():
+    """An OpenJarvis engine has generate() only: every streaming entry point falls back to it
+    and shows the whole answer as one piece."""
+    assert not hasattr(DictEngine, "stream")
+    engine = DictEngine([{"content": "first answer"}, {"content": "second answer"},
+                         {"content": "third answer"}, {"content": "fourth answer"},
+                         {"content": "Thought: done.\nFinal Answer: fifth answer"},
+                         {"content": ""}])
+    with Jarvis(engine=engine, model="m") as j:
+        assert list(j.ask_stream("q", context=False)) == ["first answer"]
+
+        async def main() -> list[str]:
+            return [p async for p in j.aask_stream("q", context=False)]
+
+        assert asyncio.run(main()) == ["second answer"]
+        seen: list[str] = []
+        full = j.ask_full("q", context=False, on_token=seen.append)
+        assert full["content"] == "third answer" and seen == ["third answer"]
+        seen.clear()
+        full = j.ask_full("q", context=False, on_token=seen.append, agent="orchestrator",
+                          tools=["calculator"])
+        assert full["content"] == "fourth answer" and seen == ["fourth answer"]
+        seen.clear()
+        full = j.ask_full("q", context=False, on_token=seen.append, agent="react",
+                          tools=["calculator"])
+        assert full["content"] == "fifth answer" and "".join(seen) == "fifth answer"
+        seen.clear()
+        assert j.ask_full("q", context=False, on_token=seen.append)["content"] == ""
+        assert seen == []  # nothing to show: no empty piece
+
+
+def test_an_engine_subclassing_the_protocol_without_stream_streams_too():
+    from jarvis.engine import InferenceEngine
+
+    class Subclassed(InferenceEngine):  # stream() is the protocol's empty body
+        engine_id = "subclassed"
+
+        def generate(self, messages: Any, **kwargs: Any) -> Any:
+            return {"content": "from generate"}
+
+    seen: list[str] = []
+    with Jarvis(engine=Subclassed(), model="m") as j:
+        assert j.ask_full("q", context=False, on_token=seen.append)["content"] == "from generate"
+    assert seen == ["from generate"]
+
+
+def test_jarvis_ask_streams_from_an_engine_without_stream(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from jarvis.cli import cli
+    from jarvis.core.registry import EngineRegistry
+
+    EngineRegistry.register_value("dicty", lambda model="", **_: DictEngine(
+        [{"content": "streamed from generate"}]))
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["ask", "-e", "dicty", "-m", "m", "hello"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == "streamed from generate"
+
+
 def test_message_takes_a_role_enum():
     message = Message(role=Role.USER, content="hi")
     assert message.role == "user" and type(message.role) is str

@@ -17,14 +17,18 @@ from jarvis.security.redact import MASK, is_secret_name, redact_args, redact_url
                                   "GITHUB_TOKEN", "accessToken", "apikey", "DB_PASSWORD",
                                   "passwd", "Authorization", "X-Auth", "client_secret",
                                   "AWS_SECRET_ACCESS_KEY", "cookie", "SESSION", "credentials",
-                                  "x-api-key", "Bearer"])
+                                  "x-api-key", "Bearer", "DB_PASS", "SMTP_PASS", "REDIS_PASS",
+                                  "PASSPHRASE", "gpg_passphrase", "sshKeyPassphrase", "smtpPass",
+                                  "mysqlpass", "pass", "DB_PASS2"])
 def test_secret_names(name: str) -> None:
     assert is_secret_name(name)
 
 
 @pytest.mark.parametrize("name", ["path", "db_path", "model", "host", "url", "command",
                                   "allowed_secret_paths", "cwd", "patterns", "author", "keep",
-                                  "timeout", "HOME", "name"])
+                                  "timeout", "HOME", "name", "BYPASS", "bypass_proxy", "COMPASS",
+                                  "compass_heading", "surpass", "passive", "passthrough",
+                                  "password_file", "DB_PASS_FILE", "passage", "webhook_events"])
 def test_ordinary_names(name: str) -> None:
     assert not is_secret_name(name)
 
@@ -126,3 +130,65 @@ def test_text_masking_keeps_ordinary_text() -> None:
                  "Server=db;Database=x;", "--verbose --port 8080", "author=me",
                  "Authorization header is optional"):
         assert redact_value("description", text) == text, text
+
+
+# --- passwords named `pass`, and webhook URLs whose path is the secret -------------------------
+@pytest.mark.parametrize("url, shown", [
+    ("https://hooks.slack.com/services/T000/B000/XXXXSECRET", "https://hooks.slack.com/***"),
+    ("https://discord.com/api/webhooks/123456/SECRETtoken", "https://discord.com/api/webhooks/***"),
+    ("https://discordapp.com/api/webhooks/123456/SECRETtoken",
+     "https://discordapp.com/api/webhooks/***"),
+    ("https://acme.webhook.office.com/webhookb2/SECRET-guid@tenant/IncomingWebhook/SECRET2/x",
+     "https://acme.webhook.office.com/webhookb2/***"),
+    ("https://api.telegram.org/bot123:SECRETtok/sendMessage", "https://api.telegram.org/***"),
+    ("https://hooks.zapier.com/hooks/catch/1/SECRET/", "https://hooks.zapier.com/hooks/***"),
+    ("https://maker.ifttt.com/trigger/ev/with/key/SECRET", "https://maker.ifttt.com/***"),
+    ("https://ntfy.sh/SECRET-topic", "https://ntfy.sh/***"),
+    # Self-hosted (Mattermost, Rocket.Chat, n8n): the path after /hooks/ or /webhook/.
+    ("https://chat.example/hooks/SECRETid", "https://chat.example/hooks/***"),
+    ("https://n8n.example/webhook/SECRET-uuid?code=SECRETcode",
+     f"https://n8n.example/webhook/***?code={MASK}"),
+])
+def test_webhook_urls_hide_their_path(url: str, shown: str) -> None:
+    assert redact_url(url) == shown
+    assert redact_value("url", url) == shown
+    assert redact_value("notes", f"post to {url} daily") == f"post to {shown} daily"
+
+
+def test_a_webhook_name_hides_the_path_of_any_url() -> None:
+    url = "https://alerts.example.com/in/SECRETpath/x?team=SECRETq"
+    for name in ("WEBHOOK_URL", "slack_webhook", "alertWebhookUrl", "webhook"):
+        assert redact_value(name, url) == f"https://alerts.example.com/***?team={MASK}", name
+    assert redact_value("WEBHOOK_URL", "not a url") == "not a url"  # nothing to hide in it
+    assert redact_args(["--webhook-url", url]) == ["--webhook-url", redact_value("webhook", url)]
+    assert redact_args([f"--webhook={url}"]) == [f"--webhook={redact_value('webhook', url)}"]
+
+
+def test_ordinary_urls_keep_their_path() -> None:
+    for url in ("https://example.com/docs/webhooks", "https://api.github.com/repos/o/r/hooks",
+                "https://discord.com/invite", "https://slack.com/help/articles/1",
+                "https://example.com/a/b?q=1"):
+        assert redact_url(url) == url
+        assert redact_value("homepage", url) == url
+
+
+WEBHOOKS = """
+[mcp.servers.notify]
+command = "notify-server"
+args = ["--slack", "https://hooks.slack.com/services/T0/B0/SECRET-A1"]
+env = { DB_PASS = "SECRET-E1", SMTP_PASS = "SECRET-E2", REDIS_PASS = "SECRET-E3", PASSPHRASE = "SECRET-E4", WEBHOOK_URL = "https://alerts.example.com/in/SECRET-E5", DISCORD = "https://discord.com/api/webhooks/1/SECRET-E6", COMPASS = "north", BYPASS = "on" }
+"""
+
+
+def test_config_show_hides_pass_names_and_webhook_paths(tmp_path: Path,
+                                                        cli_env: dict[str, str]) -> None:
+    (tmp_path / "work" / "config.toml").write_text(WEBHOOKS)
+    for args in (["config", "show"], ["config", "show", "--json"]):
+        proc = subprocess.run([sys.executable, "-m", "jarvis.cli", *args], capture_output=True,
+                              text=True, env=cli_env, timeout=60, cwd=tmp_path / "work")
+        assert proc.returncode == 0, proc.stderr
+        leaked = sorted({line for line in proc.stdout.splitlines() if "SECRET" in line})
+        assert leaked == [], leaked
+        for shown in ("https://hooks.slack.com/***", "https://alerts.example.com/***",
+                      "https://discord.com/api/webhooks/***", "north", "on"):
+            assert shown in proc.stdout, shown

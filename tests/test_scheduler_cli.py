@@ -99,10 +99,12 @@ def test_add_warns_about_unknown_agent_and_tools(env):
 
 def test_documented_add_examples_run_as_written(env):
     # docs/scheduler.md and `schedule add --help` are copied by users: every example must work
-    # (a fixed --at date in the past did not).
+    # (a fixed --at date in the past did not). Their --at date is moved a year ahead.
     import re
     import shlex
     from pathlib import Path
+
+    from scheduler_support import future_at
 
     docs = (Path(__file__).parent.parent / "docs" / "scheduler.md").read_text()
     help_text = ok(jarvis(env, "schedule", "add", "--help"))
@@ -116,7 +118,7 @@ def test_documented_add_examples_run_as_written(env):
     for line in lines:
         piped, _, command = line.rpartition("|")
         stdin = shlex.split(piped)[1] + "\n" if piped else None  # `echo "TEXT" | ...`
-        args = shlex.split(command)[1:]
+        args = future_at(shlex.split(command)[1:])
         result = subprocess.run([sys.executable, "-m", "jarvis.cli", *args], input=stdin,
                                 env=env, capture_output=True, text=True, timeout=30)
         assert result.returncode == 0, (line, result.stderr)

@@ -25,8 +25,8 @@ from jarvis.engine.base import (
     InferenceEngine,
     add_usage,
     empty_usage,
-    normalize_chunk,
-    normalize_reply,
+    generate_reply,
+    stream_reply,
 )
 from jarvis.tools.base import BaseTool
 from jarvis.tools.executor import ToolExecutor
@@ -50,6 +50,10 @@ class BaseAgent:
         max_tool_calls_per_turn: tool calls run from one model reply; each call beyond it
             gets a failed result (error_type denied) the model reads.
         on_token: called with each piece of the answer as it streams (None: no streaming).
+        cancel: an event (anything with `is_set()`, e.g. threading.Event) that stops the run
+            with RunCancelled at its next boundary once set: before each engine call, between
+            the chunks of a streamed reply, and before each turn's tool calls. An engine or
+            tool call already under way finishes first (bounded by its own timeout).
     """
 
     agent_id: ClassVar[str] = "base"
@@ -68,7 +72,8 @@ class BaseAgent:
                  bus: EventBus | None = None, system: str | None = None, max_turns: int = 10,
                  max_repeats: int = 2, temperature: float | None = None,
                  max_tokens: int | None = None, on_token: TokenHandler | None = None,
-                 max_tool_calls_per_turn: int = DEFAULT_MAX_TOOL_CALLS_PER_TURN) -> None:
+                 max_tool_calls_per_turn: int = DEFAULT_MAX_TOOL_CALLS_PER_TURN,
+                 cancel: Any = None) -> None:
         self.engine = engine
         self.model = model
         self.executor = executor if executor is not None else ToolExecutor(tools or (), bus=bus)
@@ -83,6 +88,7 @@ class BaseAgent:
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.on_token = on_token
+        self.cancel = cancel
 
     # --- the public entry point --------------------------------------------------------------
     def run(self, query: str, *, history: Sequence[Message] | None = None) -> AgentResult:
@@ -114,6 +120,7 @@ class BaseAgent:
                   tools: list[dict[str, Any]] | None = None,
                   emit: TokenHandler | None = None) -> GenerateResult:
         """One engine call: streamed into `emit` when given, counted into the run's usage."""
+        self._check_cancelled()
         state.turns += 1
         bus = self.bus
         if bus is not None:
@@ -127,27 +134,10 @@ class BaseAgent:
         kwargs = {"tools": tools or None, "model": self.model or None,
                   "temperature": self.temperature, "max_tokens": self.max_tokens}
         if emit is None:
-            result = normalize_reply(self.engine.generate(messages, **kwargs), self.engine)
+            result = generate_reply(self.engine, messages, **kwargs)
         else:
-            result = None
-            pieces: list[str] = []
-            for raw in self.engine.stream(messages, **kwargs):
-                chunk = normalize_chunk(raw, self.engine)
-                if isinstance(raw, str):
-                    pieces.append(raw)
-                if chunk.delta:
-                    emit(chunk.delta)
-                if chunk.result is not None:
-                    result = chunk.result
-            if result is None and pieces:
-                # An engine that streams bare text pieces (OpenJarvis style) never sends a
-                # final result: the text it streamed is the reply.
-                result = GenerateResult(content="".join(pieces))
-            if result is None:
-                from jarvis.errors import EngineError
-
-                raise EngineError(f"the stream from {getattr(self.engine, 'engine_id', 'the engine')}"
-                                  f" ended without a final result")
+            result = stream_reply(self.engine, messages, emit, check=self._check_cancelled,
+                                  **kwargs)
         add_usage(state.usage, result.usage)
         state.inference_seconds.append(time.perf_counter() - start)
         if result.model:
@@ -158,6 +148,13 @@ class BaseAgent:
                 "latency": time.perf_counter() - start, "tool_calls": len(result.tool_calls),
                 "finish_reason": result.finish_reason, "run_id": self.executor.run_id})
         return result
+
+    def _check_cancelled(self) -> None:
+        """Raise RunCancelled once the run's cancel event is set (called at every boundary)."""
+        if self.cancel is not None and self.cancel.is_set():
+            from jarvis.errors import RunCancelled
+
+            raise RunCancelled("the run was cancelled")
 
     def _end_turn(self, state: _RunState) -> None:
         if self.bus is not None:

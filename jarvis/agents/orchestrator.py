@@ -106,6 +106,7 @@ class OrchestratorAgent(BaseAgent):
                 allowed.append(call)
             else:
                 blocked[index] = reason
+        self._check_cancelled()
         results = iter(self.executor.execute_many(allowed))
         ran: list[tuple[ToolCall, ToolResult]] = []
         for index, call in enumerate(calls):

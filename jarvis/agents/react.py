@@ -173,6 +173,7 @@ class ReActAgent(BaseAgent):
                 state.flags["loop_detected"] = True
             return reason
         state.guard.end_turn(True)
+        self._check_cancelled()
         result = self.executor.execute(call)
         state.record(call, result)
         return observation_text(result)

@@ -56,10 +56,11 @@ def show(as_json: bool) -> None:
     """Print every setting, its effective value and where it came from: "default", the
     config file, or the environment variable that overrides it.
 
-    Secrets are shown as ***: values whose name says key, token, secret, password, pat,
-    auth, credential, cookie or session (MCP env and headers included), passwords and
-    tokens inside URLs (user:***@host, ?api_key=***), and secret options in MCP args
-    (--token ***, --api-key=***), and channel URLs.
+    Secrets are shown as ***: values whose name says key, token, secret, password, pass,
+    passphrase, pat, auth, credential, cookie or session (MCP env and headers included),
+    passwords and tokens inside URLs (user:***@host, ?api_key=***), webhook URL paths
+    (https://hooks.slack.com/***), secret options in MCP args (--token ***,
+    --api-key=***), and channel URLs.
     """
     from jarvis.commands._common import load_cli_config
 

@@ -3,12 +3,14 @@
 Agents talk to every engine through this protocol: `generate` for one reply, `stream` for a
 reply delivered piece by piece (its last chunk carries the complete result), `list_models`,
 `health` and `close`. Third-party engines implement the protocol; nothing needs subclassing.
+Callers go through `generate_reply` / `stream_reply`, the engine boundary: they accept the
+reply shapes OpenJarvis engines return (dicts, bare text pieces) and engines without `stream`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -144,6 +146,65 @@ def _tool_call(call: Any, index: int) -> ToolCall:
     if not isinstance(arguments, (str, dict)):
         raise TypeError(f"tool call {index} arguments are a {type(arguments).__name__}")
     return ToolCall(id=str(call.get("id") or f"call_{index}"), name=name, arguments=arguments)
+
+
+def generate_reply(engine: Any, messages: Sequence[MessageLike], **kwargs: Any) -> GenerateResult:
+    """The engine boundary for one reply: `engine.generate(...)` as a GenerateResult.
+
+    Every caller above the engine (agents, the llm tool, MCP sampling) goes through here, so an
+    engine that returns a dict (OpenJarvis style) works everywhere and a malformed reply is an
+    EngineError wherever it shows up.
+    """
+    return normalize_reply(engine.generate(messages, **kwargs), engine)
+
+
+def stream_reply(engine: Any, messages: Sequence[MessageLike], emit: Callable[[str], Any],
+                 *, check: Callable[[], None] | None = None, **kwargs: Any) -> GenerateResult:
+    """The engine boundary for a streamed reply: each text delta goes to `emit`; returns the
+    complete reply.
+
+    `stream` is optional for third-party engines (OpenJarvis engines often have only
+    `generate`): without one, the reply comes from `generate` and its whole content is
+    emitted once. Streams may yield StreamChunks, bare text pieces or a final reply dict.
+    `check` is called between chunks (it raises to stop, e.g. when the run is cancelled);
+    the engine's stream is closed however the loop ends, so its connection is released.
+    """
+    stream = getattr(engine, "stream", None)
+    # A class that subclasses InferenceEngine without writing stream() inherits the
+    # protocol's empty body, which returns None: that is no stream either.
+    chunks = stream(messages, **kwargs) if callable(stream) else None
+    if chunks is None:
+        whole = generate_reply(engine, messages, **kwargs)
+        if whole.content:
+            emit(whole.content)
+        return whole
+    result: GenerateResult | None = None
+    pieces: list[str] = []
+    try:
+        for raw in chunks:
+            if check is not None:
+                check()
+            chunk = normalize_chunk(raw, engine)
+            if isinstance(raw, str):
+                pieces.append(raw)
+            if chunk.delta:
+                emit(chunk.delta)
+            if chunk.result is not None:
+                result = chunk.result
+    finally:
+        close = getattr(chunks, "close", None)
+        if callable(close):
+            close()
+    if result is None and pieces:
+        # An engine that streams bare text pieces (OpenJarvis style) never sends a final
+        # result: the text it streamed is the reply.
+        result = GenerateResult(content="".join(pieces))
+    if result is None:
+        from jarvis.errors import EngineError
+
+        raise EngineError(f"the stream from {getattr(engine, 'engine_id', 'the engine')}"
+                          f" ended without a final result")
+    return result
 
 
 def normalize_chunk(chunk: Any, engine: Any = None) -> StreamChunk:

@@ -109,17 +109,21 @@ class ClientCallbacks:
         except ValueError as exc:
             return ErrorData(code=-32602, message=str(exc))
         max_tokens = max(1, min(int(params.max_tokens or MAX_SAMPLING_TOKENS), MAX_SAMPLING_TOKENS))
+        from jarvis.engine.base import generate_reply
+
         try:
             result = await asyncio.to_thread(
-                engine.generate, messages, model=model or None, max_tokens=max_tokens,
+                generate_reply, engine, messages, model=model or None, max_tokens=max_tokens,
                 temperature=params.temperature)
+            # Built inside the try too: whatever the engine sent, the server gets an answer or
+            # an error, and the session lives on.
+            return CreateMessageResult(role="assistant",
+                                       content=TextContent(type="text", text=result.content or ""),
+                                       model=result.model or model or "jarvis",
+                                       stop_reason="endTurn" if result.finish_reason == "stop"
+                                       else result.finish_reason)
         except Exception as exc:  # noqa: BLE001 - the server gets the reason, jarvis goes on
             return ErrorData(code=-32603, message=f"the engine failed: {exc}"[:500])
-        return CreateMessageResult(role="assistant",
-                                   content=TextContent(type="text", text=result.content or ""),
-                                   model=result.model or model or "jarvis",
-                                   stop_reason="endTurn" if result.finish_reason == "stop"
-                                   else result.finish_reason)
 
     # --- elicitation ---------------------------------------------------------------------
     async def elicit(self, context: Any, params: Any) -> Any:

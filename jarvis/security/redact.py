@@ -6,9 +6,13 @@ and tokens inside URLs, and secret command-line options.
     redact_args(["--token", "abc", "--api-key=def"])    -> ["--token", "***", "--api-key=***"]
 
 A name is secret when one of its words (split at `_`, `-`, `.`, spaces and camelCase) is
-key, token, secret, password, passwd, pwd, pat, auth, authorization, credential, cookie,
-session or bearer, or ends in key/token/secret/password (apikey, accesstoken). Names that hold
-paths (`..._path`, `..._dirs`, ...) are not secrets by name. Only strings are hidden: a number
+key, token, secret, password, passwd, pwd, pass, passphrase, pat, auth, authorization,
+credential, cookie, session or bearer, or ends in key/token/secret/password/pass/passphrase
+(apikey, accesstoken, smtppass), except English words that end in "pass" (bypass, compass,
+surpass, ...). Names that hold paths (`..._path`, `..._dirs`, ...) are not secrets by name.
+Webhook URLs carry their secret in the path: it is hidden for known webhook hosts (Slack,
+Telegram, ntfy.sh, ...), after a `/hooks/` or `/webhook(s)/` segment, and for any URL under
+a name containing "webhook" (`WEBHOOK_URL = https://host/***`). Only strings are hidden: a number
 or a flag named `session_idle_seconds` tells nothing. Under any name, well-known token shapes
 (ghp_..., sk-..., hf_..., AIza..., sk_live_..., npm_..., AKIA..., JWTs, PEM private keys) and
 `Bearer ...`-style values are hidden too, and secrets inside longer values: `NAME=value`
@@ -26,8 +30,20 @@ MASK = "***"
 
 _WORDS = frozenset({"key", "token", "secret", "password", "passwd", "pwd", "pw", "pat", "auth",
                     "authorization", "authentication", "credential", "cookie", "session",
-                    "bearer", "sig", "signature", "sas"})
-_ENDINGS = ("key", "token", "secret", "password", "passwd", "credential", "cookie")
+                    "bearer", "sig", "signature", "sas", "pass", "passphrase"})
+_ENDINGS = ("key", "token", "secret", "password", "passwd", "credential", "cookie", "pass",
+            "passphrase")
+# English words that end in "pass" and name no password (BYPASS_PROXY, COMPASS_HEADING).
+_NOT_PASS = frozenset({"bypass", "compass", "surpass", "trespass", "overpass", "underpass",
+                       "encompass"})
+# Webhook URLs whose path (or part of it) is the secret: the service's own hosts...
+# (Discord and Outlook serve other pages too: their webhooks are found by the segment below.)
+_WEBHOOK_HOSTS = ("hooks.slack.com", "api.telegram.org", "maker.ifttt.com", "ntfy.sh",
+                  "hooks.zapier.com", "webhook.office.com")
+# ...and a path segment that says what follows is a hook's id or token (Discord's
+# /api/webhooks/ID/TOKEN, Outlook's /webhook/..., Mattermost's and Rocket.Chat's /hooks/...,
+# n8n's /webhook/..., Feishu's /bot/v2/hook/...).
+_WEBHOOK_SEGMENTS = frozenset({"webhook", "webhooks", "webhookb2", "hooks", "hook"})
 _PATH_ENDINGS = ("path", "paths", "dir", "dirs", "file", "files", "folder")
 _SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
 _URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s\"'<>]+")
@@ -60,14 +76,24 @@ def is_secret_name(name: str) -> bool:
     if not words or words[-1] in _PATH_ENDINGS:
         return False
     for word in words:
+        if word in _NOT_PASS:
+            continue
         single = word[:-1] if word.endswith("s") and word[:-1] in _WORDS else word
         if single in _WORDS or word.endswith(_ENDINGS):
             return True
     return False
 
 
-def redact_url(text: str) -> str:
-    """`text` with URL passwords (or a lone userinfo token) and secret query values hidden."""
+def is_webhook_name(name: str) -> bool:
+    """Whether a name says its value is a webhook URL (SLACK_WEBHOOK, webhookUrl): the path
+    of such a URL is its secret."""
+    return "webhook" in name.lower()
+
+
+def redact_url(text: str, webhook: bool = False) -> str:
+    """`text` with URL passwords (or a lone userinfo token) and secret query values hidden,
+    and the path of webhook URLs (known webhook hosts, a /hooks/ or /webhook/ segment, or any
+    URL when `webhook`: the value's name says it is one): `https://hooks.slack.com/***`."""
     def one(match: re.Match[str]) -> str:
         url = match.group(0)
         try:
@@ -80,41 +106,73 @@ def redact_url(text: str) -> str:
             user, colon, _ = userinfo.partition(":")
             # user:password -> user:***; a lone token (https://TOKEN@host) -> ***
             netloc = f"{user}:{MASK}@{hostport}" if colon else f"{MASK}@{hostport}"
-        # The query, and a fragment shaped like one (OAuth's #access_token=...).
-        query, fragment = _mask_query(parts.query), _mask_query(parts.fragment)
-        if netloc == parts.netloc and query == parts.query and fragment == parts.fragment:
+        path = _webhook_path(parts.path, webhook or _webhook_host(parts.hostname or ""))
+        hook = path != parts.path
+        # The query, and a fragment shaped like one (OAuth's #access_token=...); every query
+        # value of a webhook (an Azure Function's ?code=...).
+        query, fragment = _mask_query(parts.query, hook), _mask_query(parts.fragment, hook)
+        if (netloc, path, query, fragment) == (parts.netloc, parts.path, parts.query,
+                                               parts.fragment):
             return url
-        return urlunsplit((parts.scheme, netloc, parts.path, query, fragment))
+        return urlunsplit((parts.scheme, netloc, path, query, fragment))
 
     return _URL.sub(one, text)
 
 
-def _mask_query(query: str) -> str:
+def _webhook_host(host: str) -> bool:
+    host = host.lower().rstrip(".")
+    return any(host == known or host.endswith("." + known) for known in _WEBHOOK_HOSTS)
+
+
+def _webhook_path(path: str, whole: bool) -> str:
+    """The path with what follows its first webhook segment hidden (`/api/webhooks/***`);
+    with `whole` and no such segment, the whole path (`/***`)."""
+    segments = path.split("/")
+    for i, segment in enumerate(segments[:-1]):
+        if segment.lower() in _WEBHOOK_SEGMENTS and any(segments[i + 1:]):
+            return "/".join(segments[:i + 1]) + f"/{MASK}"
+    return f"/{MASK}" if whole and path.strip("/") else path
+
+
+def _mask_query(query: str, everything: bool = False) -> str:
     if not query or "=" not in query:
         return query
     pairs = parse_qsl(query, keep_blank_values=True)
-    if not any(is_secret_name(k) for k, _ in pairs):
+    if not everything and not any(is_secret_name(k) for k, _ in pairs):
         return query
-    return urlencode([(k, MASK if is_secret_name(k) and v else v) for k, v in pairs], safe="*")
+    return urlencode([(k, MASK if (everything or is_secret_name(k)) and v else v)
+                      for k, v in pairs], safe="*")
 
 
 def redact_args(args: list[Any]) -> list[Any]:
     """Command-line arguments with the values of secret options hidden: `--token X`,
     `--api-key=X`, `TOKEN=X`, URLs with passwords, and well-known token shapes."""
     out: list[Any] = []
-    hide_next = False
+    hide_next = hook_next = False
     for arg in args:
         if not isinstance(arg, str):
             out.append(arg)
-            hide_next = False
+            hide_next = hook_next = False
             continue
         if hide_next and not arg.startswith("-"):
             out.append(MASK)
             hide_next = False
             continue
         hide_next = False
+        if hook_next and not arg.startswith("-"):
+            out.append(_redact_text(arg, webhook=True))
+            hook_next = False
+            continue
+        hook_next = False
         if arg.startswith("-"):
             name, eq, value = arg.lstrip("-").partition("=")
+            if is_webhook_name(name) and not is_secret_name(name):
+                if eq:
+                    out.append(f"{arg.split('=', 1)[0]}={_redact_text(value, webhook=True)}")
+                else:
+                    out.append(arg)
+                    hook_next = True
+                continue
             if is_secret_name(name):
                 if eq:
                     out.append(f"{arg.split('=', 1)[0]}={MASK}" if value else arg)
@@ -134,13 +192,13 @@ def redact_args(args: list[Any]) -> list[Any]:
 _SCHEME_TOKEN = re.compile(r"^(Bearer|Basic|Token|Digest)\s+\S.*$", re.IGNORECASE)
 
 
-def _redact_text(value: str) -> str:
+def _redact_text(value: str, webhook: bool = False) -> str:
     if _TOKEN_SHAPES.match(value.strip()) or _PEM.search(value):
         return MASK
     scheme = _SCHEME_TOKEN.match(value.strip())
     if scheme:  # an Authorization-style value under an innocent name
         return f"{scheme.group(1)} {MASK}"
-    return _redact_inside(redact_url(value))
+    return _redact_inside(redact_url(value, webhook))
 
 
 def _redact_inside(text: str) -> str:
@@ -168,7 +226,7 @@ def redact_value(name: str, value: Any) -> Any:
     if isinstance(value, str):
         if value and is_secret_name(name):
             return MASK
-        return _redact_text(value)
+        return _redact_text(value, webhook=is_webhook_name(name))
     if isinstance(value, dict):
         return {k: redact_value(str(k), v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

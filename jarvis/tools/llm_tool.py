@@ -71,11 +71,11 @@ class LLMTool(BaseTool):
         if system:
             messages.append({"role": "system", "content": system})
         messages.append({"role": "user", "content": prompt})
-        from jarvis.engine.base import normalize_reply
+        from jarvis.engine.base import generate_reply
 
         try:
-            result = normalize_reply(self.engine.generate(messages, model=self.model or None,
-                                                          max_tokens=self.max_tokens), self.engine)
+            result = generate_reply(self.engine, messages, model=self.model or None,
+                                    max_tokens=self.max_tokens)
         except JarvisError as exc:
             return ToolResult.failure("llm", f"the engine failed: {exc}", ErrorType.TRANSPORT)
         except Exception as exc:  # noqa: BLE001  (a tool never raises: any engine bug is a result)
