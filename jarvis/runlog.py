@@ -107,12 +107,14 @@ class RunLog:
     def _connect(self) -> Any:
         import sqlite_utils
 
+        from jarvis.core.sqlite_wal import enter_wal
+
         self.db_path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(str(self.db_path), timeout=10, check_same_thread=False,
                                isolation_level=None)
         conn.execute("PRAGMA busy_timeout = 10000")
         db = sqlite_utils.Database(conn)
-        db.enable_wal()
+        enter_wal(conn, 10)
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
             conn.execute("BEGIN IMMEDIATE")

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from jarvis.core.events import EventBus, EventType
+from jarvis.core.sqlite_wal import enter_wal
 from jarvis.errors import UserError
 from jarvis.memory.chunking import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, Chunk, chunk_text
 from jarvis.memory.query import check_query, fts_expression, query_terms
@@ -103,7 +104,7 @@ class SQLiteMemory:
         try:
             conn = sqlite3.connect(self.db_path, timeout=self.busy_timeout,
                                    check_same_thread=False)
-            conn.execute("PRAGMA journal_mode=WAL")
+            enter_wal(conn, self.busy_timeout)
         except (sqlite3.DatabaseError, OSError) as exc:
             raise UserError(f"cannot open memory database {self.db_path}: {exc}. Point "
                             f"memory.db_path at a writable SQLite file") from None

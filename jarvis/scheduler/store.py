@@ -198,8 +198,9 @@ class SchedulerStore:
         self.db = sqlite_utils.Database(conn, execute_plugins=False)
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
-            if self.db.journal_mode != "wal":
-                self.db.enable_wal()
+            from jarvis.core.sqlite_wal import enter_wal
+
+            enter_wal(conn, busy_timeout)
             conn.execute("PRAGMA synchronous = NORMAL")
             self._migrate()
         except sqlite3.DatabaseError as exc:  # not a database, unreadable, or stays locked
