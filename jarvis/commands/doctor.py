@@ -23,14 +23,15 @@ def doctor(as_json: bool) -> None:
     from jarvis.sandbox.probe import describe, status
 
     config = load_cli_config()
-    info = status(config.sandbox.isolation, config.sandbox.network)
+    bounds = {"uid": config.sandbox.uid, "max_threads": config.sandbox.max_threads}
+    info = status(config.sandbox.isolation, config.sandbox.network, **bounds)
     # `isolation` in [tools.repl] / [tools.code_interpreter] wins over [sandbox] for that tool:
     # a report of [sandbox] alone would say "bwrap" while repl runs unsandboxed.
     tools = {}
     for name in CODE_TOOLS:
         own = config.tools.settings.get(name, {}).get("isolation")
         if own is not None and own != config.sandbox.isolation:
-            tools[name] = status(own, config.sandbox.network)
+            tools[name] = status(own, config.sandbox.network, **bounds)
     if as_json:
         echo_json({"sandbox": info, "tools": tools})
     else:
@@ -43,6 +44,10 @@ def doctor(as_json: bool) -> None:
         click.echo(f"  Landlock ABI: {info['landlock_abi'] or 'none'}")
         click.echo(f"  seccomp: {yes_no[info['seccomp']]}")
         click.echo(f"  network for code: {'host network' if info['network'] else 'none'}")
+        threads = info["threads"]
+        click.echo("  threads and processes: " + (
+            f"at most {threads['max']} per sandbox (RLIMIT_NPROC, host uid {threads['host_uid']})"
+            if threads else "not bounded (no isolation in force)"))
         for name, own in tools.items():
             click.echo(f"{name} (its own isolation = {own['isolation']!r}): {describe(own)}")
     if info["mechanism"] is None or any(own["mechanism"] is None for own in tools.values()):

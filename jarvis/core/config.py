@@ -349,6 +349,10 @@ class SandboxConfig(_Section):
     max_file_mb: int = Field(50, gt=0)
     max_open_files: int = Field(256, ge=16)
     tmp_mb: int = Field(64, gt=0, description="size of the private work folder (/tmp)")
+    max_threads: int = Field(64, ge=8, description="threads and processes of one sandbox "
+                             "together (RLIMIT_NPROC)")
+    uid: int = Field(65534, gt=0, description="host uid/gid the sandbox runs as when jarvis "
+                     "runs as root (the kernel does not bound root's threads)")
 
 
 class JarvisConfig(_Section):

@@ -23,7 +23,8 @@ LAUNCHER = HERE / "unshare_launcher.py"
 # Where the worker script appears inside a sandbox.
 SANDBOX_WORKER = "/.jarvis/worker.py"
 WORK_DIR = "/tmp"
-# The unprivileged user the code runs as inside its user namespace.
+# The unprivileged user the code runs as inside its user namespace (on the host it is jarvis's
+# own uid, or SandboxPolicy.uid when jarvis runs as root: see host_identity).
 SANDBOX_UID = SANDBOX_GID = 65534
 # System folders the dynamic loader and the interpreter need (merged-/usr symlinks or dirs).
 SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin")
@@ -149,7 +150,8 @@ def worker_config(policy: SandboxPolicy, plan: MountPlan, *, isolated: bool) -> 
     """The settings the worker applies to itself before it runs any code."""
     limits = policy.limits
     return {"memory_mb": limits.memory_mb, "max_file_mb": limits.max_file_mb,
-            "max_open_files": limits.max_open_files, "session_cpu_seconds":
+            "max_open_files": limits.max_open_files, "max_threads": limits.max_threads,
+            "session_cpu_seconds":
             limits.session_cpu_seconds, "cpu_seconds": limits.cpu_seconds,
             "max_output_chars": limits.max_output_chars, "timeout": limits.timeout,
             "site_dirs": plan.site_dirs,
@@ -202,6 +204,41 @@ def bwrap_command(policy: SandboxPolicy, bwrap: str, info_fd: int,
     return argv, {}
 
 
+def host_identity(policy: SandboxPolicy) -> tuple[int, int] | None:
+    """The host uid/gid a sandbox runs as when jarvis is root (None: jarvis's own uid). The
+    kernel exempts host root from RLIMIT_NPROC: mapped onto root, a sandbox's threads were
+    bounded only by the host's pids."""
+    return (policy.uid, policy.uid) if os.geteuid() == 0 else None
+
+
+def bwrap_preexec(policy: SandboxPolicy):
+    """What the child jarvis forks does before it execs bubblewrap, or None (jarvis is not
+    root). bwrap run as root would map the sandbox onto root; run as the unprivileged uid it
+    cannot reach a source under a folder that uid cannot pass through (the interpreter in
+    /root, mode 0700), so the child first stages those (unshare_launcher.stage), then drops.
+    It runs between fork and exec: system calls only, decisions made here beforehand. A
+    failure is written to the child's stderr and ends it (the start-up reports it)."""
+    identity = host_identity(policy)
+    if identity is None:
+        return None
+    from jarvis.sandbox import unshare_launcher
+
+    plan = mount_plan(policy)
+    blocked = unshare_launcher.blocked_folders(
+        [str(src) for kind, src, _ in plan.ops if kind in ("ro", "rw")], *identity)
+
+    def preexec() -> None:
+        try:
+            if blocked:
+                unshare_launcher.stage(blocked)
+            unshare_launcher.drop(*identity)
+        except OSError as exc:
+            os.write(2, f"sandbox setup failed: {exc}\n".encode())
+            os._exit(127)
+
+    return preexec
+
+
 def _worker_argv(policy: SandboxPolicy, plan: MountPlan) -> list[str]:
     return [plan.python, "-I", "-S", SANDBOX_WORKER,
             json.dumps(worker_config(policy, plan, isolated=True))]
@@ -212,7 +249,7 @@ def namespaces_command(policy: SandboxPolicy, python: str, info_fd: int,
     """jarvis's own launcher's command line; `command` replaces the worker."""
     plan = mount_plan(policy)
     spec = {"ops": plan.ops, "tmp_files": tmp_files(policy), "uid": SANDBOX_UID,
-            "gid": SANDBOX_GID, "network": policy.network,
+            "gid": SANDBOX_GID, "network": policy.network, "drop": host_identity(policy),
             "info_fd": info_fd, "workdir": WORK_DIR, "env": SANDBOX_ENV,
             "argv": command or _worker_argv(policy, plan)}
     return [python, "-I", "-S", str(LAUNCHER), json.dumps(spec)], {}

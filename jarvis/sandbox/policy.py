@@ -30,6 +30,9 @@ class SandboxLimits:
         max_file_mb: largest file the code may write (RLIMIT_FSIZE).
         max_open_files: RLIMIT_NOFILE.
         tmp_mb: size of the private work folder (a tmpfs at /tmp in the sandbox).
+        max_threads: threads and processes of the sandbox together (RLIMIT_NPROC, counted
+            per user namespace by the kernel; it binds only because the sandbox never runs
+            as the host's root, see SandboxPolicy.uid).
     """
 
     timeout: float = 30.0
@@ -40,6 +43,7 @@ class SandboxLimits:
     max_file_mb: int = 50
     max_open_files: int = 256
     tmp_mb: int = 64
+    max_threads: int = 64
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():
@@ -63,6 +67,13 @@ class SandboxPolicy:
         site_packages: make the jarvis environment's site-packages visible (read-only), so
             installed libraries (numpy, ...) can be imported.
         limits: resource limits (see SandboxLimits).
+        uid: the host uid (and gid) the sandbox runs as when jarvis runs as root. The kernel
+            never applies RLIMIT_NPROC to host root, so a sandbox mapped onto it could start
+            threads until the host ran out of pids; an unprivileged uid makes max_threads
+            bind, and a namespace escape yields only that uid. Default 65534 ("nobody"): it
+            owns no files by convention, and sharing it between sandboxes (or with other
+            daemons) costs nothing, because the kernel (>= 5.14) counts RLIMIT_NPROC per user
+            namespace: each sandbox has its own count. A non-root jarvis keeps its own uid.
     """
 
     isolation: str = "auto"
@@ -71,8 +82,12 @@ class SandboxPolicy:
     writable_paths: tuple[str, ...] = ()
     site_packages: bool = True
     limits: SandboxLimits = field(default_factory=SandboxLimits)
+    uid: int = 65534
 
     def __post_init__(self) -> None:
+        if isinstance(self.uid, bool) or not isinstance(self.uid, int) or self.uid <= 0:
+            raise ValueError(f"sandbox uid must be a positive number (not root), got "
+                             f"{self.uid!r}")
         if self.isolation not in ISOLATIONS:
             raise ValueError(f"sandbox isolation must be one of {', '.join(ISOLATIONS)}, got "
                              f"{self.isolation!r}")
@@ -89,7 +104,7 @@ class SandboxPolicy:
             base = cls(isolation=values["isolation"], network=values["network"],
                        read_only_paths=tuple(values["read_only_paths"]),
                        writable_paths=tuple(values["writable_paths"]),
-                       site_packages=values["site_packages"],
+                       site_packages=values["site_packages"], uid=values["uid"],
                        limits=SandboxLimits(**{k: values[k] for k in SandboxLimits.__slots__}))
         chosen = {k: v for k, v in limits.items() if v is not None}
         return replace(base, limits=replace(base.limits, **chosen)) if chosen else base

@@ -25,6 +25,14 @@ FIX = ("install bubblewrap (e.g. `apt-get install bubblewrap`), enable unprivile
        "or opt out with [sandbox] isolation = \"none\" in config.toml")
 
 
+# The worker found that RLIMIT_NPROC does not bind it: its threads would be bounded only by
+# the host's pids (a thread bomb starved the whole machine).
+UNBOUNDED = ("threads and processes cannot be bounded in the sandbox: the kernel does not apply "
+             "RLIMIT_NPROC to its host uid (root, or a uid with CAP_SYS_RESOURCE); set "
+             "[sandbox] uid to an unprivileged uid (now {uid}) or run jarvis as an unprivileged "
+             "user")
+
+
 class SandboxUnavailable(JarvisError):
     """The configured isolation cannot work on this host (the message says why and the fix)."""
 
@@ -49,13 +57,18 @@ def _namespaces_probe() -> str | None:
 def _run_probe(mechanism: str, bwrap: str | None) -> str | None:
     from jarvis.sandbox.launch import probe_command
 
+    from jarvis.sandbox.launch import bwrap_preexec
+    from jarvis.sandbox.policy import SandboxPolicy
+
     what = "bwrap" if mechanism == "bwrap" else "unshare"
     info_r, info_w = os.pipe()  # the launcher reports on it; a reader must exist
     try:
         argv = probe_command(mechanism, bwrap, info_w)
+        preexec = bwrap_preexec(SandboxPolicy()) if mechanism == "bwrap" else None
         done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True,
-                              timeout=PROBE_TIMEOUT, pass_fds=(info_w,), env={})
-    except (OSError, subprocess.TimeoutExpired) as exc:
+                              timeout=PROBE_TIMEOUT, pass_fds=(info_w,), env={},
+                              preexec_fn=preexec)
+    except (OSError, subprocess.SubprocessError) as exc:
         return f"{what} cannot run: {exc}"
     finally:
         os.close(info_w)
@@ -68,6 +81,8 @@ def _run_probe(mechanism: str, bwrap: str | None) -> str | None:
         return f"{what} failed: {detail}"
     if not hello.get("ready"):
         return f"{what} started, but the sandbox did not: {hello.get('error') or 'no answer'}"
+    if not hello.get("max_threads"):
+        return UNBOUNDED.format(uid=SandboxPolicy().uid)
     return None
 
 
@@ -139,8 +154,10 @@ def resolve(isolation: str) -> str:
     raise SandboxUnavailable(f"code sandbox unavailable: {' and '.join(problems)}; {FIX}")
 
 
-def status(isolation: str = "auto", network: bool = False) -> dict[str, Any]:
-    """What `jarvis doctor` and `jarvis tools show repl` report."""
+def status(isolation: str = "auto", network: bool = False, uid: int = 65534,
+           max_threads: int = 64) -> dict[str, Any]:
+    """What `jarvis doctor` and `jarvis tools show repl` report (uid, max_threads: the
+    [sandbox] settings of those names)."""
     try:
         mechanism, problem = resolve(isolation), None
     except SandboxUnavailable as exc:
@@ -156,12 +173,17 @@ def status(isolation: str = "auto", network: bool = False) -> dict[str, Any]:
         layers.append("seccomp")
     if mechanism is not None:
         layers.append("rlimits")
+    threads = None
+    if mechanism in ("bwrap", "namespaces"):  # the probe checked that RLIMIT_NPROC binds
+        threads = {"max": max_threads, "host_uid": uid if os.geteuid() == 0 else os.getuid()}
+        layers.append(f"at most {max_threads} threads as host uid {threads['host_uid']}")
     return {
         "isolation": isolation,
         "mechanism": mechanism,
         "layers": layers,
         "problem": problem,
         "network": network,
+        "threads": threads,
         "bwrap": bwrap,
         "bwrap_works": bwrap is not None and bwrap_problem() is None,
         "user_namespaces": namespaces_problem() is None,

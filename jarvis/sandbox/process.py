@@ -114,6 +114,39 @@ def spawn(argv: list[str], **kwargs: Any) -> subprocess.Popen:
     return pool.submit(subprocess.Popen, argv, **kwargs).result()
 
 
+# Per-thread setresuid/setresgid (raw syscalls: glibc's wrappers change every thread).
+_SETRESUID = {"x86_64": 117, "aarch64": 147}
+_SETRESGID = {"x86_64": 119, "aarch64": 149}
+
+
+def _prlimit_as_owner(pid: int, uid: int, limits: tuple[int, int]) -> None:
+    """RLIMIT_CPU of a sandbox that runs as another host uid (SandboxPolicy.uid), for a root
+    jarvis without CAP_SYS_RESOURCE (a container may drop it): the kernel lets a caller whose
+    real uid and gid are the target's change its limits. Only this thread takes them, and
+    only its real ids: the effective and saved ids stay 0, so it keeps its capabilities and
+    switches back at once."""
+    import platform
+    import resource
+
+    machine = platform.machine()
+    if machine not in _SETRESUID:
+        raise PermissionError(f"cannot set another uid's limits on {machine}")
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.syscall(_SETRESGID[machine], uid, -1, -1) != 0:
+        raise OSError(ctypes.get_errno(), "setresgid")
+    try:
+        if libc.syscall(_SETRESUID[machine], uid, -1, -1) != 0:
+            raise OSError(ctypes.get_errno(), "setresuid")
+        try:
+            resource.prlimit(pid, resource.RLIMIT_CPU, limits)
+        finally:
+            if libc.syscall(_SETRESUID[machine], 0, -1, -1) != 0:  # never stay another uid
+                os._exit(70)
+    finally:
+        if libc.syscall(_SETRESGID[machine], 0, -1, -1) != 0:
+            os._exit(70)
+
+
 def cpu_seconds_of(pid: int) -> float:
     """User + system CPU of process `pid`, all its threads together (from /proc)."""
     with open(f"/proc/{pid}/stat", "rb") as f:
@@ -172,11 +205,12 @@ class SandboxedPython:
         protect_jarvis()
         info_r, info_w = os.pipe() if self.mechanism != "none" else (-1, -1)
         env: dict[str, str] | None = {}
-        cwd = None
+        cwd = preexec = None
         try:
             if self.mechanism == "bwrap":
                 argv, env = launch.bwrap_command(self.policy, probe.find_bwrap() or "bwrap",
                                                  info_w)
+                preexec = launch.bwrap_preexec(self.policy)
             elif self.mechanism == "namespaces":
                 argv, env = launch.namespaces_command(self.policy, sys.executable, info_w)
             else:
@@ -192,8 +226,8 @@ class SandboxedPython:
             self._proc = spawn(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 env=env, cwd=cwd, start_new_session=True, close_fds=True,
-                pass_fds=(info_w,) if info_w >= 0 else ())
-        except OSError as exc:
+                pass_fds=(info_w,) if info_w >= 0 else (), preexec_fn=preexec)
+        except (OSError, subprocess.SubprocessError) as exc:
             for fd in (info_r, info_w):
                 if fd >= 0:
                     os.close(fd)
@@ -217,13 +251,17 @@ class SandboxedPython:
             self.close()
             raise SandboxError(f"the sandbox did not start properly: "
                                f"{(hello or {}).get('error') or hello!r}")
+        if self.mechanism != "none" and not hello.get("max_threads"):
+            self.close()
+            raise SandboxError(probe.UNBOUNDED.format(uid=self.policy.uid))
         self.pid = self._worker_pid()
         # Files in the work folder, counted from outside (see launch.TMP_BYTES_PER_FILE).
         self.max_tmp_files = launch.tmp_files(self.policy)
         self._tmp_root = (f"/proc/{self.pid}/root{launch.WORK_DIR}"
                           if self.mechanism in ("bwrap", "namespaces") else None)
         self.protection = {"mechanism": self.mechanism, "seccomp": bool(hello.get("seccomp")),
-                           "landlock": int(hello.get("landlock") or 0)}
+                           "landlock": int(hello.get("landlock") or 0),
+                           "max_threads": int(hello.get("max_threads") or 0)}
         if self._proc.stderr is not None:
             self._proc.stderr.close()  # the launcher's errors only matter at start-up
         self._freeze()
@@ -368,7 +406,12 @@ class SandboxedPython:
                     f"run")
         soft = min(hard, math.ceil(used + self.limits.cpu_seconds))
         try:
-            resource.prlimit(self.pid, resource.RLIMIT_CPU, (soft, hard))
+            try:
+                resource.prlimit(self.pid, resource.RLIMIT_CPU, (soft, hard))
+            except PermissionError:
+                if os.geteuid() != 0:
+                    raise
+                _prlimit_as_owner(self.pid, self.policy.uid, (soft, hard))
         except (OSError, ValueError) as exc:
             return f"cannot set the CPU limit ({exc})"
         return None

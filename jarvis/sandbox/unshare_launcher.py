@@ -7,6 +7,10 @@ tmpfs root holding only the mount plan (read-only binds, the work tmpfs, a new /
 /dev), pivot_roots into it, drops every capability and execs the worker. Then it reports the
 init's host pid on the info fd (like bwrap's --info-fd) and waits for it. Both die with their
 parent (PR_SET_PDEATHSIG); killing the init kills everything in the namespace.
+
+Run as root, it first becomes the unprivileged host uid of the spec's "drop" (see
+SandboxPolicy.uid): the kernel never applies RLIMIT_NPROC to root. `blocked_folders`, `stage`
+and `drop` also serve bubblewrap, in the child jarvis forks before it execs bwrap.
 """
 
 import ctypes
@@ -23,7 +27,7 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 MS_NOATIME, MS_NODIRATIME, MS_RELATIME = 1024, 2048, 1 << 21
 MNT_DETACH = 2
-PR_SET_PDEATHSIG, PR_CAPBSET_DROP = 1, 24
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP = 1, 4, 24
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
 DEVICES = ("null", "zero", "full", "random", "urandom")
 
@@ -85,6 +89,55 @@ def mounts_below(folder: str) -> list:
     return found
 
 
+def _passable(path: str, uid: int, gid: int) -> bool:
+    st = os.stat(path)
+    if st.st_uid == uid:
+        return bool(st.st_mode & 0o100)
+    if st.st_gid == gid:
+        return bool(st.st_mode & 0o010)
+    return bool(st.st_mode & 0o001)
+
+
+def blocked_folders(sources: list, uid: int, gid: int) -> dict:
+    """For each source to mount, the highest folder on its way that uid/gid cannot pass
+    through (jarvis's interpreter under /root, mode 0700): {folder: [sources below it]}."""
+    found: dict = {}
+    for source in sources:
+        path = ""
+        for part in source.strip("/").split("/")[:-1]:
+            path += "/" + part
+            if not _passable(path, uid, gid):
+                found.setdefault(path, []).append(source)
+                break
+    return found
+
+
+def stage(blocked: dict) -> None:
+    """Still root, in a private mount namespace (gone with the sandbox): an empty tmpfs over
+    each blocked folder, with only the sources below it bound back at their own paths. The
+    unprivileged uid then reaches them, and nothing else of the folder."""
+    check(libc.unshare(CLONE_NEWNS), "unshare mount namespace")
+    mount(None, "/", None, MS_REC | MS_PRIVATE)
+    for folder, sources in blocked.items():
+        fds = [os.open(source, os.O_PATH | os.O_CLOEXEC) for source in sources]
+        mount("tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k")
+        for fd, source in zip(fds, sources):
+            os.makedirs(os.path.dirname(source), mode=0o755, exist_ok=True)
+            if os.path.isdir(f"/proc/self/fd/{fd}"):
+                os.makedirs(source, mode=0o755, exist_ok=True)
+            else:
+                os.close(os.open(source, os.O_CREAT | os.O_WRONLY, 0o444))
+            mount(f"/proc/self/fd/{fd}", source, None, MS_BIND | MS_REC)
+            os.close(fd)
+
+
+def drop(uid: int, gid: int) -> None:
+    """Become uid/gid on the host, with no supplementary groups and no capabilities."""
+    os.setgroups([])
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+
+
 def build_root(spec: dict, root: str) -> None:
     mount(None, "/", None, MS_REC | MS_PRIVATE)
     mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755")
@@ -143,6 +196,19 @@ def main() -> int:
     if os.getppid() != parent:
         return 1
     info_fd = int(spec["info_fd"])
+    if spec.get("drop"):
+        host_uid, host_gid = spec["drop"]
+        blocked = blocked_folders([a for kind, a, _ in spec["ops"] if kind in ("ro", "rw")],
+                                  host_uid, host_gid)
+        if blocked:
+            stage(blocked)
+        drop(host_uid, host_gid)
+        # A new uid made this process non-dumpable (its /proc/self, uid_map included, would
+        # stay root's) and cleared its death signal.
+        libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:
+            return 1
     uid, gid = os.getuid(), os.getgid()
     root = tempfile.mkdtemp(prefix="jarvis-ns-")
     # pivot_root moves this process into the new root too: keep a handle on the host folder

@@ -7,7 +7,8 @@ Before any user code runs it:
   - moves the request/reply pipes to private descriptors and points fds 0, 1 and 2 at
     /dev/null, so writing to the real stdout cannot corrupt the protocol;
   - sets rlimits: RLIMIT_AS (memory), RLIMIT_CPU hard cap for the session (jarvis moves the
-    soft limit from outside before each call), RLIMIT_FSIZE, RLIMIT_NOFILE, RLIMIT_CORE;
+    soft limit from outside before each call), RLIMIT_FSIZE, RLIMIT_NOFILE, RLIMIT_CORE, and
+    (isolated) RLIMIT_NPROC for threads, checked to bind (never as the host's root);
   - restricts itself with Landlock (when the kernel has it and the sandbox is isolated): read
     and execute only the mounted interpreter paths, write only the work folder, no TCP bind
     or connect unless the policy gives the network (ABI >= 4), no signals or abstract unix
@@ -345,11 +346,29 @@ def apply_limits(config: dict) -> dict:
     _set(resource.RLIMIT_NOFILE, int(config["max_open_files"]))
     session_cpu = int(config["session_cpu_seconds"])
     _set(resource.RLIMIT_CPU, min(session_cpu, int(config["cpu_seconds"])), session_cpu)
+    threads = bound_threads(int(config["max_threads"])) if config.get("landlock") else 0
     landlock = apply_landlock(config["landlock"]) if config.get("landlock") else 0
     sandboxed = install_seccomp()
     if not sandboxed:
         _set(resource.RLIMIT_NPROC, 0)  # binds only non-root users
-    return {"seccomp": sandboxed, "landlock": landlock}
+    return {"seccomp": sandboxed, "landlock": landlock, "max_threads": threads}
+
+
+def bound_threads(limit: int) -> int:
+    """RLIMIT_NPROC = limit: threads and processes of the sandbox together (the kernel counts
+    them per user namespace). Returns the limit, or 0 where the kernel does not apply it (the
+    sandbox runs as the host's root, or holds CAP_SYS_RESOURCE there): tried for real, with
+    the soft limit at 1 one more thread must be refused."""
+    import _thread
+
+    _set(resource.RLIMIT_NPROC, 1, limit)
+    try:
+        _thread.start_new_thread(int, ())
+        bound = False
+    except RuntimeError:  # "can't start new thread": EAGAIN from clone
+        bound = True
+    _set(resource.RLIMIT_NPROC, limit)
+    return limit if bound else 0
 
 
 # --- output capture ----------------------------------------------------------------------------

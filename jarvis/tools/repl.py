@@ -111,7 +111,8 @@ class SandboxedPythonTool(BaseTool):
         """Which mechanism is in force for this tool (probes the host once per process)."""
         from jarvis.sandbox.probe import status
 
-        return status(self.policy.isolation, self.policy.network)
+        return status(self.policy.isolation, self.policy.network, self.policy.uid,
+                      self.limits.max_threads)
 
     def _number(self, key: str, value: Any, kind: type) -> Any:
         """A positive int/float setting, or a ConfigError naming the key."""
@@ -137,7 +138,8 @@ class SandboxedPythonTool(BaseTool):
         params = tuple(sorted({**asdict(policy.limits), "isolation": policy.isolation,
                                "network": policy.network, "ro": policy.read_only_paths,
                                "rw": policy.writable_paths,
-                               "site_packages": policy.site_packages}.items()))
+                               "site_packages": policy.site_packages,
+                               "uid": policy.uid}.items()))
         return ResourceSpec(kind=self.kind, max_size=self.max_processes, reusable=False,
                             params=params, factory=lambda: SandboxedPython(
                                 policy, freeze_between_calls=freeze))
