@@ -238,7 +238,8 @@ def test_jarvis_home_inside_a_folder_the_sandbox_needs_stays_hidden(
 
 
 def test_the_mounts_alone_are_read_only_without_landlock(mechanism: str, tmp_path: Path) -> None:
-    # The sandbox's uid is jarvis's on the host: as root (here and in CI), on a kernel
+    # Run as root, bubblewrap maps the sandbox's uid onto root (jarvis itself now drops to
+    # [sandbox] uid first, but the mounts must hold either way): as root, on a kernel
     # without Landlock, only the mounts stand between the code and host files. A writable
     # /proc let it write host sysctls (kernel/core_pattern: a command run as root on any
     # crash), and jarvis's launcher left a mount *below* a read-only path writable. The
@@ -951,6 +952,7 @@ def test_sandbox_config_is_validated_and_reaches_the_tools(tmp_path: Path,
     (shared / "data.txt").write_text("visible")
     out = tmp_path / "out"
     out.mkdir()
+    os.chown(out, 65534, 65534)  # the sandbox's host uid (jarvis runs as root here)
     config_file = tmp_path / "config.toml"
     config_file.write_text('[sandbox]\nisolation = "namespaces"\nread_only_paths = ["shared"]\n'
                            'writable_paths = ["out"]\nmemory_mb = 300\ntimeout = 7\n'

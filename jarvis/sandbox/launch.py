@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shutil
 import sys
 import sysconfig
 from dataclasses import dataclass, field
@@ -36,8 +37,12 @@ SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/localtime")
 # child may hold no capability to mount one, e.g. under Ubuntu's AppArmor profile), so there
 # jarvis counts the files from outside (SandboxedPython) and ends a sandbox past the limit.
 TMP_BYTES_PER_FILE = 4096
+# MALLOC_ARENA_MAX: glibc reserves 64 MB of address space per thread's malloc arena (up to 8
+# per core), so max_threads threads took RLIMIT_AS (memory_mb) nearly whole and the next
+# call died of MemoryError; two arenas serve Python's threads as well.
 SANDBOX_ENV = {"HOME": WORK_DIR, "TMPDIR": WORK_DIR, "PATH": "/usr/bin:/bin",
-               "LANG": "C.UTF-8", "PYTHONIOENCODING": "utf-8", "PYTHONDONTWRITEBYTECODE": "1"}
+               "LANG": "C.UTF-8", "PYTHONIOENCODING": "utf-8", "PYTHONDONTWRITEBYTECODE": "1",
+               "MALLOC_ARENA_MAX": "2"}
 
 
 class PathProblem(ValueError):
@@ -79,6 +84,11 @@ def mount_plan(policy: SandboxPolicy) -> MountPlan:
         for path in paths:
             if not os.path.exists(path):
                 raise PathProblem(f"[sandbox] {key}: {path} does not exist")
+            identity = host_identity(policy)
+            if key == "writable_paths" and identity and not _writable_by(path, *identity):
+                raise PathProblem(f"[sandbox] writable_paths: {path} is not writable by the "
+                                  f"sandbox's host uid {identity[0]} (jarvis runs as root, the "
+                                  f"code as [sandbox] uid); chown it to {identity[0]}")
             problem = _exposes_secrets(path)
             if problem:
                 raise PathProblem(f"[sandbox] {key}: {path} {problem}; list the folders the "
@@ -103,6 +113,13 @@ def mount_plan(policy: SandboxPolicy) -> MountPlan:
         plan.ops.append(("rw", real, real))
         plan.write_paths.append(real)
     return plan
+
+
+def _writable_by(path: str, uid: int, gid: int) -> bool:
+    st = os.stat(path)
+    if st.st_uid == uid:
+        return bool(st.st_mode & 0o200)
+    return bool(st.st_mode & (0o020 if st.st_gid == gid else 0o002))
 
 
 def _secret_folders() -> list[tuple[str, str]]:
@@ -211,7 +228,7 @@ def host_identity(policy: SandboxPolicy) -> tuple[int, int] | None:
     return (policy.uid, policy.uid) if os.geteuid() == 0 else None
 
 
-def bwrap_preexec(policy: SandboxPolicy):
+def bwrap_preexec(policy: SandboxPolicy, bwrap: str):
     """What the child jarvis forks does before it execs bubblewrap, or None (jarvis is not
     root). bwrap run as root would map the sandbox onto root; run as the unprivileged uid it
     cannot reach a source under a folder that uid cannot pass through (the interpreter in
@@ -224,8 +241,9 @@ def bwrap_preexec(policy: SandboxPolicy):
     from jarvis.sandbox import unshare_launcher
 
     plan = mount_plan(policy)
+    sources = [str(src) for kind, src, _ in plan.ops if kind in ("ro", "rw")]
     blocked = unshare_launcher.blocked_folders(
-        [str(src) for kind, src, _ in plan.ops if kind in ("ro", "rw")], *identity)
+        [*sources, os.path.realpath(shutil.which(bwrap) or bwrap)], *identity)
 
     def preexec() -> None:
         try:

@@ -55,16 +55,15 @@ def _namespaces_probe() -> str | None:
 
 
 def _run_probe(mechanism: str, bwrap: str | None) -> str | None:
-    from jarvis.sandbox.launch import probe_command
-
-    from jarvis.sandbox.launch import bwrap_preexec
+    from jarvis.sandbox.launch import bwrap_preexec, probe_command
     from jarvis.sandbox.policy import SandboxPolicy
 
     what = "bwrap" if mechanism == "bwrap" else "unshare"
     info_r, info_w = os.pipe()  # the launcher reports on it; a reader must exist
     try:
         argv = probe_command(mechanism, bwrap, info_w)
-        preexec = bwrap_preexec(SandboxPolicy()) if mechanism == "bwrap" else None
+        preexec = (bwrap_preexec(SandboxPolicy(), bwrap or "bwrap") if mechanism == "bwrap"
+                   else None)
         done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True,
                               timeout=PROBE_TIMEOUT, pass_fds=(info_w,), env={},
                               preexec_fn=preexec)

@@ -208,9 +208,9 @@ class SandboxedPython:
         cwd = preexec = None
         try:
             if self.mechanism == "bwrap":
-                argv, env = launch.bwrap_command(self.policy, probe.find_bwrap() or "bwrap",
-                                                 info_w)
-                preexec = launch.bwrap_preexec(self.policy)
+                bwrap = probe.find_bwrap() or "bwrap"
+                argv, env = launch.bwrap_command(self.policy, bwrap, info_w)
+                preexec = launch.bwrap_preexec(self.policy, bwrap)
             elif self.mechanism == "namespaces":
                 argv, env = launch.namespaces_command(self.policy, sys.executable, info_w)
             else:

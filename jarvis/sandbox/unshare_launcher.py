@@ -121,7 +121,7 @@ def stage(blocked: dict) -> None:
     for folder, sources in blocked.items():
         fds = [os.open(source, os.O_PATH | os.O_CLOEXEC) for source in sources]
         mount("tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k")
-        for fd, source in zip(fds, sources):
+        for fd, source in zip(fds, sources, strict=True):
             os.makedirs(os.path.dirname(source), mode=0o755, exist_ok=True)
             if os.path.isdir(f"/proc/self/fd/{fd}"):
                 os.makedirs(source, mode=0o755, exist_ok=True)

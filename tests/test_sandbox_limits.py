@@ -1,0 +1,206 @@
+"""Thread and fork bombs against the code sandbox: the host's pids stay bounded.
+
+jarvis runs as root here (and in CI). The kernel never applies RLIMIT_NPROC to host root, so a
+sandbox mapped onto root could start threads until the host ran out of pids. The sandbox runs
+as an unprivileged host uid ([sandbox] uid) instead, and RLIMIT_NPROC ([sandbox] max_threads)
+bounds its threads and processes together. Each bomb runs through the ToolExecutor exactly as a
+model's call would, on both namespace mechanisms, while this test counts the sandbox's tasks on
+the host.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from sandbox_support import call, descendants, wait_until_gone
+
+from jarvis.resources import release_run
+from jarvis.tools.code_interpreter import CodeInterpreterTool
+from jarvis.tools.executor import ToolExecutor
+from jarvis.tools.repl import ReplTool
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux sandbox")
+
+LIMITS = {"timeout": 20.0, "cpu_seconds": 10, "memory_mb": 512,
+          "requires_confirmation": False, "acquire_timeout": 10.0}
+MAX_THREADS = 64  # [sandbox] max_threads default
+HOST_UID = 65534  # [sandbox] uid default
+
+# Small stacks (memory_mb alone allowed ~8 000 threads of 64 KiB), and it keeps trying for
+# a while after the first refusal, so the count below sees the bomb at its largest.
+THREAD_BOMB = ("import threading, time\nthreading.stack_size(65536)\n"
+               "started = refused = 0\nend = time.monotonic() + 1.5\n"
+               "while time.monotonic() < end:\n"
+               "    try:\n"
+               "        threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+               "        started += 1\n"
+               "    except (RuntimeError, MemoryError):\n"
+               "        refused += 1\n"
+               "raise RuntimeError(f'bomb: {started} started, {refused} refused')")
+FORK_BOMB = ("import os, time\nforked = refused = 0\nend = time.monotonic() + 1.5\n"
+             "while time.monotonic() < end:\n"
+             "    try:\n"
+             "        if os.fork() == 0:\n"
+             "            time.sleep(60)\n"
+             "            os._exit(0)\n"
+             "        forked += 1\n"
+             "    except OSError:\n"
+             "        refused += 1\n"
+             "raise RuntimeError(f'bomb: {forked} started, {refused} refused')")
+
+
+@pytest.fixture(params=["bwrap", "namespaces"])
+def mechanism(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@pytest.fixture(autouse=True)
+def nothing_left_behind():
+    before = descendants()
+    yield
+    left = wait_until_gone(descendants() - before, timeout=10)
+    assert not left, f"processes left behind: {sorted(left)}"
+
+
+def tasks_of(pids: set[int]) -> tuple[int, set[int]]:
+    """Threads of `pids` on the host, all together, and the host uids the interpreters that
+    run the code have (those under the worker's seccomp filter)."""
+    count, uids = 0, set()
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                status = dict(line.split(":", 1) for line in f.read().splitlines())
+        except (OSError, ValueError):
+            continue
+        count += int(status["Threads"])
+        if status["Seccomp"].strip() == "2":
+            uids.add(int(status["Uid"].split()[0]))
+    return count, uids
+
+
+def watch(run_call, before: set[int]) -> tuple[object, int, set[int]]:
+    """Run `run_call` on a thread; meanwhile count the host tasks of the sandboxes this
+    process started (the launcher or bwrap, the sandbox's init, the worker and its threads)."""
+    box: dict = {}
+    worker = threading.Thread(target=lambda: box.setdefault("result", run_call()))
+    worker.start()
+    most, uids = 0, set()
+    while worker.is_alive():
+        count, seen = tasks_of(descendants() - before)
+        most, uids = max(most, count), uids | seen
+        time.sleep(0.02)
+    worker.join()
+    return box["result"], most, uids
+
+
+def bomb_numbers(content: str) -> tuple[int, int]:
+    words = content.split("bomb: ", 1)[1].split()
+    return int(words[0]), int(words[2])
+
+
+@pytest.mark.parametrize("bomb", ["threads", "forks"])
+def test_a_bomb_stays_within_max_threads_and_jarvis_goes_on(mechanism: str, bomb: str) -> None:
+    code = THREAD_BOMB if bomb == "threads" else FORK_BOMB
+    repl = ReplTool(isolation=mechanism, **LIMITS)
+    once = CodeInterpreterTool(isolation=mechanism, **LIMITS)
+    run_id = f"bomb-{mechanism}-{bomb}"
+    executor = ToolExecutor([repl, once], run_id=run_id)
+    jarvis_only = descendants()  # whatever this test process ran before: no sandbox
+    try:
+        assert call(executor, "repl", "keep = 'state'").success
+        for name in ("code_interpreter", "repl"):
+            before = descendants()
+            result, most, uids = watch(lambda n=name: call(executor, n, code), jarvis_only)
+            # A clear failure: the code saw each refusal, and reports what it got.
+            assert not result.success and result.metadata["error_kind"] == "exception", (
+                result.content)
+            started, refused = bomb_numbers(result.content)
+            assert refused > 0, result.content
+            if bomb == "threads":
+                # It did try: before the bound it started 507 here (memory_mb stopped it),
+                # and with more memory, thousands (the host's pids ran out).
+                assert MAX_THREADS - 8 <= started < MAX_THREADS, result.content
+            else:
+                assert started == 0, result.content  # seccomp: no new processes at all
+            # The launcher or bwrap outside the sandbox's namespaces, plus the bound inside,
+            # plus the repl's sandbox (its interpreter frozen between calls), when idle.
+            idle = 0 if name == "repl" else 3
+            assert MAX_THREADS - 8 <= most <= MAX_THREADS + 1 + idle or bomb == "forks", (
+                most, result.content)
+            assert most <= MAX_THREADS + 1 + idle, (most, result.content)
+            assert uids == {HOST_UID}, uids  # never the host's root
+            if name == "code_interpreter":  # the call ended its whole sandbox
+                assert not wait_until_gone(descendants() - before, timeout=10)
+        # jarvis keeps working: the repl's state survived its bomb, and a fresh call runs.
+        kept = call(executor, "repl", "keep")
+        assert kept.success and kept.content.strip() == "'state'", kept.content
+        again = call(executor, "code_interpreter", "6 * 7")
+        assert again.success and again.content.strip() == "42", again.content
+    finally:
+        release_run(run_id)
+
+
+def test_a_repl_sessions_threads_are_gone_when_it_ends(mechanism: str) -> None:
+    # Threads at the bound, left sleeping between calls: the session's end kills them all.
+    repl = ReplTool(isolation=mechanism, **LIMITS)
+    executor = ToolExecutor([repl], run_id=f"bound-end-{mechanism}")
+    before = descendants()
+    try:
+        result = call(executor, "repl", THREAD_BOMB.rsplit("\nraise", 1)[0] + "\nstarted")
+        assert result.success and MAX_THREADS - 8 <= int(result.content) < MAX_THREADS
+        assert tasks_of(descendants() - before)[0] >= MAX_THREADS - 8
+    finally:
+        release_run(f"bound-end-{mechanism}")
+    assert not wait_until_gone(descendants() - before, timeout=10)
+
+
+def test_the_sandbox_refuses_to_start_where_threads_would_not_be_bounded(
+        mechanism: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The sandbox as it was: mapped onto the host's root, which RLIMIT_NPROC does not bind.
+    # The worker finds out by trying, and jarvis refuses to run code there, loudly.
+    from jarvis.sandbox import SandboxedPython, SandboxError, SandboxPolicy, launch
+
+    assert os.geteuid() == 0, "the test needs root (like CI): only root is exempt"
+    monkeypatch.setattr(launch, "host_identity", lambda policy: None)
+    with pytest.raises(SandboxError) as refused:
+        SandboxedPython(SandboxPolicy(isolation=mechanism))
+    message = str(refused.value)
+    assert "threads and processes cannot be bounded" in message
+    assert "[sandbox] uid" in message and "unprivileged user" in message
+
+
+def test_a_writable_path_the_sandbox_uid_cannot_write_is_refused(tmp_path) -> None:
+    from jarvis.sandbox import SandboxedPython, SandboxError, SandboxPolicy
+
+    out = tmp_path / "out"
+    out.mkdir(mode=0o755)
+    with pytest.raises(SandboxError, match=f"not writable by the sandbox's host uid {HOST_UID}"
+                       f".*chown it to {HOST_UID}"):
+        SandboxedPython(SandboxPolicy(isolation="bwrap", writable_paths=(str(out),)))
+    os.chown(out, HOST_UID, HOST_UID)
+    proc = SandboxedPython(SandboxPolicy(isolation="bwrap", writable_paths=(str(out),)))
+    try:
+        result = proc.run(f"open({str(out / 'w.txt')!r}, 'w').write('ok')")
+        assert result.ok, result.error
+    finally:
+        proc.close()
+    assert (out / "w.txt").read_text() == "ok" and (out / "w.txt").stat().st_uid == HOST_UID
+
+
+def test_doctor_says_threads_are_bounded_and_as_which_uid(cli_env) -> None:
+    def doctor(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "jarvis.cli", "doctor", *args],
+                              env=cli_env, capture_output=True, text=True, timeout=60)
+
+    info = json.loads(doctor("--json").stdout)["sandbox"]
+    assert info["threads"] == {"max": MAX_THREADS, "host_uid": HOST_UID}, info
+    text = doctor().stdout
+    assert f"at most {MAX_THREADS} threads as host uid {HOST_UID})" in text.splitlines()[0]
+    assert (f"  threads and processes: at most {MAX_THREADS} per sandbox (RLIMIT_NPROC, "
+            f"host uid {HOST_UID})") in text
