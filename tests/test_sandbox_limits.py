@@ -142,6 +142,12 @@ def test_a_bomb_stays_within_max_threads_and_jarvis_goes_on(mechanism: str, bomb
         assert kept.success and kept.content.strip() == "'state'", kept.content
         again = call(executor, "code_interpreter", "6 * 7")
         assert again.success and again.content.strip() == "42", again.content
+        # Every jarvis thread still has jarvis's own ids (without CAP_SYS_RESOURCE, as here,
+        # a thread takes the sandbox's real uid for the moment of a prlimit).
+        for task in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{task}/status") as f:
+                ids = [line.split()[1:] for line in f if line.startswith(("Uid:", "Gid:"))]
+            assert ids == [[str(os.getuid())] * 4, [str(os.getgid())] * 4], (task, ids)
     finally:
         release_run(run_id)
 

@@ -114,6 +114,7 @@ def spawn(argv: list[str], **kwargs: Any) -> subprocess.Popen:
     return pool.submit(subprocess.Popen, argv, **kwargs).result()
 
 
+_libc: Any = None
 # Per-thread setresuid/setresgid (raw syscalls: glibc's wrappers change every thread).
 _SETRESUID = {"x86_64": 117, "aarch64": 147}
 _SETRESGID = {"x86_64": 119, "aarch64": 149}
@@ -128,10 +129,19 @@ def _prlimit_as_owner(pid: int, uid: int, limits: tuple[int, int]) -> None:
     import platform
     import resource
 
+    global _libc
     machine = platform.machine()
     if machine not in _SETRESUID:
         raise PermissionError(f"cannot set another uid's limits on {machine}")
-    libc = ctypes.CDLL(None, use_errno=True)
+    libc = _libc = _libc or ctypes.CDLL(None, use_errno=True)
+    real_uid, real_gid = os.getuid(), os.getgid()
+
+    def back(number: int, real: int) -> None:
+        # A jarvis thread that stayed the sandbox's uid would be a hole: never go on so.
+        if libc.syscall(number, real, -1, -1) != 0:
+            os.write(2, b"jarvis: cannot switch a thread back to its own uid; exiting\n")
+            os._exit(70)
+
     if libc.syscall(_SETRESGID[machine], uid, -1, -1) != 0:
         raise OSError(ctypes.get_errno(), "setresgid")
     try:
@@ -140,11 +150,9 @@ def _prlimit_as_owner(pid: int, uid: int, limits: tuple[int, int]) -> None:
         try:
             resource.prlimit(pid, resource.RLIMIT_CPU, limits)
         finally:
-            if libc.syscall(_SETRESUID[machine], 0, -1, -1) != 0:  # never stay another uid
-                os._exit(70)
+            back(_SETRESUID[machine], real_uid)
     finally:
-        if libc.syscall(_SETRESGID[machine], 0, -1, -1) != 0:
-            os._exit(70)
+        back(_SETRESGID[machine], real_gid)
 
 
 def cpu_seconds_of(pid: int) -> float:
@@ -200,6 +208,7 @@ class SandboxedPython:
         self._closed = False
         self._frozen = False
         self.stale_replies = 0
+        self._owner_prlimit = False  # see _prlimit_as_owner
         self._max_reply = max(MAX_RESPONSE_BYTES, JSON_BYTES_PER_CHAR * (
             self.limits.max_output_chars + MAX_ERROR_CHARS) + 65536)
         protect_jarvis()
@@ -406,12 +415,16 @@ class SandboxedPython:
                     f"run")
         soft = min(hard, math.ceil(used + self.limits.cpu_seconds))
         try:
-            try:
-                resource.prlimit(self.pid, resource.RLIMIT_CPU, (soft, hard))
-            except PermissionError:
-                if os.geteuid() != 0:
-                    raise
+            if self._owner_prlimit:
                 _prlimit_as_owner(self.pid, self.policy.uid, (soft, hard))
+            else:
+                try:
+                    resource.prlimit(self.pid, resource.RLIMIT_CPU, (soft, hard))
+                except PermissionError:
+                    if os.geteuid() != 0:
+                        raise
+                    self._owner_prlimit = True
+                    _prlimit_as_owner(self.pid, self.policy.uid, (soft, hard))
         except (OSError, ValueError) as exc:
             return f"cannot set the CPU limit ({exc})"
         return None

@@ -90,7 +90,10 @@ def mounts_below(folder: str) -> list:
 
 
 def _passable(path: str, uid: int, gid: int) -> bool:
-    st = os.stat(path)
+    try:
+        st = os.stat(path)
+    except OSError:
+        return True  # nothing to stage: mounting the path fails, and says so
     if st.st_uid == uid:
         return bool(st.st_mode & 0o100)
     if st.st_gid == gid:
