@@ -210,3 +210,23 @@ def test_doctor_says_threads_are_bounded_and_as_which_uid(cli_env) -> None:
     assert f"at most {MAX_THREADS} threads as host uid {HOST_UID})" in text.splitlines()[0]
     assert (f"  threads and processes: at most {MAX_THREADS} per sandbox (RLIMIT_NPROC, "
             f"host uid {HOST_UID})") in text
+
+
+def test_sandboxes_sharing_the_host_uid_each_get_their_own_count() -> None:
+    # RLIMIT_NPROC counts per user namespace: three sandboxes, all host uid 65534 at once,
+    # each reach max_threads (a count per host uid would have stopped them at 64 together).
+    from jarvis.sandbox import SandboxedPython, SandboxPolicy
+
+    code = THREAD_BOMB.replace("1.5", "0.3")
+    procs = [SandboxedPython(SandboxPolicy(isolation=m)) for m in ("bwrap", "bwrap",
+                                                                    "namespaces")]
+    try:
+        for proc in procs:
+            result = proc.run(code)
+            assert result.error_kind == "exception", result.error
+            assert MAX_THREADS - 8 <= bomb_numbers(result.error)[0] < MAX_THREADS, result.error
+        held = [tasks_of({proc.pid}) for proc in procs]
+        assert all(count >= MAX_THREADS - 8 and uids == {HOST_UID} for count, uids in held), held
+    finally:
+        for proc in procs:
+            proc.close()
