@@ -456,5 +456,7 @@ def start(once: bool, runner: str | None, max_workers: int | None, poll: float |
         failed += run.status != "succeeded"
         click.echo(f"task {run.task_id}: run #{run.id} {run.status}"
                    + (f" ({run.error_type}: {one_line(run.error or '', 100)})"
-                      if run.status != "succeeded" else ""))
+                      if run.status != "succeeded" else "")
+                   + (f" [delivery to {run.delivery.get('channel')}: "
+                      f"{run.delivery.get('status')}]" if run.delivery else ""))
     click.echo(f"ran {len(runs)} task run(s), {failed} failed", err=True)

@@ -199,6 +199,10 @@ class SchedulerConfig(_Section):
     default_timeout: float = Field(600.0, gt=0, description="seconds a run may take by default")
     shutdown_timeout: float = Field(30.0, ge=0, description="seconds running tasks get to "
                                     "finish on SIGINT/SIGTERM")
+    shutdown_delivery_seconds: float = Field(10.0, ge=0, description="at shutdown or the end "
+                                             "of --once, seconds the channel deliveries of runs "
+                                             "recorded then may take; one not done by then is "
+                                             "recorded as not sent")
     runner: str = Field("", description="\"celery\" sends runs to Celery workers; else "
                         "module:factory of a TaskRunner; empty runs prompts through the SDK "
                         "like `jarvis ask` on local threads")

@@ -64,6 +64,7 @@ class TaskScheduler:
                  poll_seconds: float | None = None, lease_seconds: float | None = None,
                  grace_seconds: float | None = None,
                  shutdown_timeout: float | None = None,
+                 shutdown_delivery_seconds: float | None = None,
                  poll_interval: float | None = None,
                  notifier: Callable[[Task, Run], dict[str, Any] | None] | None = None) -> None:
         if poll_interval is not None:  # OpenJarvis's name for poll_seconds
@@ -103,6 +104,12 @@ class TaskScheduler:
         self.grace_seconds = grace_seconds if grace_seconds is not None else settings.grace_seconds
         self.shutdown_timeout = (shutdown_timeout if shutdown_timeout is not None
                                  else settings.shutdown_timeout)
+        # At shutdown or the end of --once, how long the deliveries of runs recorded then may
+        # take (a channel's retries can take minutes); one not done in time is recorded as
+        # "not_sent" with the reason, never left silent.
+        self.shutdown_delivery_seconds = (
+            shutdown_delivery_seconds if shutdown_delivery_seconds is not None
+            else getattr(settings, "shutdown_delivery_seconds", 10.0))
         self.default_timeout = settings.default_timeout
         # What a model may schedule (the schedule_task tool); a person is not limited by these.
         self.model_max_active_tasks = settings.model_max_active_tasks
@@ -115,6 +122,10 @@ class TaskScheduler:
         self._active: dict[int, threading.Thread] = {}
         self._overdue: set[int] = set()  # runs past their timeout whose call still runs
         self._given_up: set[int] = set()  # runs recorded before their call ended
+        self._delivering: set[int] = set()  # runs whose delivery to a channel is under way
+        # Serialises writing a delivery record with marking one "not_sent" at shutdown, so
+        # a delivery that ends at that moment is never overwritten by "not sent".
+        self._delivery_lock = threading.Lock()
         self._active_lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self.abandoned = 0  # runs whose call outlived their timeout
@@ -397,9 +408,11 @@ class TaskScheduler:
             elif not all_overdue:
                 drain_until = None
             if drain_until is not None and time.monotonic() >= drain_until:
-                for run in self._give_up(list(threads), "the end of a --once pass"):
-                    with lock:
-                        finished.append(run)
+                recorded = self._give_up(list(threads), "the end of a --once pass")
+                # Recorded here, not by their worker: their deliveries are sent here too.
+                delivered = self._finish_deliveries({}, recorded, "the --once pass ended")
+                with lock:
+                    finished.extend(delivered.get(run.id, run) for run in recorded)
                 break
             next(iter(threads.values())).join(0.05)
         with lock:
@@ -562,11 +575,68 @@ class TaskScheduler:
             pending = dict(self._active)
         for thread in pending.values():
             thread.join(max(0.0, deadline - time.monotonic()))
-        self._give_up([run_id for run_id, thread in pending.items() if thread.is_alive()],
-                      "shutdown")
+        alive = {run_id: thread for run_id, thread in pending.items() if thread.is_alive()}
+        with self._active_lock:
+            delivering = set(alive) & self._delivering
+        # A run whose call is still going is interrupted; one whose answer is recorded and
+        # whose delivery is under way is not: its delivery gets shutdown_delivery_seconds.
+        recorded = self._give_up([run_id for run_id in alive if run_id not in delivering],
+                                 "shutdown")
+        given_up = {run.id for run in recorded}
+        self._finish_deliveries({run_id: thread for run_id, thread in alive.items()
+                                 if run_id not in given_up}, recorded, "the scheduler stopped")
         if self.dispatcher is not None:
             self.dispatcher.close()
         log.info("scheduler %s stopped", self.owner)
+
+    def _finish_deliveries(self, threads: dict[int, threading.Thread], recorded: list[Run],
+                           why: str) -> dict[int, Run]:
+        """At shutdown or the end of --once: send the runs just recorded here (interrupted or
+        timed out) to their channels and wait for the deliveries `threads` have under way, all
+        within shutdown_delivery_seconds. A run of a notifying task still without a delivery
+        record then gets one saying it was not sent, and why. Returns the runs as recorded."""
+        deadline = time.monotonic() + self.shutdown_delivery_seconds
+        tasks: dict[int, Task] = {}
+        waiting = list(threads.values())
+        for run in recorded:
+            try:
+                task = self.store.get_task(run.task_id)
+            except JarvisError:
+                continue  # deleted meanwhile: nothing to deliver to
+            tasks[run.id] = task
+            if task.notify:
+                sender = threading.Thread(target=self._deliver, args=(task, run), daemon=True,
+                                          name=f"jarvis-deliver-{run.id}")
+                sender.start()
+                waiting.append(sender)
+        if waiting:
+            log.info("%s: waiting up to %g s for %d delivery(ies) to channels", why,
+                     self.shutdown_delivery_seconds, len(waiting))
+        for thread in waiting:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        out: dict[int, Run] = {}
+        for run_id in set(threads) | set(tasks):
+            try:
+                run = self.store.get_run(run_id)
+                task = tasks.get(run_id) or self.store.get_task(run.task_id)
+            except JarvisError:
+                continue
+            if not task.notify or run.status not in ("succeeded", "failed"):
+                out[run_id] = run
+                continue
+            with self._delivery_lock:
+                run = self.store.get_run(run_id)
+                if run.delivery is None:
+                    run = self.store.record_delivery(run_id, {
+                        "channel": task.notify, "status": "not_sent", "attempts": 0,
+                        "error": f"not delivered: {why} before the delivery was done (it had "
+                                 f"{self.shutdown_delivery_seconds:g} s, [scheduler] "
+                                 f"shutdown_delivery_seconds)", "at": self.clock()})
+                    log.warning("task %s: run %d was NOT delivered to channel %s: %s before "
+                                "the delivery was done (the answer is kept in the run record)",
+                                task.id, run_id, task.notify, why)
+            out[run_id] = run
+        return out
 
     def _give_up(self, run_ids: list[int], cause: str) -> list[Run]:
         """Stop waiting for these runs of ours and record them: a run already past its timeout
@@ -716,24 +786,32 @@ class TaskScheduler:
     def _deliver(self, task: Task, run: Run) -> Run:
         """Send a finished run to the task's channel and record how it went. The run (answer
         or failure) is already recorded, so a failed delivery loses nothing."""
-        if self.notifier is None:
-            from jarvis.channels.delivery import ChannelNotifier
+        with self._active_lock:
+            self._delivering.add(run.id)
+        try:
+            if self.notifier is None:
+                from jarvis.channels.delivery import ChannelNotifier
 
-            self.notifier = ChannelNotifier(self.config)
-        try:
-            record = self.notifier(task, run)
-        except Exception as exc:  # a broken notifier must not take the run or the daemon down
-            record = {"channel": task.notify, "status": "failed", "attempts": 0,
-                      "error": f"{type(exc).__name__}: {exc}", "at": self.clock()}
-        if not isinstance(record, dict):
-            return run
-        try:
-            return self.store.record_delivery(run.id, record)
-        except (sqlite3.Error, StoreUnavailable) as exc:
-            log.warning("task %s: could not record the delivery of run %d: %s", task.id, run.id,
-                        exc)
-            run.delivery = record
-            return run
+                self.notifier = ChannelNotifier(self.config)
+            try:
+                record = self.notifier(task, run)
+            except Exception as exc:  # a broken notifier must not take the run or daemon down
+                record = {"channel": task.notify, "status": "failed", "attempts": 0,
+                          "error": f"{type(exc).__name__}: {exc}", "at": self.clock()}
+            if not isinstance(record, dict):
+                return run
+            try:
+                # Even after shutdown marked it "not_sent": what really happened wins.
+                with self._delivery_lock:
+                    return self.store.record_delivery(run.id, record)
+            except (sqlite3.Error, StoreUnavailable) as exc:
+                log.warning("task %s: could not record the delivery of run %d: %s", task.id,
+                            run.id, exc)
+                run.delivery = record
+                return run
+        finally:
+            with self._active_lock:
+                self._delivering.discard(run.id)
 
     def _was_given_up(self, run_id: int) -> bool:
         """Whether the run was recorded already (shutdown, end of --once) while its call went
