@@ -58,16 +58,67 @@ def list_runs(limit: int, source: str | None, as_json: bool) -> None:
         click.echo("  ".join(cells + [row[-1]]).rstrip())
 
 
+def _delivery(config, run: dict) -> dict:
+    """Whether the run's result was sent to a channel: a scheduled run's delivery record from
+    the scheduler's store (its error was redacted when recorded: channel URLs' secret parts
+    never reach it), {"status": "not_requested"} when nothing was to be sent, "pending" while
+    a notifying run has no delivery record yet, "unknown" when the store cannot tell."""
+    scheduled = (run.get("metadata") or {}).get("scheduled_run")
+    if not isinstance(scheduled, dict) or scheduled.get("run_id") is None:
+        return {"status": "not_requested"}  # asks from the CLI, the SDK, servers: no channel
+    import sqlite3
+
+    from jarvis.errors import JarvisError
+    from jarvis.scheduler.ledger import open_store
+
+    try:
+        store = open_store(config, create=False)
+    except (JarvisError, sqlite3.Error) as exc:
+        return {"status": "unknown", "error": f"cannot read the scheduler's store: {exc}"}
+    try:
+        record = store.get_run(int(scheduled["run_id"]))
+        task = store.get_task(record.task_id)
+    except (JarvisError, sqlite3.Error, ValueError, TypeError) as exc:
+        return {"status": "unknown", "error": f"scheduled run #{scheduled['run_id']} is not in "
+                                              f"the scheduler's store ({exc})"}
+    finally:
+        store.close()
+    if record.delivery:
+        return record.to_dict()["delivery"]
+    if not task.notify:
+        return {"status": "not_requested"}
+    return {"status": "pending", "channel": task.notify}
+
+
+def _delivery_line(delivery: dict) -> str:
+    status = delivery.get("status")
+    if status == "not_requested":
+        return "not requested"
+    if status == "delivered":
+        attempts = delivery.get("attempts") or 1
+        return (f"delivered to {delivery.get('channel')} ({attempts} attempt"
+                f"{'' if attempts == 1 else 's'})")
+    if status == "pending":
+        return f"pending (to {delivery.get('channel')}: not recorded yet)"
+    if status == "unknown":
+        return f"unknown: {delivery.get('error')}"
+    label = "FAILED" if status == "failed" else "NOT SENT" if status == "not_sent" else status
+    return (f"{label} to {delivery.get('channel')} after {delivery.get('attempts') or 0} "
+            f"attempt(s): {delivery.get('error')}")
+
+
 @runs.command("show")
 @click.argument("run_id")
 @click.option("--json", "as_json", is_flag=True, help="Print the run as JSON.")
 def show_run(run_id: str, as_json: bool) -> None:
-    """Show one run (an id prefix is enough): its transcript, tool calls and usage."""
+    """Show one run (an id prefix is enough): its transcript, tool calls and usage, and for
+    a scheduled run whether its result was delivered to its channel."""
     log = _log()
     try:
         run = log.get(run_id)
     finally:
         log.close()
+    run["delivery"] = _delivery(load_cli_config(), run)
     if as_json:
         echo_json(run)
         return
@@ -80,6 +131,7 @@ def show_run(run_id: str, as_json: bool) -> None:
     click.echo(f"query:   {run['query']}")
     if run.get("error"):
         click.echo(f"error:   {run['error']}")
+    click.echo(f"delivery: {_delivery_line(run['delivery'])}")
     meta = run.get("metadata") or {}
     if meta.get("max_turns_exceeded"):
         click.echo("stopped: at max_turns, before a final answer")

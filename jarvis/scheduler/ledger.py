@@ -98,9 +98,10 @@ def is_postgres_url(value: str) -> bool:
     return value.split("://", 1)[0].lower() in ("postgresql", "postgres")
 
 
-def open_store(config: Any = None) -> SchedulerLedger:
+def open_store(config: Any = None, *, create: bool = True) -> SchedulerLedger:
     """The store `config` chooses: [scheduler] store (a postgresql:// URL), else the SQLite
-    file at [scheduler] db_path (default JARVIS_HOME/scheduler.db)."""
+    file at [scheduler] db_path (default JARVIS_HOME/scheduler.db). `create=False`: a SQLite
+    file that does not exist is a UserError (a reader must not leave an empty database)."""
     from jarvis.core.paths import state_path
 
     settings = getattr(config, "scheduler", None)
@@ -117,7 +118,10 @@ def open_store(config: Any = None) -> SchedulerLedger:
     db_path = getattr(settings, "db_path", "") or ""
     if db_path and config is not None and hasattr(config, "resolve_path"):
         db_path = str(config.resolve_path(db_path))
-    return SchedulerStore(state_path(db_path or None, "scheduler.db"))
+    path = state_path(db_path or None, "scheduler.db")
+    if not create and not path.exists():
+        raise UserError(f"no scheduler database at {path}")
+    return SchedulerStore(path)
 
 
 def redact(url: str) -> str:
