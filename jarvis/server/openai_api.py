@@ -5,6 +5,11 @@ from agents/*.toml); the answer comes from `Jarvis.ask_full` on the configured e
 the agent's own tools. The conversation's last message must be the user's question; earlier
 user/assistant messages are the history and system messages the system prompt. Client-side
 function tools are refused: the agent runs its jarvis tools on the server.
+
+A client that goes away (closes the connection) before its answer cancels its run, streamed or
+not: the run's cancel event is set, so it stops at its next engine or tool boundary (the
+engine or tool call under way finishes) and the run log records it as "cancelled". Nobody is
+left to read the answer, and the engine would be paid for it.
 """
 
 from __future__ import annotations
@@ -174,12 +179,21 @@ class ChatAPI:
         parsed = await asyncio.to_thread(self._parse, body)
         cid = "chatcmpl-" + uuid.uuid4().hex[:24]
         created = int(time.time())
+        cancel = threading.Event()
+        parsed["options"]["cancel"] = cancel
         if parsed["stream"]:
-            return StreamingResponse(self._stream(parsed, cid, created),
+            return StreamingResponse(self._stream(request, parsed, cid, created),
                                      media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache"})
         async with self._gate:
-            out = await self._run(parsed["query"], parsed["options"])
+            watcher = asyncio.create_task(_cancel_on_disconnect(request, cancel))
+            try:
+                out = await self._run(parsed["query"], parsed["options"])
+            except asyncio.CancelledError:  # the server is stopping: the run stops too
+                cancel.set()
+                raise
+            finally:
+                watcher.cancel()
         return JSONResponse({
             "id": cid, "object": "chat.completion", "created": created, "model": parsed["model"],
             "choices": [{"index": 0, "message": {"role": "assistant", "content": out["content"]},
@@ -194,7 +208,30 @@ class ChatAPI:
         except Exception as exc:
             raise _as_api_error(exc) from None
 
-    async def _stream(self, parsed: dict[str, Any], cid: str, created: int) -> Any:
+    async def _stream(self, request: Request, parsed: dict[str, Any], cid: str,
+                      created: int) -> Any:
+        cancel: threading.Event = parsed["options"]["cancel"]
+        watcher = asyncio.create_task(_cancel_on_disconnect(request, cancel))
+        job: asyncio.Future[Any] | None = None
+        inner = self._stream_run(parsed, cid, created)
+        try:
+            async for piece in inner:
+                if isinstance(piece, asyncio.Future):
+                    job = piece
+                    continue
+                yield piece
+        finally:
+            # Left before the end (the client went away: the response task was cancelled or
+            # the generator closed): the run is not read by anyone, so it stops too.
+            watcher.cancel()
+            if job is None or not job.done():
+                if not cancel.is_set():
+                    log.info("a streaming client went away before its answer: its run is "
+                             "cancelled at the next engine or tool boundary")
+                cancel.set()
+            await inner.aclose()  # now, not when collected: it holds a slot of the gate
+
+    async def _stream_run(self, parsed: dict[str, Any], cid: str, created: int) -> Any:
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[str] = asyncio.Queue()
         model = parsed["model"]
@@ -214,6 +251,7 @@ class ChatAPI:
         yield chunk({"role": "assistant", "content": ""})
         async with self._gate:
             job = asyncio.ensure_future(asyncio.to_thread(self._ask, parsed["query"], options))
+            yield job  # for _stream: whether the run ended
             streamed = False
             while True:
                 getter = asyncio.ensure_future(queue.get())
@@ -245,6 +283,20 @@ class ChatAPI:
         yield "data: [DONE]\n\n"
 
 
+async def _cancel_on_disconnect(request: Request, cancel: threading.Event) -> None:
+    """Set `cancel` when the client closes the connection (ASGI http.disconnect). The body was
+    read already, so the next message the server hands the app is the disconnect."""
+    while True:
+        message = await request.receive()
+        if message.get("type") == "http.disconnect":
+            if not cancel.is_set():
+                log.info("a client went away before its answer: its run is cancelled at the "
+                         "next engine or tool boundary")
+                cancel.set()
+            return
+        await asyncio.sleep(0.05)  # not a disconnect (nothing else is expected): do not spin
+
+
 def _usage(out: dict[str, Any]) -> dict[str, int]:
     usage = out.get("usage") or {}
     prompt = int(usage.get("prompt_tokens", 0) or 0)
@@ -263,10 +315,13 @@ def _summary(out: dict[str, Any]) -> dict[str, Any]:
 
 
 def _as_api_error(exc: BaseException) -> ApiError:
-    from jarvis.errors import ConfigError, EngineError, UnknownNameError, UserError
+    from jarvis.errors import ConfigError, EngineError, RunCancelled, UnknownNameError, UserError
 
     if isinstance(exc, ApiError):
         return exc
+    if isinstance(exc, RunCancelled):  # its client went away: this answer reaches nobody
+        return ApiError(499, "the client closed the request; its run was cancelled",
+                        kind="api_error", code="cancelled")
     if isinstance(exc, UnknownNameError):
         return ApiError(404 if exc.kind == "agent" else 400, str(exc), code="model_not_found"
                         if exc.kind == "agent" else None)
