@@ -122,6 +122,10 @@ class TaskScheduler:
         self._active: dict[int, threading.Thread] = {}
         self._overdue: set[int] = set()  # runs past their timeout whose call still runs
         self._given_up: set[int] = set()  # runs recorded before their call ended
+        # Runs whose _execute is under way. Each of these sets only ever holds such runs (or
+        # runs delivering): _execute's end clears its run from all of them, and _give_up
+        # marks only a run still executing, so a long-lived process keeps no stale entries.
+        self._executing: set[int] = set()
         self._delivering: set[int] = set()  # runs whose delivery to a channel is under way
         # Serialises writing a delivery record with marking one "not_sent" at shutdown, so
         # a delivery that ends at that moment is never overwritten by "not sent".
@@ -645,7 +649,8 @@ class TaskScheduler:
         for run_id in run_ids:
             with self._active_lock:
                 overdue = run_id in self._overdue
-                self._given_up.add(run_id)
+                if run_id in self._executing:  # else its _execute ended: nobody would clear it
+                    self._given_up.add(run_id)
             if overdue:
                 task = self.store.get_task(self.store.get_run(run_id).task_id)
                 run = self.store.finish_run(run_id, self.owner, now=self.clock(), success=False,
@@ -720,6 +725,16 @@ class TaskScheduler:
 
     def _execute(self, claim: Claim) -> Run:
         """Run one claimed occurrence with its timeout, keep its lease alive, record it."""
+        with self._active_lock:
+            self._executing.add(claim.run.id)
+        try:
+            return self._execute_claim(claim)
+        finally:
+            with self._active_lock:
+                for marks in (self._executing, self._given_up, self._overdue):
+                    marks.discard(claim.run.id)
+
+    def _execute_claim(self, claim: Claim) -> Run:
         task, run = claim.task, claim.run
         box: dict[str, Any] = {}
 
