@@ -410,3 +410,29 @@ def test_a_worker_delivers_a_task_result_to_its_channel(pg_url, api):
     assert run.answer == "shipped" and run.delivery["status"] == "delivered"
     assert json.loads(server.seen[0].body)["message"].startswith("shipped")
     worker_.store().close()
+
+
+def test_a_timed_out_run_whose_delivery_outlasts_its_stopped_process_says_not_sent(
+        env, api, pg_url, procs):
+    """A run past its timeout on a worker ends with its pool process; its delivery gets the
+    seconds before that. A channel still retrying then (its backoff is 30 s) was left with no
+    delivery record at all; now the run records that it was not sent, and why."""
+    from net_support import Reply, serving
+
+    with serving({"/hook": lambda seen: Reply(503, "busy")}) as server:
+        Path("config.toml").write_text(FAST + f'[channels.hook]\nurl = "json://{server.hostport}'
+                                              f'/hook"\nretries = 2\nretry_backoff = 30\n')
+        task = api.add("sleep 30", every=3600, timeout_seconds=1, notify="hook")
+        make_due(pg_url, task.id)
+        procs.append(worker(env, "--concurrency", "1", "--runner",
+                            "scheduler_support:ScriptRunner"))
+        procs.append(daemon(env))
+        rows = wait_for(lambda: pg_rows(pg_url, "SELECT error_type, delivery FROM jarvis_runs "
+                                                "WHERE task_id = %s AND delivery IS NOT NULL",
+                                        (task.id,)), timeout=40, what="the delivery record")
+        tried = len(server.seen)
+    ((error_type, delivery),) = rows
+    delivery = json.loads(delivery) if isinstance(delivery, str) else delivery
+    assert error_type == "timeout" and tried == 1
+    assert delivery["status"] == "not_sent" and delivery["channel"] == "hook", delivery
+    assert delivery["error"].startswith("not delivered: its worker process was stopped")

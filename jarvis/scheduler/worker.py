@@ -53,6 +53,9 @@ class Worker:
         self._pid = 0
         self._owner = ""
         self._lock = threading.Lock()
+        # Serialises recording a delivery with marking one "not_sent" before the process
+        # is stopped, so a delivery that ends at that moment is not overwritten.
+        self._delivery_lock = threading.Lock()
         self.abandoned = 0
         # `jarvis worker` (a Celery pool process per run) ends a run's process at its timeout;
         # in-process use (tests, embedding) only abandons the call.
@@ -142,6 +145,9 @@ class Worker:
                                           daemon=True)
                 sender.start()
                 sender.join(STOP_SECONDS - 1.0)
+                if sender.is_alive():  # the process ends now: say so, never leave it blank
+                    self._not_sent(store, task, finished, f"its worker process was stopped "
+                                   f"(to end the timed-out call) {STOP_SECONDS - 1.0:g} s later")
             self._stop_process(run.id)
         if finished is None:
             log.warning("task %s: run %d finished, but it is no longer this worker's (lease "
@@ -168,10 +174,26 @@ class Worker:
                       "error": f"{type(exc).__name__}: {exc}", "at": time.time()}
         if isinstance(record, dict):
             try:
-                store.record_delivery(run.id, record)
+                with self._delivery_lock:
+                    store.record_delivery(run.id, record)
             except Exception as exc:
                 log.warning("task %s: could not record the delivery of run %d: %s", task.id,
                             run.id, exc)
+
+    def _not_sent(self, store: Any, task: Any, run: Any, why: str) -> None:
+        """Record that the run's delivery did not get done (unless it just was)."""
+        try:
+            with self._delivery_lock:
+                if store.get_run(run.id).delivery is None:
+                    store.record_delivery(run.id, {
+                        "channel": task.notify, "status": "not_sent", "attempts": 0,
+                        "error": f"not delivered: {why}, before the delivery was done",
+                        "at": time.time()})
+                    log.warning("task %s: run %d was NOT delivered to channel %s: %s",
+                                task.id, run.id, task.notify, why)
+        except Exception as exc:
+            log.warning("task %s: could not record the delivery of run %d: %s", task.id,
+                        run.id, exc)
 
     def _stop_process(self, run_id: int) -> None:
         log.warning("run %d: its call is still going after the task's timeout; stopping this "
