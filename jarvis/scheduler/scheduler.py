@@ -623,22 +623,23 @@ class TaskScheduler:
             try:
                 run = self.store.get_run(run_id)
                 task = tasks.get(run_id) or self.store.get_task(run.task_id)
-            except JarvisError:
+                if task.notify and run.status in ("succeeded", "failed"):
+                    with self._delivery_lock:
+                        run = self.store.get_run(run_id)
+                        if run.delivery is None:
+                            run = self.store.record_delivery(run_id, {
+                                "channel": task.notify, "status": "not_sent", "attempts": 0,
+                                "error": f"not delivered: {why} before the delivery was done "
+                                         f"(it had {self.shutdown_delivery_seconds:g} s, "
+                                         f"[scheduler] shutdown_delivery_seconds)",
+                                "at": self.clock()})
+                            log.warning("task %s: run %d was NOT delivered to channel %s: %s "
+                                        "before the delivery was done (the answer is kept in "
+                                        "the run record)", task.id, run_id, task.notify, why)
+            except (JarvisError, sqlite3.Error) as exc:  # the store is busy or gone: say so
+                log.warning("could not check or record the delivery of run %d while stopping: "
+                            "%s", run_id, exc)
                 continue
-            if not task.notify or run.status not in ("succeeded", "failed"):
-                out[run_id] = run
-                continue
-            with self._delivery_lock:
-                run = self.store.get_run(run_id)
-                if run.delivery is None:
-                    run = self.store.record_delivery(run_id, {
-                        "channel": task.notify, "status": "not_sent", "attempts": 0,
-                        "error": f"not delivered: {why} before the delivery was done (it had "
-                                 f"{self.shutdown_delivery_seconds:g} s, [scheduler] "
-                                 f"shutdown_delivery_seconds)", "at": self.clock()})
-                    log.warning("task %s: run %d was NOT delivered to channel %s: %s before "
-                                "the delivery was done (the answer is kept in the run record)",
-                                task.id, run_id, task.notify, why)
             out[run_id] = run
         return out
 

@@ -103,6 +103,8 @@ allowed_dirs = ["."]
 # lease_seconds = 60.0
 # default_timeout = 600.0
 # shutdown_timeout = 30.0
+# At shutdown or the end of --once, seconds the channel deliveries of runs recorded then get.
+# shutdown_delivery_seconds = 10.0
 # What a model may schedule (schedule_task): active tasks, shortest interval, prompt size.
 # model_max_active_tasks = 100
 # model_min_interval_seconds = 60.0
