@@ -24,33 +24,48 @@ EMPTY = {"executing": set(), "given_up": set(), "overdue": set(), "delivering": 
          "active": set()}
 
 
-def test_many_abandoned_runs_leave_only_a_count(tmp_path):
+def test_abandoned_calls_never_exceed_the_workers_and_leave_only_a_count(tmp_path, caplog):
+    # Each `--once` pass (run_due) gives up on the calls it cannot wait for; Python cannot
+    # stop them. Repeated in one long-lived process, they piled up without bound (one hung
+    # thread per abandoned run, none counted against max_workers). Now they hold their
+    # workers until they really end: at most max_workers exist at once.
     gates = tmp_path / "gates"
     gates.mkdir()
     store = SchedulerStore(tmp_path / "s.db")
-    sched = TaskScheduler(store=store, runner=ScriptRunner(), max_workers=4, lease_seconds=0.4,
-                          shutdown_timeout=0.05)
+    workers, count = 4, 24
+    sched = TaskScheduler(store=store, runner=ScriptRunner(), max_workers=workers,
+                          lease_seconds=0.4, shutdown_timeout=0.05)
     before = threading.active_count()
-    count = 24
     for _ in range(count):
         sched.add(f"gate {gates}", every=3600, timeout_seconds=0.1)
     store.db.conn.execute("UPDATE tasks SET next_run = ?", (time.time() - 1,))
     store.db.conn.commit()
-    recorded = []
-    for _ in range(count):  # each `--once` pass abandons the calls it cannot wait for
-        recorded += sched.run_due()
-        if len(recorded) == count:
-            break
+    recorded, held_most = [], 0
+    while len(recorded) < count:
+        passed = sched.run_due()
+        recorded += passed
+        wait_for(lambda: not sched._executing, what="the pass's workers to return")
+        hung = threading.active_count() - before
+        held_most = max(held_most, hung)
+        assert hung <= workers and len(sched._orphans) <= workers
+        if len(sched._orphans) == workers:
+            # Every worker is held by a hung call: the next pass claims nothing...
+            assert sched.run_due() == []
+            assert store.count_tasks()["active"] == count
+            # ...until they end.
+            for run_id in list(sched._orphans):
+                (gates / str(run_id)).touch()
+            wait_for(lambda: sched._held_by_orphans() == 0, what="the hung calls to end")
+    assert held_most == workers
     assert len(recorded) == count
     assert {(r.status, r.error_type) for r in recorded} == {("failed", "timeout")}
     assert sched.abandoned == count  # a count, not a collection
-    # The workers that gave up on their calls end; nothing is kept about them.
-    wait_for(lambda: marks(sched) == EMPTY, timeout=10, what="the run marks to clear")
-    for run in recorded:  # the abandoned calls end too (their gates open)
+    assert "all 4 workers are held by calls that outlived their timeout" in caplog.text
+    for run in recorded:
         (gates / str(run.id)).touch()
     wait_for(lambda: threading.active_count() <= before, timeout=15,
              what="the abandoned calls' threads to end")
-    assert marks(sched) == EMPTY
+    assert sched._held_by_orphans() == 0 and marks(sched) == EMPTY
     store.close()
 
 

@@ -125,7 +125,13 @@ class TaskScheduler:
         # Runs whose _execute is under way. Each of these sets only ever holds such runs (or
         # runs delivering): _execute's end clears its run from all of them, and _give_up
         # marks only a run still executing, so a long-lived process keeps no stale entries.
-        self._executing: set[int] = set()
+        self._executing: dict[int, threading.Thread | None] = {}  # run id -> its call
+        # Calls recorded and left behind (given up at shutdown or the end of a --once pass)
+        # that still run: Python cannot stop them, so each keeps holding a worker until it
+        # ends. At most max_workers of them can exist: nothing new is claimed while they hold
+        # every worker, so a long-lived process cannot pile up hung calls.
+        self._orphans: dict[int, threading.Thread] = {}
+        self._told_orphans = False
         self._delivering: set[int] = set()  # runs whose delivery to a channel is under way
         # Serialises writing a delivery record with marking one "not_sent" at shutdown, so
         # a delivery that ends at that moment is never overwritten by "not sent".
@@ -388,7 +394,7 @@ class TaskScheduler:
         drain_until: float | None = None
         while True:
             threads = {run_id: t for run_id, t in threads.items() if t.is_alive()}
-            free = self.max_workers - len(threads)
+            free = self.max_workers - len(threads) - self._held_by_orphans()
             claims = self.store.claim_due(now=self.clock(), owner=self.owner,
                                           lease_seconds=self.lease_seconds, limit=free,
                                           default_grace=self.grace_seconds) if free > 0 else []
@@ -526,6 +532,7 @@ class TaskScheduler:
             return self._dispatch_tick(idle_state)
         with self._active_lock:
             free = self.max_workers - len(self._active)
+        free -= self._held_by_orphans()
         claims: list[Claim] = []
         wake_at = self.store.next_wake()
         if free > 0 and wake_at is not None and wake_at <= self.clock():
@@ -652,6 +659,9 @@ class TaskScheduler:
                 overdue = run_id in self._overdue
                 if run_id in self._executing:  # else its _execute ended: nobody would clear it
                     self._given_up.add(run_id)
+                    call = self._executing[run_id]
+                    if call is not None and call.is_alive():
+                        self._orphans[run_id] = call
             if overdue:
                 task = self.store.get_task(self.store.get_run(run_id).task_id)
                 run = self.store.finish_run(run_id, self.owner, now=self.clock(), success=False,
@@ -727,13 +737,14 @@ class TaskScheduler:
     def _execute(self, claim: Claim) -> Run:
         """Run one claimed occurrence with its timeout, keep its lease alive, record it."""
         with self._active_lock:
-            self._executing.add(claim.run.id)
+            self._executing[claim.run.id] = None
         try:
             return self._execute_claim(claim)
         finally:
             with self._active_lock:
-                for marks in (self._executing, self._given_up, self._overdue):
-                    marks.discard(claim.run.id)
+                self._executing.pop(claim.run.id, None)
+                self._given_up.discard(claim.run.id)
+                self._overdue.discard(claim.run.id)
 
     def _execute_claim(self, claim: Claim) -> Run:
         task, run = claim.task, claim.run
@@ -748,6 +759,8 @@ class TaskScheduler:
         worker = threading.Thread(target=call, daemon=True, name=f"jarvis-task-{task.id}")
         started = time.monotonic()
         worker.start()
+        with self._active_lock:
+            self._executing[run.id] = worker
         beat = max(self.lease_seconds / 4, 0.05)
         timed_out = False
         # Python cannot stop a thread: a call past its timeout goes on. Until it really ends
@@ -828,6 +841,21 @@ class TaskScheduler:
         finally:
             with self._active_lock:
                 self._delivering.discard(run.id)
+
+    def _held_by_orphans(self) -> int:
+        """Workers held by calls given up on that still run (forgetting those that ended)."""
+        with self._active_lock:
+            for run_id in [r for r, t in self._orphans.items() if not t.is_alive()]:
+                del self._orphans[run_id]
+            held = sorted(self._orphans)
+        if len(held) >= self.max_workers and not self._told_orphans:
+            self._told_orphans = True
+            log.warning("all %d workers are held by calls that outlived their timeout and were "
+                        "given up on (runs %s); nothing more runs until they end",
+                        self.max_workers, ", ".join(map(str, held)))
+        elif len(held) < self.max_workers:
+            self._told_orphans = False
+        return len(held)
 
     def _was_given_up(self, run_id: int) -> bool:
         """Whether the run was recorded already (shutdown, end of --once) while its call went
