@@ -353,8 +353,10 @@ class Jarvis:
 
             status = ("interrupted" if isinstance(exc, KeyboardInterrupt) else
                       "cancelled" if isinstance(exc, RunCancelled) else "error")
-            self._record(record, status=status, error=f"{type(exc).__name__}: {exc}",
-                         started=started)
+            # A failed run keeps what its caller said about it (a scheduled run's ids), so
+            # `jarvis runs show` can still link it to its scheduled run and delivery.
+            self._record(dict(record, metadata=dict(run_metadata or {})), status=status,
+                         error=f"{type(exc).__name__}: {exc}", started=started)
             raise
         finally:
             # Run-scoped tool resources (e.g. the repl tool's interpreter process) end with

@@ -97,3 +97,24 @@ def test_runs_show_says_when_no_delivery_was_requested(env_for):
     for text, data in shown:
         assert "delivery: not requested" in text.splitlines()
         assert data["delivery"] == {"status": "not_requested"}
+
+
+def test_runs_show_links_a_failed_scheduled_run_to_its_delivery(env_for):
+    # The run log entry of a run that failed mid-ask lacked the scheduled run's ids, so its
+    # delivery (the failure, sent to the channel) could not be shown.
+    from jarvis.testing import HTTPFailure
+
+    with FakeOpenAIServer([HTTPFailure(400, "the model refused")]) as engine, \
+            serving({"/hook": lambda seen: Reply(200, "ok")}) as hook:
+        env = env_for(engine.base_url, f"json://{hook.hostport}/hook")
+        added = jarvis(env, "schedule", "add", "Summarize", "--every", "3600", "--notify",
+                       "hook", "--json")
+        task_id = json.loads(added.stdout)["task_id"]
+        ran = jarvis(env, "schedule", "run", task_id)
+        (record,) = json.loads(jarvis(env, "schedule", "runs", task_id, "--json").stdout)
+        text, data = show(env, record["run_log_id"])
+    assert ran.returncode != 0 and record["status"] == "failed", ran.stderr
+    assert json.loads(hook.seen[0].body)["title"] == f"jarvis: task {task_id} failed"
+    assert data["status"] == "error" and data["metadata"]["scheduled_run"]["task_id"] == task_id
+    assert data["delivery"]["status"] == "delivered"
+    assert "delivery: delivered to hook (1 attempt)" in text.splitlines()
