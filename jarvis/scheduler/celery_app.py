@@ -21,6 +21,11 @@ from jarvis.errors import UserError
 
 TASK_NAME = "jarvis.scheduler.run"
 HARD_LIMIT_MARGIN = 60.0  # seconds past a task's own timeout before its process is killed
+# What a message may carry (the ledger's column types): a forged one is refused before any
+# database work. run id: bigserial; attempt and epoch: integer.
+MAX_RUN_ID = 2**63 - 1
+MAX_SMALL = 2**31 - 1
+MAX_LOGGED_CHARS = 300  # of a refused message's args, in the worker's log line
 
 
 def task_id_for(run_id: int, epoch: int) -> str:
@@ -61,7 +66,13 @@ def make_app(broker: str, *, queue: str = "jarvis", visibility_timeout: float | 
         worker_send_task_events=False,
         enable_utc=True,
     )
-    app.task(name=TASK_NAME, ignore_result=True)(_run_task)
+    app.task(name=TASK_NAME, ignore_result=True, bind=True)(_run_task)
+    # Celery registers its own tasks too (celery.starmap, celery.chunks, celery.chord_unlock,
+    # ...): a message naming one would make a worker call jarvis's task many times from one
+    # message, or send new messages for someone who can write to the broker. A jarvis worker
+    # runs only its own task; any other name is refused as unregistered.
+    for name in [n for n in app.tasks if n != TASK_NAME]:
+        app.tasks.unregister(name)
     return app
 
 
@@ -80,8 +91,78 @@ def check_broker(app: Any, broker: str, *, timeout: float = 5.0) -> None:
                         f"running there? [scheduler.celery] broker)") from None
 
 
-def _run_task(run_id: int, attempt: int, epoch: int) -> str:
-    """The Celery task: executes one dispatched run through this process's worker."""
+# Celery's consumer logs a message it cannot take (an unregistered task name, pickle or other
+# refused content, a body that does not decode) with a traceback and the whole body: a forged
+# 100 MB message would be copied into the log. Its first line says what happened.
+_CONSUMER_LOGGER = "celery.worker.consumer.consumer"
+MAX_CONSUMER_LINE = 500
+
+
+class _OneLine:
+    """A logging filter: a record as its first line, cut, without a traceback."""
+
+    def filter(self, record: Any) -> bool:
+        try:
+            text = record.getMessage()
+        except Exception:  # noqa: BLE001 - a record that does not format: say so, briefly
+            text = str(record.msg)
+        line = (text.strip().splitlines() or [""])[0]
+        if len(line) > MAX_CONSUMER_LINE:
+            line = line[:MAX_CONSUMER_LINE] + "..."
+        if record.exc_info and record.exc_info[1] is not None and "decode" in line.lower():
+            line += f" ({type(record.exc_info[1]).__name__})"
+        record.msg, record.args = line, None
+        record.exc_info, record.exc_text, record.stack_info = None, None, None
+        return True
+
+
+def quiet_refused_messages() -> None:
+    """One cut line, no traceback, for each message the worker's consumer refuses."""
+    import logging
+
+    target = logging.getLogger(_CONSUMER_LOGGER)
+    if not any(isinstance(f, _OneLine) for f in target.filters):
+        target.addFilter(_OneLine())
+
+
+def message_problem(args: Any, kwargs: Any, request: Any = None) -> str | None:
+    """Why a message is not one jarvis sends (None when it is): exactly (run id, attempt,
+    epoch) as positive integers in the ledger's ranges, no keyword arguments, and no linked
+    tasks (callbacks, errbacks, chain, chord), which Celery would otherwise send on."""
+    if kwargs:
+        return "keyword arguments"
+    if not isinstance(args, (list, tuple)) or len(args) != 3:
+        return f"{len(args) if isinstance(args, (list, tuple)) else 'no'} arguments, not 3"
+    for name, value, top in zip(("run id", "attempt", "epoch"), args,
+                                (MAX_RUN_ID, MAX_SMALL, MAX_SMALL), strict=True):
+        if type(value) is not int:  # bool, float, str, list... are refused, never coerced
+            return f"the {name} is a {type(value).__name__}, not an integer"
+        if not 1 <= value <= top:
+            return f"the {name} is out of range"
+    for link in ("callbacks", "errbacks", "chain", "chord"):
+        if getattr(request, link, None):
+            return f"linked tasks ({link})"
+    return None
+
+
+def _run_task(self: Any, *args: Any, **kwargs: Any) -> str:
+    """The Celery task: executes one dispatched run through this process's worker. A message
+    of any other shape (forged, or from another program on the broker) is refused with one
+    log line, before any work, and acknowledged: it never runs, and is never sent on."""
+    import logging
+
+    from celery.exceptions import Ignore
+
     from jarvis.scheduler.worker import current_worker
 
-    return current_worker().execute(int(run_id), int(attempt), int(epoch))
+    problem = message_problem(args, kwargs, self.request)
+    if problem is not None:
+        shown = repr((args, kwargs))
+        if len(shown) > MAX_LOGGED_CHARS:
+            shown = shown[:MAX_LOGGED_CHARS] + f"... ({len(shown)} characters)"
+        logging.getLogger("jarvis.scheduler.worker").warning(
+            "refused message %s: not a message jarvis sends (%s): %s", self.request.id, problem,
+            shown)
+        raise Ignore()
+    run_id, attempt, epoch = args
+    return current_worker().execute(run_id, attempt, epoch)

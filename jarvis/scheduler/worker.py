@@ -238,7 +238,7 @@ def run_worker(config: Any, *, concurrency: int | None = None, runner: str | Non
                factory: Callable[[], Any] | None = None, loglevel: str = "INFO",
                hostname: str | None = None) -> None:
     """Start a Celery worker (blocks until it is stopped) that executes runs from the ledger."""
-    from jarvis.scheduler.celery_app import check_broker, make_app
+    from jarvis.scheduler.celery_app import check_broker, make_app, quiet_refused_messages
     from jarvis.scheduler.ledger import is_postgres_url, redact
     from jarvis.scheduler.store_postgres import PostgresStore
 
@@ -257,6 +257,8 @@ def run_worker(config: Any, *, concurrency: int | None = None, runner: str | Non
     _WORKER = Worker(settings.store, worker_runner(config, runner, factory),
                      lease_seconds=settings.lease_seconds, config=config)
     _WORKER.stop_process_on_timeout = True
+    if loglevel.upper() != "DEBUG":  # DEBUG keeps Celery's whole report
+        quiet_refused_messages()
     processes = concurrency or celery.concurrency
     logging.getLogger("jarvis.scheduler").info(
         "%d process(es) on queue %r of %s, ledger %s", processes, celery.queue,
