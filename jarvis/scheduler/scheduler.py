@@ -32,7 +32,7 @@ from jarvis.scheduler.ledger import SchedulerLedger, StoreUnavailable, TaskIdTak
 from jarvis.scheduler.records import CRASH_POLICIES, TASK_STATUSES, Run, Task
 from jarvis.scheduler.runner import FunctionRunner, RunOutcome, SdkRunner, TaskRunner
 from jarvis.scheduler.schedules import iso, parse_schedule
-from jarvis.scheduler.store import Claim, QuotaError, TaskBusyError, owner_id
+from jarvis.scheduler.store import Claim, QuotaError, TaskBusyError, owner_id, storable
 
 log = logging.getLogger("jarvis.scheduler")
 
@@ -163,6 +163,11 @@ class TaskScheduler:
         if len(prompt) > MAX_PROMPT_CHARS:
             raise UserError(f"the task prompt is {len(prompt)} characters; the limit is "
                             f"{MAX_PROMPT_CHARS}")
+        if storable(prompt) != prompt:
+            # The same refusal on both stores: PostgreSQL cannot hold NUL, neither store can
+            # encode a lone surrogate (it was a raw DataError / UnicodeEncodeError).
+            raise UserError("the task prompt contains a NUL character or a lone surrogate "
+                            "(invalid Unicode); remove it")
         if created_by == "model" and len(prompt) > self.model_max_prompt_chars:
             raise QuotaError(f"refused: the task prompt is {len(prompt)} characters; a task a "
                              f"model schedules may have at most {self.model_max_prompt_chars} "

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import socket
 import sqlite3
 import threading
@@ -646,10 +647,29 @@ def plan_catch_up(task: Task, now: float) -> CatchUp:
     return CatchUp(latest, count, first, last, nxt)
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def storable(text: str) -> str:
+    """`text` as both stores can keep it: NUL (a PostgreSQL text column refuses it) and lone
+    surrogates (not UTF-8; a model's JSON "\\ud800" decodes to one, and both sqlite3 and psycopg
+    fail to encode it) become U+FFFD. A run whose answer held one was never recorded: its
+    worker gave up, the lease expired and the run was executed again."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\ufffd")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = _SURROGATE.sub("\ufffd", text)
+    return text
+
+
 def _clip(text: str | None, limit: int) -> str | None:
-    if text is None or len(text) <= limit:
-        return text
-    return text[:limit] + f"\n[... {len(text) - limit} more characters not stored]"
+    if text is None:
+        return None
+    if len(text) > limit:
+        text = text[:limit] + f"\n[... {len(text) - limit} more characters not stored]"
+    return storable(text)
 
 
 def _task_row(task: Task) -> dict[str, Any]:

@@ -41,6 +41,7 @@ from jarvis.scheduler.store import (
     _task,
     _task_row,
     plan_catch_up,
+    storable,
 )
 
 # The database clock as a POSIX timestamp: leases are set and judged with it.
@@ -724,6 +725,7 @@ class PostgresStore:
                 text = json.dumps(log_entry, ensure_ascii=False, default=str)
                 if len(text) > MAX_LOG_ENTRY_CHARS:
                     text = _slim_entry(log_entry, len(text))
+                text = storable(text)  # a transcript with a lone surrogate still gets stored
                 cur.execute("INSERT INTO jarvis_run_logs (id, run_id, created_at, entry) "
                             f"VALUES (%s, %s, {NOW}, %s) ON CONFLICT (id) DO NOTHING",
                             (run_log_id, run_id, text))
