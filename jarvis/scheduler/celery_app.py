@@ -79,14 +79,14 @@ def make_app(broker: str, *, queue: str = "jarvis", visibility_timeout: float | 
 def check_broker(app: Any, broker: str, *, timeout: float = 5.0) -> None:
     """Raise a one-line UserError when the broker cannot be reached now (a worker or daemon
     that starts anyway would retry silently, forever, as Celery does)."""
-    from jarvis.scheduler.ledger import redact
+    from jarvis.scheduler.ledger import redact, redact_error
 
     try:
         with app.connection_for_write() as conn:
             conn.ensure_connection(max_retries=1, interval_start=0, interval_step=0,
                                    timeout=timeout)
     except Exception as exc:  # kombu's OperationalError, a bad URL, DNS, ...
-        text = " ".join(str(exc).split()) or type(exc).__name__
+        text = redact_error(" ".join(str(exc).split()) or type(exc).__name__, broker)
         raise UserError(f"cannot reach the Celery broker {redact(broker)}: {text} (is Redis "
                         f"running there? [scheduler.celery] broker)") from None
 

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from jarvis.errors import UserError
-from jarvis.scheduler.ledger import StoreUnavailable, TaskIdTaken, redact
+from jarvis.scheduler.ledger import StoreUnavailable, TaskIdTaken, redact, redact_error
 from jarvis.scheduler.records import Run, Task
 from jarvis.scheduler.store import (
     MAX_ANSWER_CHARS,
@@ -148,7 +148,7 @@ class PostgresStore:
                                                    connect_timeout=max(1, int(self.connect_timeout)))
             except self._psycopg.Error as exc:
                 raise StoreUnavailable(f"cannot connect to the scheduler store {self.path}: "
-                                       f"{_one_line(exc)}") from None
+                                       f"{redact_error(_one_line(exc), self.url)}") from None
             self._pid = os.getpid()
         return self._conn
 
@@ -167,7 +167,7 @@ class PostgresStore:
                     conn.close()
                 self._conn = None
                 raise StoreUnavailable(f"the scheduler store {self.path} failed: "
-                                       f"{_one_line(exc)}") from None
+                                       f"{redact_error(_one_line(exc), self.url)}") from None
 
     def _query(self, sql: str, params: tuple | dict = ()) -> list[dict[str, Any]]:
         with self._tx() as cur:
