@@ -20,7 +20,7 @@ from jarvis.mcp.results import to_call_tool_result, to_tool_result
 def test_mixed_content_becomes_blocks() -> None:
     result = CallToolResult(content=[
         TextContent(type="text", text="two things:"),
-        ImageContent(type="image", data="aGVsbG8=", mime_type="image/jpeg"),
+        ImageContent(type="image", data="/9j/4A==", mime_type="image/jpeg"),  # a JPEG signature
         AudioContent(type="audio", data="AAAA", mime_type="audio/wav"),
         EmbeddedResource(type="resource", resource=TextResourceContents(
             uri="file:///notes.txt", text="note body", mime_type="text/plain")),
@@ -30,7 +30,7 @@ def test_mixed_content_becomes_blocks() -> None:
     assert out.success
     kinds = [type(b).__name__ for b in out.blocks]
     assert kinds == ["TextBlock", "ImageBlock", "TextBlock", "TextBlock", "TextBlock"]
-    assert out.blocks[1] == ImageBlock(data="aGVsbG8=", mimeType="image/jpeg")
+    assert out.blocks[1] == ImageBlock(data="/9j/4A==", mimeType="image/jpeg")
     assert "audio" in out.blocks[2].text and "not shown" in out.blocks[2].text
     assert "note body" in out.content and "file:///report.pdf" in out.content
 
@@ -48,8 +48,8 @@ def test_oversized_content_is_bounded() -> None:
     half = image_limit // 2 + 4
     out = to_tool_result("s__t", "s", "t", CallToolResult(content=[
         TextContent(type="text", text="x" * (text_limit + 40)),
-        ImageContent(type="image", data="A" * half, mime_type="image/png"),
-        ImageContent(type="image", data="B" * half, mime_type="image/png"),
+        ImageContent(type="image", data="iVBORw0KGgoA" + "A" * (half - 12), mime_type="image/png"),
+        ImageContent(type="image", data="iVBORw0KGgoA" + "B" * (half - 12), mime_type="image/png"),
     ]))
     assert out.blocks[0].text.startswith("x" * 100) and "40 characters cut" in out.blocks[0].text
     assert len(out.blocks[0].text) < text_limit + 100
@@ -69,7 +69,7 @@ def test_embedded_image_resource_is_an_image() -> None:
     from mcp.types import BlobResourceContents
 
     out = to_tool_result("s__t", "s", "t", CallToolResult(content=[EmbeddedResource(
-        type="resource", resource=BlobResourceContents(uri="file:///a.png", blob="aGVsbG8=",
+        type="resource", resource=BlobResourceContents(uri="file:///a.png", blob="iVBORw0KGgo=",
                                                        mime_type="image/png"))]))
-    assert out.blocks == [ImageBlock(data="aGVsbG8=", mimeType="image/png")]
-    assert out.content == "[image: image/png, 5 B]"
+    assert out.blocks == [ImageBlock(data="iVBORw0KGgo=", mimeType="image/png")]
+    assert out.content == "[image: image/png, 8 B]"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 from mcp.types import CallToolResult, ImageContent
 
@@ -19,7 +21,10 @@ from jarvis.engine.base import to_wire
 from jarvis.engine.vision import accepts_images, guess_vision
 from jarvis.mcp.results import scrub_binary, to_tool_result
 
-IMG = ImageBlock(data="A" * 16384, mimeType="image/jpeg")  # 12 KB decoded
+# Images are real image bytes (a JPEG/PNG signature): anything else never reaches an engine.
+IMG = ImageBlock(data=base64.b64encode(b"\xff\xd8\xff" + bytes(12285)).decode(),
+                 mimeType="image/jpeg")  # 12 KB decoded
+PNG8 = "iVBORw0KGgo="  # the 8-byte PNG signature
 
 
 def test_plain_string_content_is_unchanged() -> None:
@@ -36,18 +41,18 @@ def test_parts_keep_a_text_view_with_placeholders() -> None:
     assert m.to_openai(images=False)["content"] == m.content
     assert m.to_openai()["content"] == [
         {"type": "text", "text": "look:"},
-        {"type": "image_url", "image_url": {"url": "data:image/jpeg;base64," + "A" * 16384}}]
+        {"type": "image_url", "image_url": {"url": "data:image/jpeg;base64," + IMG.data}}]
 
 
 def test_openai_style_list_content_is_accepted() -> None:
     m = Message(role="user", content=[
         {"type": "text", "text": "what is this?"},
-        {"type": "image_url", "image_url": {"url": "data:image/png;base64,aGk="}},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64," + PNG8}},
         "and a string"])
-    assert m.parts == [TextBlock("what is this?"), ImageBlock(data="aGk=", mimeType="image/png"),
+    assert m.parts == [TextBlock("what is this?"), ImageBlock(data=PNG8, mimeType="image/png"),
                        TextBlock("and a string")]
-    assert m.content == "what is this?\n[image: image/png, 2 B]\nand a string"
-    assert to_wire([m])[0]["content"][1]["image_url"]["url"] == "data:image/png;base64,aGk="
+    assert m.content == "what is this?\n[image: image/png, 8 B]\nand a string"
+    assert to_wire([m])[0]["content"][1]["image_url"]["url"] == "data:image/png;base64," + PNG8
     with pytest.raises(ValueError, match="data: URLs"):
         Message(role="user", content=[{"type": "image_url", "image_url": {"url": "https://x/y.png"}}])
 
@@ -84,7 +89,7 @@ def test_vision_guess_by_model_name() -> None:
 
 
 def test_structured_content_never_shows_base64() -> None:
-    data = "iVBORw0KGgo" + "A" * 5000
+    data = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(3750)).decode()
     shown = scrub_binary({"files": [{"name": "a.png", "bytes": data}],
                           "content": [{"type": "image", "data": data, "mimeType": "image/png"}]})
     text = str(shown)
@@ -110,14 +115,14 @@ def test_a_jarvis_tool_image_reaches_the_engine() -> None:
         Args:
             title: The chart's title.
         """
-        return {"observation": f"chart {title}", "image": {"data": "aGVsbG8=", "mimeType": "image/png"}}
+        return {"observation": f"chart {title}", "image": {"data": PNG8, "mimeType": "image/png"}}
 
     engine = ScriptedEngine([reply(tool_calls=[tool_call("chart", {"title": "sales"})]), "done"])
     result = OrchestratorAgent(engine, tools=[chart]).run("draw it")
     assert result.content == "done"
     messages = engine.calls[1]["messages"]
-    assert messages[-2] == {"role": "tool", "content": "chart sales\n[image: image/png, 5 B]",
+    assert messages[-2] == {"role": "tool", "content": "chart sales\n[image: image/png, 8 B]",
                             "tool_call_id": messages[-2]["tool_call_id"]}
     assert messages[-1]["role"] == "user"
     assert messages[-1]["content"][1] == {"type": "image_url",
-                                          "image_url": {"url": "data:image/png;base64,aGVsbG8="}}
+                                          "image_url": {"url": "data:image/png;base64," + PNG8}}

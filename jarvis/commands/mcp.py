@@ -170,6 +170,11 @@ def read(server: str, uri: str, as_json: bool, output: str | None) -> None:
             click.echo(f"[binary {item.mime_type or 'data'}, {size} bytes: use -o FILE or --json]")
 
 
+MAX_SHOWN_ARGUMENTS = 20
+MAX_SHOWN_NAME = 100
+MAX_SHOWN_DESCRIPTION = 300
+
+
 @mcp.command("prompts")
 @click.argument("server")
 @click.option("--json", "as_json", is_flag=True, help="Print the prompts and their arguments as JSON.")
@@ -187,9 +192,17 @@ def prompts(server: str, as_json: bool) -> None:
         echo_json(rows)
         return
     for row in rows:
-        args = ", ".join(a["name"] + ("" if a.get("required") else "?")
-                         for a in row.get("arguments") or [])
-        click.echo(f"{row['name']}({args})  {row.get('description') or ''}".rstrip())
+        # A server decides how long these are (thousands of arguments, a 100 KB description):
+        # one readable line each; --json has everything.
+        names = [a["name"][:MAX_SHOWN_NAME] + ("" if a.get("required") else "?")
+                 for a in row.get("arguments") or []]
+        args = ", ".join(names[:MAX_SHOWN_ARGUMENTS])
+        if len(names) > MAX_SHOWN_ARGUMENTS:
+            args += f", ... {len(names) - MAX_SHOWN_ARGUMENTS} more (--json shows all)"
+        about = " ".join(str(row.get("description") or "").split())
+        if len(about) > MAX_SHOWN_DESCRIPTION:
+            about = about[:MAX_SHOWN_DESCRIPTION] + "..."
+        click.echo(f"{row['name'][:MAX_SHOWN_NAME]}({args})  {about}".rstrip())
     if not rows:
         click.echo(f"(MCP server {server!r} offers no prompts)")
 

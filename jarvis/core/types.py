@@ -184,7 +184,9 @@ def image_placeholder(block: ImageBlock) -> str:
 
     Binary data never goes into text a model reads; this placeholder does instead.
     """
-    return f"[image: {block.mimeType}, {human_size(base64_size(block.data))}]"
+    from jarvis.core.images import safe_mime
+
+    return f"[image: {safe_mime(block.mimeType)}, {human_size(base64_size(block.data))}]"
 
 
 def base64_size(data: str) -> int:
@@ -215,6 +217,30 @@ def _part_from_openai(part: Any) -> Block:
     if isinstance(part, dict):
         return block_from_dict(part)
     raise TypeError(f"cannot use {type(part).__name__} as a message content part")
+
+
+def _wire_parts(parts: list[Block]) -> list[dict[str, Any]]:
+    """Content parts in OpenAI form. Every image is checked first (jarvis.core.images): one
+    that is not a real PNG/JPEG/GIF/WebP in plain base64 within the size limit, or past the
+    per-message count, goes as a text note instead, so the engine never gets a URL, a lying
+    type or junk from a tool or server (and one bad image cannot fail the whole request)."""
+    from jarvis.core.images import MAX_IMAGES_PER_MESSAGE, check_image
+
+    out: list[dict[str, Any]] = []
+    sent = 0
+    for p in parts:
+        if isinstance(p, TextBlock):
+            out.append({"type": "text", "text": p.text})
+            continue
+        problem, mime = check_image(p.data, p.mimeType)
+        if problem is None and sent >= MAX_IMAGES_PER_MESSAGE:
+            problem = f"more than {MAX_IMAGES_PER_MESSAGE} images in one message"
+        if problem is not None:
+            out.append({"type": "text", "text": f"[image not sent: {problem}]"})
+            continue
+        sent += 1
+        out.append({"type": "image_url", "image_url": {"url": f"data:{mime};base64,{p.data}"}})
+    return out
 
 
 @dataclass(slots=True)
@@ -258,10 +284,7 @@ class Message:
         text view, each image replaced by its placeholder."""
         content: Any = self.content
         if images and self.images:
-            content = [{"type": "text", "text": p.text} if isinstance(p, TextBlock) else
-                       {"type": "image_url",
-                        "image_url": {"url": f"data:{p.mimeType};base64,{p.data}"}}
-                       for p in self.parts]
+            content = _wire_parts(self.parts)
         out: dict[str, Any] = {"role": self.role, "content": content}
         if self.tool_calls:
             out["tool_calls"] = [tc.to_openai() for tc in self.tool_calls]

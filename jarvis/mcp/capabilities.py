@@ -27,6 +27,8 @@ from typing import Any
 
 MAX_SAMPLING_TOKENS = 4096
 MAX_SAMPLING_MESSAGES = 100
+MAX_SAMPLING_CHARS = 200_000  # text over the whole request, system prompt included
+MAX_SAMPLING_IMAGES = 8
 MAX_ELICIT_FIELDS = 20
 MAX_ANSWER_SECONDS = 600.0  # how long a call waits for the person answering a question
 
@@ -146,11 +148,19 @@ class ClientCallbacks:
 
 def _sampling_messages(params: Any) -> list[Any]:
     """The server's sampling request as jarvis Messages (text and images)."""
+    from jarvis.core.images import image_or_problem
     from jarvis.core.types import ImageBlock, Message, TextBlock
 
     if len(params.messages) > MAX_SAMPLING_MESSAGES:
         raise ValueError(f"at most {MAX_SAMPLING_MESSAGES} messages per sampling request")
     out: list[Message] = []
+    # What a server may make the engine read: bounded like the messages' count, so one
+    # request cannot send megabytes to the engine (and bill them) on the user's account.
+    chars = len(params.system_prompt or "")
+    images = 0
+    if chars > MAX_SAMPLING_CHARS:
+        raise ValueError(f"the sampling system prompt has {chars} characters; the limit is "
+                         f"{MAX_SAMPLING_CHARS}")
     if params.system_prompt:
         out.append(Message(role="system", content=str(params.system_prompt)))
     for message in params.messages:
@@ -159,9 +169,19 @@ def _sampling_messages(params: Any) -> list[Any]:
         for item in items:
             kind = getattr(item, "type", None)
             if kind == "text":
+                chars += len(item.text)
+                if chars > MAX_SAMPLING_CHARS:
+                    raise ValueError(f"the sampling request has over {MAX_SAMPLING_CHARS} "
+                                     f"characters of text; the limit is {MAX_SAMPLING_CHARS}")
                 parts.append(TextBlock(item.text))
             elif kind == "image":
-                parts.append(ImageBlock(data=item.data, mimeType=item.mime_type))
+                images += 1
+                problem, data, mime = image_or_problem(item.data, item.mime_type)
+                if problem is not None:
+                    raise ValueError(f"image {images} of the sampling request refused: {problem}")
+                if images > MAX_SAMPLING_IMAGES:
+                    raise ValueError(f"at most {MAX_SAMPLING_IMAGES} images per sampling request")
+                parts.append(ImageBlock(data=data, mimeType=mime))
             else:
                 raise ValueError(f"sampling content of type {kind!r} is not supported")
         role = "assistant" if message.role == "assistant" else "user"

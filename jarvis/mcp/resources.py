@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from jarvis.core.images import image_or_problem
 from jarvis.core.types import (
     ImageBlock,
     TextBlock,
@@ -13,7 +14,8 @@ from jarvis.core.types import (
     image_placeholder,
 )
 
-MAX_RESOURCE_IMAGE_CHARS = 8_000_000
+MAX_RESOURCE_IMAGE_CHARS = 8_000_000  # base64 characters over all images of one read
+MAX_IMAGES = 16
 
 
 def resource_result(tool_name: str, server: str, uri: str, result: Any, max_chars: int) -> ToolResult:
@@ -23,6 +25,7 @@ def resource_result(tool_name: str, server: str, uri: str, result: Any, max_char
     lines: list[str] = []
     left = max_chars
     cut = 0
+    image_chars = images = 0
     for item in result.contents or []:
         text = getattr(item, "text", None)
         mime = getattr(item, "mime_type", None) or ""
@@ -35,10 +38,25 @@ def resource_result(tool_name: str, server: str, uri: str, result: Any, max_char
             lines.append(piece)
             continue
         blob = getattr(item, "blob", "") or ""
-        if mime.startswith("image/") and len(blob) <= MAX_RESOURCE_IMAGE_CHARS:
-            image = ImageBlock(data=blob, mimeType=mime)
+        problem = None
+        if mime.startswith("image/"):
+            # Bounded over the whole result (a server may return any number of contents),
+            # and each one checked as every image is before it may reach a model.
+            problem, data, actual = image_or_problem(blob, mime)
+            if image_chars + len(blob) > MAX_RESOURCE_IMAGE_CHARS:
+                problem = f"over {human_size(MAX_RESOURCE_IMAGE_CHARS * 3 // 4)} of images"
+            elif images >= MAX_IMAGES:
+                problem = f"more than {MAX_IMAGES} images"
+        if mime.startswith("image/") and problem is None:
+            image_chars += len(blob)
+            images += 1
+            image = ImageBlock(data=data, mimeType=actual)
             blocks.append(image)
             lines.append(image_placeholder(image))
+        elif problem is not None:
+            note = f"[image {where} not shown: {problem}]"
+            blocks.append(TextBlock(note))
+            lines.append(note)
         else:
             size = human_size(base64_size(blob))
             note = f"[binary resource {where} ({mime or 'unknown type'}), {size}, not shown]"

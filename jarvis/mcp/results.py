@@ -6,12 +6,14 @@ import json
 import re
 from typing import Any
 
+from jarvis.core.images import image_or_problem, safe_mime
 from jarvis.core.types import ErrorType, ImageBlock, TextBlock, ToolResult, image_placeholder
 
 # Bounds on what one result may carry: a hostile or broken server must not flood the model's
 # context or memory (the executor cuts `content` further to its own output limit).
 MAX_TEXT_BLOCK_CHARS = 1_000_000
 MAX_IMAGE_CHARS = 8_000_000  # base64 characters over all images of one result
+MAX_IMAGES = 16  # images of one result (each checked: jarvis.core.images)
 # An embedded text resource longer than this is cut here, with its URI and the tool that reads
 # it: cut later by the executor's output limit, the model would lose the rest without knowing
 # where to find it.
@@ -75,6 +77,7 @@ def to_tool_result(tool_name: str, server: str, remote: str, result: Any) -> Too
     blocks: list[TextBlock | ImageBlock] = []
     lines: list[str] = []
     image_chars = 0
+    images = 0
     has_text = False
     for item in result.content or []:
         kind = getattr(item, "type", None)
@@ -85,11 +88,19 @@ def to_tool_result(tool_name: str, server: str, remote: str, result: Any) -> Too
             continue
         if kind == "image":
             image_chars += len(item.data)
+            images += 1
+            problem, data, mime = image_or_problem(item.data, item.mime_type)
             if image_chars > MAX_IMAGE_CHARS:
-                blocks.append(TextBlock(_describe_blob("image", item.mime_type, item.data)
+                blocks.append(TextBlock(_describe_blob("image", safe_mime(item.mime_type),
+                                                       item.data)
                                         .replace("not shown", "too large, not shown")))
+            elif images > MAX_IMAGES:
+                blocks.append(TextBlock(f"[image not shown: more than {MAX_IMAGES} images in "
+                                        f"one result]"))
+            elif problem is not None:
+                blocks.append(TextBlock(f"[image from the server refused: {problem}]"))
             else:
-                blocks.append(ImageBlock(data=item.data, mimeType=item.mime_type))
+                blocks.append(ImageBlock(data=data, mimeType=mime))
                 lines.append(image_placeholder(blocks[-1]))
                 continue
         elif kind == "audio":
@@ -107,10 +118,13 @@ def to_tool_result(tool_name: str, server: str, remote: str, result: Any) -> Too
                               f"resource {res.uri} (read it with mcp_read_resource "
                               f"server={server!r} uri={str(res.uri)!r})]")
                 blocks.append(TextBlock(text))
-            elif blob and mime.startswith("image/") and image_chars + len(blob) <= MAX_IMAGE_CHARS:
+            elif (blob and mime.startswith("image/") and image_chars + len(blob) <= MAX_IMAGE_CHARS
+                  and images < MAX_IMAGES and image_or_problem(blob, mime)[0] is None):
                 # An embedded image is an image like any other: it can reach the model.
                 image_chars += len(blob)
-                blocks.append(ImageBlock(data=blob, mimeType=mime))
+                images += 1
+                _, data, actual = image_or_problem(blob, mime)
+                blocks.append(ImageBlock(data=data, mimeType=actual))
                 lines.append(image_placeholder(blocks[-1]))
                 continue
             else:

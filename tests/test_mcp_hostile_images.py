@@ -1,0 +1,156 @@
+"""An MCP server that lies about images (tests/mcp_servers/hostile_images.py, official SDK, over
+stdio): nothing but real images within the limits reaches the engine, the rest become short
+notes the model reads; sampling requests too large or with a bad image are refused with a clear
+error; a prompt with thousands of arguments lists as one bounded line."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from mcp.types import BlobResourceContents, ReadResourceResult
+from mcp_support import SERVERS, write_config
+
+from jarvis.core.config import load_config
+from jarvis.core.images import MAX_IMAGES_PER_MESSAGE, check_image
+from jarvis.core.types import ImageBlock, Message, TextBlock
+from jarvis.engine.openai_compat import OpenAICompatEngine
+from jarvis.mcp.capabilities import set_sampling_engine
+from jarvis.mcp.manager import McpManager
+from jarvis.mcp.resources import resource_result
+from jarvis.sdk import Jarvis
+from jarvis.testing import FakeOpenAIServer, ScriptedEngine, reply, tool_call
+
+HOSTILE = SERVERS / "hostile_images.py"
+PNG = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5Er"
+       "kJggg==")
+JPEG = base64.b64encode(b"\xff\xd8\xff\xe0" + bytes(60)).decode()
+
+
+def hostile(**options) -> dict:
+    return {"command": sys.executable, "args": [str(HOSTILE)], **options}
+
+
+def image_urls(request: dict) -> list[str]:
+    return [part["image_url"]["url"] for message in request["messages"]
+            if isinstance(message["content"], list)
+            for part in message["content"] if part.get("type") == "image_url"]
+
+
+def ask(tmp_path: Path, tool: str) -> tuple[dict, list[dict]]:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    path = write_config(tmp_path, {"h": hostile()})
+    script = [reply(tool_calls=[tool_call(f"h__{tool}", {})]), reply("seen")]
+    with FakeOpenAIServer(script, models=["llava-test"]) as server:
+        engine = OpenAICompatEngine("vllm", server.url, model="llava-test", client="http",
+                                    max_retries=0)
+        with Jarvis(config_path=path, engine=engine) as j:
+            result = j.ask_full("look", agent="orchestrator", tools=[f"h__{tool}"])
+        engine.close()
+        return result, server.requests
+
+
+def test_only_real_images_reach_the_engine(tmp_path: Path) -> None:
+    result, requests = ask(tmp_path, "bad_images")
+    assert result["content"] == "seen"
+    urls = image_urls(requests[1])
+    # The PNG, and the JPEG labelled PNG sent as what it is; nothing else.
+    assert urls == [f"data:image/png;base64,{PNG}", f"data:image/jpeg;base64,{JPEG}"]
+    text = json.dumps(requests[1]["messages"])
+    assert text.count("[image from the server refused:") == 7
+    for reason in ("its data is a URL", "its data is not base64", "are not a PNG, JPEG",
+                   "its declared type is not an image type"):
+        assert reason in text, reason
+    assert "169.254.169.254" not in text and "IGNORE ALL PREVIOUS" not in text
+    assert "PHN2Zy" not in text  # the SVG's base64 is not pasted anywhere
+
+
+def test_many_and_huge_images_are_bounded(tmp_path: Path) -> None:
+    _, requests = ask(tmp_path, "many_images")
+    assert len(image_urls(requests[1])) == 16  # MAX_IMAGES per result
+    assert "more than 16 images in one result" in json.dumps(requests[1]["messages"])
+    _, requests = ask(tmp_path / "huge", "huge_image")
+    assert image_urls(requests[1]) == []
+    assert "too large, not shown" in json.dumps(requests[1]["messages"])
+
+
+def test_the_engine_boundary_checks_every_image() -> None:
+    """Images from anywhere (a jarvis tool's ORS block, a caller's parts) pass the same check
+    where messages become the engine's request."""
+    good = ImageBlock(data=PNG, mimeType="image/png")
+    parts = [TextBlock("look"), good, ImageBlock(data="http://x/y.png", mimeType="image/png"),
+             ImageBlock(data=PNG, mimeType='image/png;base64,AAAA"')] + [good] * 40
+    wire = Message(role="user", parts=parts).to_openai()["content"]
+    sent = [p for p in wire if p["type"] == "image_url"]
+    notes = [p["text"] for p in wire if p["type"] == "text"][1:]
+    assert len(sent) == MAX_IMAGES_PER_MESSAGE
+    assert all(p["image_url"]["url"] == f"data:image/png;base64,{PNG}" for p in sent)
+    assert notes[0] == "[image not sent: its data is a URL, not base64 image bytes]"
+    assert "is not an image type" in notes[1]
+    assert notes[2:] == [f"[image not sent: more than {MAX_IMAGES_PER_MESSAGE} images in one "
+                         f"message]"] * (41 - MAX_IMAGES_PER_MESSAGE)
+    assert check_image(PNG, "image/jpg") == (None, "image/png")  # the bytes decide the type
+    assert check_image("iVBORw0KGgo", "image/png")[0] == "its data is not base64"
+    t0 = time.perf_counter()
+    assert check_image("iVBORw0KGgoA" + "A" * 12_000_000, "image/png")[0] == "larger than 8 MB"
+    assert check_image("iVBORw0KGgoA" + "A" * 8_000_000, "image/png")[0] is None
+    assert time.perf_counter() - t0 < 2.0  # a regex and a 64-byte decode, not more
+
+
+def test_a_resource_with_many_large_images_is_bounded() -> None:
+    blob = base64.b64encode(base64.b64decode(PNG) + bytes(1024 * 1024)).decode()
+    result = ReadResourceResult(contents=[
+        BlobResourceContents(uri=f"images://many/{i}", blob=blob, mime_type="image/png")
+        for i in range(40)] + [BlobResourceContents(uri="images://svg", mime_type="image/png",
+                                                    blob=base64.b64encode(b"<svg/>").decode())])
+    out = resource_result("mcp_read_resource", "h", "images://many", result, max_chars=1000)
+    images = out.images()
+    assert 1 <= len(images) <= 16 and sum(len(i.data) for i in images) <= 8_000_000
+    assert "not shown: over" in out.content and "images://svg not shown: its bytes" in out.content
+
+
+@pytest.fixture
+def manager(tmp_path: Path):
+    path = write_config(tmp_path, {"h": hostile(sampling=True)})
+    made = McpManager(load_config(path))
+    assert made.refresh() == {"h": None}
+    made.register_known()
+    yield made
+    made.close()
+    set_sampling_engine(None)
+
+
+def test_sampling_requests_are_bounded(manager: McpManager) -> None:
+    from jarvis.core.registry import ToolRegistry
+    from jarvis.tools.executor import ToolExecutor
+
+    engine = ScriptedEngine(["never", "never"])
+    set_sampling_engine(engine, "m")
+
+    def run(name: str):
+        tool = ToolRegistry.get(name)
+        return ToolExecutor([tool]).execute({"name": name, "arguments": {}})
+
+    started = time.monotonic()
+    flood = run("h__sample_flood")
+    bad = run("h__sample_bad_image")
+    assert time.monotonic() - started < 30
+    assert engine.calls == []  # the engine was never asked
+    assert not flood.success and "characters of text; the limit is 200000" in flood.content
+    assert not bad.success and "image 1 of the sampling request refused" in bad.content
+
+
+def test_a_prompt_with_thousands_of_arguments_lists_as_one_bounded_line(tmp_path: Path,
+                                                                         cli_env) -> None:
+    write_config(tmp_path, {"h": hostile()})
+    out = subprocess.run([sys.executable, "-m", "jarvis.cli", "mcp", "prompts", "h"], cwd=tmp_path,
+                         env=cli_env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    (line,) = out.stdout.splitlines()
+    assert line.startswith("huge(a0?, a1?") and "... 1980 more (--json shows all)" in line
+    assert len(line) < 600 and "Traceback" not in out.stderr
