@@ -154,3 +154,19 @@ def test_a_prompt_with_thousands_of_arguments_lists_as_one_bounded_line(tmp_path
     (line,) = out.stdout.splitlines()
     assert line.startswith("huge(a0?, a1?") and "... 1980 more (--json shows all)" in line
     assert len(line) < 600 and "Traceback" not in out.stderr
+
+
+def test_images_of_one_request_are_bounded_newest_first() -> None:
+    """Each agent turn adds its tools' images and every request resends the transcript: the
+    request carries the newest images up to the budget, older ones as placeholders."""
+    from jarvis.core.images import MAX_REQUEST_IMAGE_CHARS
+    from jarvis.engine.base import to_wire
+
+    big = ImageBlock(data="iVBORw0KGgoA" + "A" * (8_000_000 - 12), mimeType="image/png")
+    turns = [Message(role="user", parts=[TextBlock(f"turn {i}"), big]) for i in range(10)]
+    wire = to_wire([Message(role="system", content="s"), *turns])
+    sent = [i for i, m in enumerate(wire[1:]) if isinstance(m["content"], list)]
+    assert sent == [7, 8, 9]  # 3 x 8 M characters fit in the 24 M budget, newest first
+    assert wire[1]["content"] == "turn 0\n[image: image/png, 5.7 MB]"
+    assert sum(len(json.dumps(m)) for m in wire) < MAX_REQUEST_IMAGE_CHARS + 10_000
+    assert to_wire(turns, images=False)[9]["content"] == "turn 9\n[image: image/png, 5.7 MB]"

@@ -19,6 +19,7 @@ import re
 
 MAX_IMAGE_BYTES = 8 * 1024 * 1024  # decoded bytes of one image
 MAX_IMAGES_PER_MESSAGE = 32  # images one message may carry to an engine
+MAX_REQUEST_IMAGE_CHARS = 24_000_000  # base64 of all images in one engine request (~18 MB)
 _BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
 _MIME = re.compile(r"image/[a-z0-9.+-]{1,50}")
 _ALIASES = {"image/jpg": "image/jpeg", "image/pjpeg": "image/jpeg"}

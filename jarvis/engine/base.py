@@ -89,8 +89,26 @@ class InferenceEngine(Protocol):
 def to_wire(messages: Sequence[MessageLike], images: bool = True) -> list[dict[str, Any]]:
     """Messages in OpenAI chat form. `images`: send image parts as `image_url` content parts
     (for a model that takes images); False sends each image as a text placeholder instead.
-    Dicts are taken as already in wire form."""
-    return [m.to_openai(images=images) if isinstance(m, Message) else dict(m) for m in messages]
+    Dicts are taken as already in wire form.
+
+    The images of one request are bounded (MAX_REQUEST_IMAGE_CHARS of base64): every turn of
+    an agent adds the images its tools returned, and each request resends the whole
+    transcript, so ten turns of 8 MB results would make an 80 MB request. The newest images
+    are sent; messages past the budget carry their placeholders instead."""
+    from jarvis.core.images import MAX_REQUEST_IMAGE_CHARS
+
+    budget = MAX_REQUEST_IMAGE_CHARS
+    send = [False] * len(messages)
+    if images:
+        for i in range(len(messages) - 1, -1, -1):
+            m = messages[i]
+            if isinstance(m, Message) and m.parts:
+                size = sum(len(p.data) for p in m.images)
+                if size <= budget:
+                    budget -= size
+                    send[i] = True
+    return [m.to_openai(images=send[i]) if isinstance(m, Message) else dict(m)
+            for i, m in enumerate(messages)]
 
 
 def arguments_text(arguments: str | dict[str, Any]) -> str:
