@@ -66,7 +66,7 @@ def make_app(broker: str, *, queue: str = "jarvis", visibility_timeout: float | 
         worker_send_task_events=False,
         enable_utc=True,
     )
-    app.task(name=TASK_NAME, ignore_result=True, bind=True)(_run_task)
+    app.task(name=TASK_NAME, ignore_result=True, bind=True, Request=_request_class())(_run_task)
     # Celery registers its own tasks too (celery.starmap, celery.chunks, celery.chord_unlock,
     # ...): a message naming one would make a worker call jarvis's task many times from one
     # message, or send new messages for someone who can write to the broker. A jarvis worker
@@ -74,6 +74,22 @@ def make_app(broker: str, *, queue: str = "jarvis", visibility_timeout: float | 
     for name in [n for n in app.tasks if n != TASK_NAME]:
         app.tasks.unregister(name)
     return app
+
+
+def _request_class() -> Any:
+    """Celery's Request without a message's `eta`: jarvis never sends one (a run is due when
+    the daemon sends it), and a worker keeps every message with an eta in memory until then
+    (prefetch does not bound them), unacknowledged. A forged message with an eta a year away,
+    sent many times, would fill the worker's memory; without it, it is handled (refused, or
+    dropped by the ledger) at once."""
+    from celery.worker.request import Request
+
+    class JarvisRequest(Request):
+        @property
+        def eta(self) -> None:
+            return None
+
+    return JarvisRequest
 
 
 def check_broker(app: Any, broker: str, *, timeout: float = 5.0) -> None:
