@@ -170,3 +170,29 @@ def test_images_of_one_request_are_bounded_newest_first() -> None:
     assert wire[1]["content"] == "turn 0\n[image: image/png, 5.7 MB]"
     assert sum(len(json.dumps(m)) for m in wire) < MAX_REQUEST_IMAGE_CHARS + 10_000
     assert to_wire(turns, images=False)[9]["content"] == "turn 9\n[image: image/png, 5.7 MB]"
+
+
+def test_file_links_outside_the_roots_are_not_read(tmp_path: Path) -> None:
+    """A server's link to file:///etc/passwd (or ../ out of the workspace, or a symlink out of
+    it), read by the model through any server: refused before any server is asked."""
+    from jarvis.core.types import ErrorType
+    from jarvis.mcp.adapter import McpReadResourceTool
+
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.txt").write_text("inside")
+    (tmp_path / "docs" / "out").symlink_to("/etc")
+    path = write_config(tmp_path, {"h": hostile()}, extra='[tools.file_read]\nallowed_dirs = ["docs"]\n')
+    made = McpManager(load_config(path))
+    try:
+        tool = McpReadResourceTool(manager=made)
+        for uri in ("file:///etc/passwd", f"file://{tmp_path}/../../etc/passwd",
+                    f"file://{tmp_path}/docs/out/passwd", "file://evil.example/share/x",
+                    "FILE:///etc/shadow", f"file://{tmp_path}/docs/%2e%2e/%2e%2e/etc/passwd"):
+            out = tool.execute(server="h", uri=uri)
+            assert not out.success and out.error_type is ErrorType.DENIED, uri
+            assert out.content.startswith("refused:"), out.content
+        # Inside the roots the server is asked (this one has no such resource: its own error).
+        inside = tool.execute(server="h", uri=f"file://{tmp_path}/docs/a.txt")
+        assert not inside.success and not inside.content.startswith("refused:")
+    finally:
+        made.close()

@@ -18,6 +18,8 @@ loads it with the rest of the built-in catalog.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 from jarvis.core.registry import ToolRegistry
@@ -236,6 +238,28 @@ DEFAULT_RESOURCE_CHARS = 20_000
 MAX_RESOURCE_CHARS = 200_000
 
 
+def _file_outside_roots(uri: str, roots: list[Path] | None) -> str | None:
+    """Why a file:// URI may not be read (None: it may). The model picks the server and the
+    URI, often from a link some server returned: a link to file:///etc/shadow, read through
+    another server (a filesystem server with wide access), must stay inside the roots jarvis
+    gives servers: the workspace and the [tools.NAME] allowed_dirs."""
+    from urllib.parse import unquote, urlsplit
+
+    if not uri.lower().startswith("file:"):
+        return None
+    parts = urlsplit(uri)
+    if parts.netloc not in ("", "localhost"):
+        return f"refused: {uri!r} names another host; only local file:// URIs can be read"
+    # `..` and symlinks (where the server shares this machine) resolved as the server would.
+    path = Path(os.path.normpath(unquote(parts.path) or "/")).resolve()
+    for root in roots or []:
+        if path == root or root in path.parents:
+            return None
+    shown = ", ".join(str(r) for r in roots or []) or "(none)"
+    return (f"refused: {uri!r} is outside the folders MCP servers may read for jarvis ({shown}); "
+            f"add its folder to `allowed_dirs` of a [tools.NAME] table to allow it")
+
+
 @ToolRegistry.register("mcp_read_resource")
 class McpReadResourceTool(BaseTool):
     """Read a resource of a configured MCP server by URI (e.g. a resource link a tool returned)."""
@@ -301,6 +325,9 @@ class McpReadResourceTool(BaseTool):
         if not uri or len(uri) > 2048:
             return ToolResult.failure(name, "give the resource's `uri` (at most 2048 characters)",
                                       ErrorType.INVALID_ARGS)
+        outside = _file_outside_roots(uri, getattr(manager, "roots", None))
+        if outside:
+            return ToolResult.failure(name, outside, ErrorType.DENIED, mcp_server=server)
         limit = max(1, min(int(max_chars or DEFAULT_RESOURCE_CHARS), MAX_RESOURCE_CHARS))
         try:
             result = manager.read_resource(server, uri)

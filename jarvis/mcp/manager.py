@@ -94,6 +94,7 @@ class McpManager:
         from jarvis.mcp.capabilities import roots_of
 
         roots = roots_of(config)
+        self.roots = roots  # also what mcp_read_resource lets a file:// URI point into
         for name, server in config.mcp.servers.items():
             state = ServerState(name=name, config=server, key=config_key(server, self.base_dir))
             if server.enabled:
