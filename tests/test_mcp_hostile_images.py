@@ -196,3 +196,26 @@ def test_file_links_outside_the_roots_are_not_read(tmp_path: Path) -> None:
         assert not inside.success and not inside.content.startswith("refused:")
     finally:
         made.close()
+
+
+def test_sampling_requests_per_minute_are_bounded() -> None:
+    """A server asking again and again (every answer costs the user): at most 30 a minute."""
+    import asyncio
+
+    from mcp.types import CreateMessageRequestParams, SamplingMessage, TextContent
+
+    from jarvis.mcp.capabilities import MAX_SAMPLING_PER_MINUTE, ClientCallbacks
+
+    engine = ScriptedEngine(["ok"] * (MAX_SAMPLING_PER_MINUTE + 5))
+    set_sampling_engine(engine, "m")
+    try:
+        callbacks = ClientCallbacks("h", None, [])
+        params = CreateMessageRequestParams(messages=[SamplingMessage(
+            role="user", content=TextContent(type="text", text="again"))], max_tokens=10)
+        answers = [asyncio.run(callbacks.sample(None, params))
+                   for _ in range(MAX_SAMPLING_PER_MINUTE + 5)]
+    finally:
+        set_sampling_engine(None)
+    assert len(engine.calls) == MAX_SAMPLING_PER_MINUTE
+    assert all("more than 30 sampling requests in a minute" in a.message
+               for a in answers[MAX_SAMPLING_PER_MINUTE:])

@@ -29,6 +29,7 @@ MAX_SAMPLING_TOKENS = 4096
 MAX_SAMPLING_MESSAGES = 100
 MAX_SAMPLING_CHARS = 200_000  # text over the whole request, system prompt included
 MAX_SAMPLING_IMAGES = 8
+MAX_SAMPLING_PER_MINUTE = 30  # sampling requests answered per server and minute
 MAX_ELICIT_FIELDS = 20
 MAX_ANSWER_SECONDS = 600.0  # how long a call waits for the person answering a question
 
@@ -79,6 +80,7 @@ class ClientCallbacks:
         self.config = config
         self.roots = roots
         self.on_wait = on_wait  # told True/False while a person is asked (pauses the timeout)
+        self._sampled: list[float] = []  # monotonic times of recent sampling answers
 
     def kwargs(self) -> dict[str, Any]:
         """Keyword arguments for `mcp.Client`."""
@@ -106,10 +108,21 @@ class ClientCallbacks:
         if engine is None:
             return ErrorData(code=-32603, message="jarvis has no engine to answer sampling "
                              "requests right now (sampling works during `jarvis ask` and SDK runs)")
+        # Each request is bounded, their number too: a server may ask again and again within
+        # one tool call, and every answer is paid for by the user's engine.
+        import time
+
+        now = time.monotonic()
+        self._sampled = [t for t in self._sampled if now - t < 60.0]
+        if len(self._sampled) >= MAX_SAMPLING_PER_MINUTE:
+            return ErrorData(code=-32603, message=f"refused: more than "
+                             f"{MAX_SAMPLING_PER_MINUTE} sampling requests in a minute from "
+                             f"server {self.server!r}")
         try:
             messages = _sampling_messages(params)
         except ValueError as exc:
             return ErrorData(code=-32602, message=str(exc))
+        self._sampled.append(now)
         max_tokens = max(1, min(int(params.max_tokens or MAX_SAMPLING_TOKENS), MAX_SAMPLING_TOKENS))
         from jarvis.engine.base import generate_reply
 
