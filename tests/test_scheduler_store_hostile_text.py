@@ -73,3 +73,26 @@ def test_a_worker_records_a_hostile_answer_and_transcript(pg_url):
     assert entry["content"].startswith("before\x00after")  # JSON keeps NUL as \u0000
     assert "\ud800" not in entry["content"]
     store.close()
+
+
+@pytest.mark.parametrize("task_id", ["a\x00b", "\ud800", "ab\x00" * 20])
+def test_a_hostile_task_id_is_not_found_on_both_stores(api, task_id):
+    """A model passes ids to pause/resume/cancel/runs: PostgreSQL raised a raw DataError for a
+    NUL where SQLite says "no scheduled task"; both raised UnicodeEncodeError for a surrogate."""
+    from jarvis.scheduler.store import TaskNotFoundError
+
+    api.add("echo", every=3600)
+    for call in (api.get_task, api.pause_task, api.resume_task, api.cancel_task, api.list_runs,
+                 api.run_now):
+        with pytest.raises(TaskNotFoundError, match="no scheduled task"):
+            call(task_id)
+
+
+def test_paging_bounds_are_the_same_on_both_stores(api):
+    api.add("echo", every=3600)
+    for bad in ({"limit": -1}, {"offset": 10**30}, {"limit": 10**30}):
+        with pytest.raises(UserError, match="whole number from 0"):
+            api.list_tasks(**bad)
+    with pytest.raises(UserError, match="whole number from 0"):
+        api.list_runs(limit=-5)
+    assert len(api.list_tasks(limit=10**12, offset=0)) == 1

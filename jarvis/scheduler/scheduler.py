@@ -294,7 +294,7 @@ class TaskScheduler:
         return self.create_task(prompt, kind, str(value), timezone=tz, **options)
 
     def get_task(self, task_id: str) -> Task:
-        return self.store.get_task(task_id)
+        return self.store.get_task(_known_id(task_id))
 
     def list_tasks(self, status: str | None = None, *, limit: int | None = None,
                    offset: int = 0) -> list[Task]:
@@ -302,9 +302,7 @@ class TaskScheduler:
         if status is not None and status not in TASK_STATUSES:
             raise UserError(f"unknown status {status!r}; use one of: {', '.join(TASK_STATUSES)}")
         for name, value in (("limit", limit), ("offset", offset)):
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool)
-                                      or value < 0):
-                raise UserError(f"{name} must be a whole number of 0 or more, got {value!r}")
+            _check_page(name, value)
         return self.store.list_tasks(status, limit=limit, offset=offset)
 
     def count_tasks(self, status: str | None = None) -> int:
@@ -313,7 +311,7 @@ class TaskScheduler:
 
     def pause_task(self, task_id: str) -> Task:
         """Stop scheduling a task (kept, and resumable); a run in progress finishes."""
-        return self.store.set_status(task_id, "paused", allowed_from=("active",),
+        return self.store.set_status(_known_id(task_id), "paused", allowed_from=("active",),
                                      now=self.clock(), reason="task paused")
 
     def resume_task(self, task_id: str) -> Task:
@@ -335,21 +333,22 @@ class TaskScheduler:
                 return max(at, now)
             return task.next_after(now)
 
-        task = self.store.set_status(task_id, "active", allowed_from=("paused",), now=now,
+        task = self.store.set_status(_known_id(task_id), "active", allowed_from=("paused",), now=now,
                                      next_run=next_run)
         self._wake.set()
         return task
 
     def cancel_task(self, task_id: str) -> Task:
         """Cancel for good: status "cancelled", no next run; queued retries are dropped."""
-        return self.store.set_status(task_id, "cancelled",
+        return self.store.set_status(_known_id(task_id), "cancelled",
                                      allowed_from=("active", "paused", "completed"),
                                      now=self.clock(), reason="task cancelled")
 
     def list_runs(self, task_id: str | None = None, *, status: str | None = None,
                   limit: int | None = 50) -> list[Run]:
         if task_id is not None:
-            self.store.get_task(task_id)  # an unknown id is an error, not an empty list
+            self.store.get_task(_known_id(task_id))  # an unknown id is an error, not an empty list
+        _check_page("limit", limit)
         return self.store.list_runs(task_id, status=status, limit=limit)
 
     def run_now(self, task_id: str, *, wait: bool = False,
@@ -359,7 +358,7 @@ class TaskScheduler:
         Never beside another run of the task: raises TaskBusyError while one is going on, or
         with `wait=True` waits for it to end (calling `on_wait(busy_run)` once) and runs then.
         """
-        task = self.store.get_task(task_id)
+        task = self.store.get_task(_known_id(task_id))
         if task.status == "cancelled":
             raise UserError(f"task {task_id} is cancelled; create a new task instead")
         told = False
@@ -919,3 +918,24 @@ def _names(value: list[str] | str | None, what: str) -> list[str]:
         if not _TOOL_NAME.fullmatch(name):
             raise UserError(f"invalid tool name {name!r} in {what}: use letters, digits, '_' or '-'")
     return list(dict.fromkeys(names))
+
+
+MAX_PAGE = 10**12  # past any real table; above 2**63 both databases fail with a raw error
+
+
+def _check_page(name: str, value: Any) -> None:
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool)
+                              or not 0 <= value <= MAX_PAGE):
+        raise UserError(f"{name} must be a whole number from 0 to {MAX_PAGE}, got {value!r}")
+
+
+def _known_id(task_id: Any) -> str:
+    """`task_id` if it can name a task; else TaskNotFoundError, as on SQLite, instead of
+    PostgreSQL's DataError for a NUL (or either store's UnicodeEncodeError for a lone
+    surrogate) in an id a model passed to a tool."""
+    from jarvis.scheduler.store import TaskNotFoundError
+
+    if not isinstance(task_id, str) or storable(task_id) != task_id:
+        raise TaskNotFoundError(repr(task_id)[1:-1][:80] if isinstance(task_id, str)
+                                else str(type(task_id).__name__))
+    return task_id
