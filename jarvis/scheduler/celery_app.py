@@ -49,6 +49,12 @@ def make_app(broker: str, *, queue: str = "jarvis", visibility_timeout: float | 
     if not broker:
         raise UserError("[scheduler] runner = \"celery\" needs a broker: set [scheduler.celery] "
                         "broker = \"redis://host:6379/0\" (or JARVIS_CELERY_BROKER)")
+    query = broker.partition("?")[2]
+    if any(pair.split("=", 1)[0].lower() == "password" for pair in query.split("&")):
+        # kombu fails on it with "dict() got multiple values for keyword argument 'password'".
+        raise UserError("put the broker's password in the URL's user part "
+                        "(redis://:PASSWORD@host:6379/0), not in ?password= "
+                        "([scheduler.celery] broker)")
     app = Celery("jarvis", broker=broker, set_as_current=False)
     app.conf.update(
         task_acks_late=True,
