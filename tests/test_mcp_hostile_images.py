@@ -219,3 +219,15 @@ def test_sampling_requests_per_minute_are_bounded() -> None:
     assert len(engine.calls) == MAX_SAMPLING_PER_MINUTE
     assert all("more than 30 sampling requests in a minute" in a.message
                for a in answers[MAX_SAMPLING_PER_MINUTE:])
+
+
+def test_a_data_url_in_structured_content_is_not_pasted_into_the_text() -> None:
+    from mcp.types import CallToolResult
+
+    from jarvis.mcp.results import to_tool_result
+
+    url = "data:image/png;base64," + base64.b64encode(bytes(30_000)).decode()
+    out = to_tool_result("h__t", "h", "t", CallToolResult(
+        content=[], structured_content={"thumbnail": url, "name": "cat"}))
+    assert "AAAA" not in out.content and "cat" in out.content
+    assert "[image/png data URL, about 30000 bytes, not shown]" in out.content

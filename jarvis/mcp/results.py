@@ -55,6 +55,12 @@ def scrub_binary(value: Any, depth: int = 0) -> Any:
     if isinstance(value, str) and len(value) >= BINARY_MIN_CHARS and " " not in value[:BINARY_MIN_CHARS] \
             and _BASE64.match(value[:4096]):
         return f"[binary data, about {len(value) * 3 // 4} bytes, not shown]"
+    if isinstance(value, str) and len(value) >= BINARY_MIN_CHARS and value[:5].lower() == "data:":
+        # A data URL (`data:image/png;base64,...`) is binary too: its ':' ';' ',' got it past
+        # the base64 test, and it was pasted whole into the model's text.
+        head, _, data = value.partition(",")
+        kind = head[5:].split(";", 1)[0][:50] or "data"
+        return f"[{kind} data URL, about {len(data) * 3 // 4} bytes, not shown]"
     return value
 
 
