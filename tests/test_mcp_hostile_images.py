@@ -231,3 +231,26 @@ def test_a_data_url_in_structured_content_is_not_pasted_into_the_text() -> None:
         content=[], structured_content={"thumbnail": url, "name": "cat"}))
     assert "AAAA" not in out.content and "cat" in out.content
     assert "[image/png data URL, about 30000 bytes, not shown]" in out.content
+
+
+def test_resources_with_many_images_or_a_bad_blob_from_a_real_server(tmp_path: Path,
+                                                                     cli_env) -> None:
+    from jarvis.mcp.adapter import McpReadResourceTool
+
+    path = write_config(tmp_path, {"h": hostile()})
+    made = McpManager(load_config(path))
+    try:
+        tool = McpReadResourceTool(manager=made)
+        many = tool.execute(server="h", uri="images://many")
+        assert many.success and 1 <= len(many.images()) <= 16
+        assert sum(len(i.data) for i in many.images()) <= 8_000_000
+        bad = tool.execute(server="h", uri="blobs://bad")
+        assert bad.images() == [] and "not shown: its data is not base64" in bad.content
+    finally:
+        made.close()
+    out = subprocess.run([sys.executable, "-m", "jarvis.cli", "mcp", "read", "h", "blobs://bad",
+                          "-o", str(tmp_path / "out.png")], cwd=tmp_path, env=cli_env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0 and "Traceback" not in out.stderr, out.stderr
+    assert "is not valid base64; not written" in out.stderr
+    assert not (tmp_path / "out.png").exists()

@@ -156,7 +156,14 @@ def read(server: str, uri: str, as_json: bool, output: str | None) -> None:
             raise click.ClickException(f"resource {uri} is empty")
         first = contents[0]
         text = getattr(first, "text", None)
-        data = text.encode("utf-8") if text is not None else base64.b64decode(first.blob)
+        try:
+            # validate=True: a server's blob that is not base64 is one clear line, not a
+            # binascii traceback (or, without it, silently dropped characters in the file).
+            data = (text.encode("utf-8") if text is not None
+                    else base64.b64decode(first.blob, validate=True))
+        except ValueError:
+            raise click.ClickException(f"resource {uri} from server {server!r} has binary "
+                                       f"content that is not valid base64; not written") from None
         with open(output, "wb") as fh:
             fh.write(data)
         click.echo(f"wrote {len(data)} bytes to {output}", err=True)

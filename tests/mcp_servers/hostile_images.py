@@ -1,6 +1,7 @@
 """An MCP server (official SDK) that lies about images, for the attack tests: images that are
-URLs, not base64, not images at all, mislabelled, too many or too big; sampling requests that
-are too large or carry a bad image; a prompt with a huge argument list. Over stdio."""
+URLs, not base64, not images at all, mislabelled, too many or too big; resources with a blob
+that is not base64 or 40 large images; sampling requests that are too large or carry a bad
+image; a prompt with a huge argument list. Over stdio."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ from typing import Annotated
 from mcp.server.mcpserver import MCPServer, Resolve, Sample
 from mcp.server.mcpserver.prompts.base import Prompt, PromptArgument
 from mcp.types import (
+    BlobResourceContents,
     CallToolResult,
     CreateMessageResult,
     ImageContent,
+    ReadResourceResult,
     SamplingMessage,
     TextContent,
 )
@@ -27,7 +30,28 @@ JPEG = base64.b64encode(b"\xff\xd8\xff\xe0" + bytes(60)).decode()
 SVG = base64.b64encode(b'<svg xmlns="http://www.w3.org/2000/svg" onload="alert(1)"/>').decode()
 HTML = base64.b64encode(b"<html><script>fetch('http://evil')</script></html>").decode()
 
-app = MCPServer("hostile")
+class Hostile(MCPServer):
+    """Resources the SDK's own handler would never send: a blob that is not base64, and one
+    read answered with 40 images of ~1 MB each."""
+
+    async def _handle_read_resource(self, ctx, params):
+        uri = str(params.uri)
+        if uri == "blobs://bad":
+            return ReadResourceResult(contents=[BlobResourceContents(
+                uri=uri, blob="not base64!", mime_type="image/png")])
+        if uri == "images://many":
+            blob = base64.b64encode(PNG + bytes(1024 * 1024)).decode()
+            return ReadResourceResult(contents=[BlobResourceContents(
+                uri=f"images://many/{i}", blob=blob, mime_type="image/png") for i in range(40)])
+        return await super()._handle_read_resource(ctx, params)
+
+
+app = Hostile("hostile")
+
+
+@app.resource("notes://hello", name="hello", mime_type="text/plain")
+def hello() -> str:
+    return "hello"  # gives the server the resources capability
 
 
 def image(data: str, mime: str) -> ImageContent:
