@@ -140,9 +140,11 @@ def test_sampling_requests_are_bounded(manager: McpManager) -> None:
     flood = run("h__sample_flood")
     bad = run("h__sample_bad_image")
     assert time.monotonic() - started < 30
-    assert engine.calls == []  # the engine was never asked
+    assert engine.calls == []  # the engine was never asked for the refused ones
     assert not flood.success and "characters of text; the limit is 200000" in flood.content
     assert not bad.success and "image 1 of the sampling request refused" in bad.content
+    greedy = run("h__sample_greedy")  # asks for 10**9 tokens: gets the most jarvis gives
+    assert greedy.content == "model said: never" and engine.calls[0]["max_tokens"] == 4096
 
 
 def test_a_prompt_with_thousands_of_arguments_lists_as_one_bounded_line(tmp_path: Path,

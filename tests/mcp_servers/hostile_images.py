@@ -93,6 +93,17 @@ def _flood() -> Sample:
                    for _ in range(20)], max_tokens=10**9)
 
 
+def _greedy() -> Sample:
+    return Sample([SamplingMessage(role="user", content=TextContent(type="text", text="hi"))],
+                  max_tokens=10**9)
+
+
+@app.tool()
+def sample_greedy(answer: Annotated[CreateMessageResult, Resolve(_greedy)]) -> str:
+    """Sampling with max_tokens 10**9."""
+    return f"model said: {answer.content.text}"
+
+
 def _bad_image() -> Sample:
     return Sample([SamplingMessage(role="user", content=image(SVG, "image/png"))], max_tokens=50)
 
