@@ -256,3 +256,18 @@ def test_resources_with_many_images_or_a_bad_blob_from_a_real_server(tmp_path: P
     assert out.returncode != 0 and "Traceback" not in out.stderr, out.stderr
     assert "is not valid base64; not written" in out.stderr
     assert not (tmp_path / "out.png").exists()
+
+
+def test_many_large_text_blocks_are_bounded_in_total() -> None:
+    from mcp.types import CallToolResult, TextContent
+
+    from jarvis.mcp import results
+
+    many = [TextContent(type="text", text="y" * 900_000) for _ in range(50)]
+    out = results.to_tool_result("h__t", "h", "t", CallToolResult(content=many))
+    assert len(out.content) < results.MAX_RESULT_TEXT_CHARS + 1_000_000
+    assert "47 more text item(s) of this result cut" in out.content
+    tiny = [TextContent(type="text", text="z") for _ in range(5000)]
+    out = results.to_tool_result("h__t", "h", "t", CallToolResult(content=tiny))
+    assert len(out.blocks) == results.MAX_BLOCKS + 1
+    assert "4000 more content item(s)" in out.content

@@ -13,6 +13,8 @@ from jarvis.core.types import ErrorType, ImageBlock, TextBlock, ToolResult, imag
 # context or memory (the executor cuts `content` further to its own output limit).
 MAX_TEXT_BLOCK_CHARS = 1_000_000
 MAX_IMAGE_CHARS = 8_000_000  # base64 characters over all images of one result
+MAX_BLOCKS = 1_000  # content items of one result; past them, one note
+MAX_RESULT_TEXT_CHARS = 2 * MAX_TEXT_BLOCK_CHARS  # text over all blocks of one result
 MAX_IMAGES = 16  # images of one result (each checked: jarvis.core.images)
 # An embedded text resource longer than this is cut here, with its URI and the tool that reads
 # it: cut later by the executor's output limit, the model would lose the rest without knowing
@@ -85,11 +87,24 @@ def to_tool_result(tool_name: str, server: str, remote: str, result: Any) -> Too
     image_chars = 0
     images = 0
     has_text = False
-    for item in result.content or []:
+    text_chars = texts_cut = 0
+    items = list(result.content or [])
+    for index, item in enumerate(items):
         kind = getattr(item, "type", None)
+        if index >= MAX_BLOCKS:
+            # Many blocks add up: 100 000 of them were all kept and joined. What is past the
+            # bounds is counted, not copied.
+            more = len(items) - index
+            blocks.append(TextBlock(f"[... {more} more content item(s) of this result cut]"))
+            lines.append(blocks[-1].text)
+            break
         if kind == "text":
             has_text = True
+            if text_chars >= MAX_RESULT_TEXT_CHARS:  # 50 blocks of 1 MB: not 50 MB of text
+                texts_cut += 1
+                continue
             blocks.append(TextBlock(_cut(item.text)))
+            text_chars += len(blocks[-1].text)
             lines.append(blocks[-1].text)
             continue
         if kind == "image":
@@ -143,6 +158,9 @@ def to_tool_result(tool_name: str, server: str, remote: str, result: Any) -> Too
                                     f"mcp_read_resource server={server!r} uri={str(item.uri)!r})]"))
         else:
             blocks.append(TextBlock(f"[unsupported MCP content type {kind!r}]"))
+        lines.append(blocks[-1].text)
+    if texts_cut:
+        blocks.append(TextBlock(f"[... {texts_cut} more text item(s) of this result cut]"))
         lines.append(blocks[-1].text)
     structured = result.structured_content
     content = "\n".join(lines)
