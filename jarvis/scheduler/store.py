@@ -20,62 +20,32 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import socket
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from jarvis.errors import JarvisError, UserError
+from jarvis.errors import UserError
 from jarvis.scheduler.records import Run, Task
-
-MAX_ANSWER_CHARS = 100_000
-MAX_ERROR_CHARS = 10_000
-CRON_CATCH_UP_STEPS = 2_000  # occurrences walked when counting missed cron runs
-# A claim always comes a little after the due time (wake-up, locks, a busy machine): lateness
-# up to this is "on time", whatever the grace window, so `grace = 0` still runs the task.
-ON_TIME_SECONDS = 2.0
-
-
-class TaskNotFoundError(UserError):
-    """No task has this id."""
-
-    def __init__(self, task_id: str) -> None:
-        self.task_id = task_id
-        super().__init__(f"no scheduled task with id {task_id!r}; see the ids with "
-                         f"`jarvis schedule list`")
-
-
-class QuotaError(UserError):
-    """A limit on what a model may schedule was reached (see [scheduler] model_*)."""
-
-
-class TaskBusyError(JarvisError):
-    """A run of the task is going on already; starting another would overlap it."""
-
-    exit_code = 3  # distinct from a failed run (1) and a misuse (2): nothing was run
-
-    def __init__(self, task_id: str, run: Run) -> None:
-        self.task_id = task_id
-        self.run = run
-        from jarvis.scheduler.schedules import iso
-
-        how = (f"started {iso(run.started_at)} by {run.claimed_by}" if run.started_at
-               else f"sent to a worker by {run.claimed_by}")
-        super().__init__(f"task {task_id} is running now (run #{run.id}, {run.trigger}, "
-                         f"{how}); nothing was run: retry "
-                         f"when it ends, or pass --wait to run it then")
-
-
-@dataclass(slots=True)
-class Claim:
-    """A run this process now owns, with its task as it was when claimed."""
-
-    task: Task
-    run: Run
+from jarvis.scheduler.store_common import (  # "X as X": callers import X from here
+    FINISHED,
+    MAX_ANSWER_CHARS,
+    MAX_ERROR_CHARS,
+    Claim,
+    StoreBase,
+    TaskBusyError,
+    TaskNotFoundError,
+    _clip,
+    _run,
+    _task,
+    _task_row,
+    plan_claim,
+    quota_refused,
+)
+from jarvis.scheduler.store_common import QuotaError as QuotaError
+from jarvis.scheduler.store_common import storable as storable
 
 
 def _migration_1(db: Any) -> None:
@@ -110,8 +80,6 @@ def _migration_2(db: Any) -> None:
 
 MIGRATIONS: tuple[Callable[[Any], None], ...] = (_migration_1, _migration_2)
 
-_TASK_FIELDS = tuple(f.name for f in fields(Task))
-_RUN_FIELDS = tuple(f.name for f in fields(Run))
 
 
 def owner_id() -> str:
@@ -175,8 +143,12 @@ def owner_is_dead(owner: str | None) -> bool:
     return stat.rsplit(")", 1)[-1].split()[0:1] == ["Z"]
 
 
-class SchedulerStore:
+class SchedulerStore(StoreBase):
     """Tasks and runs in SQLite; safe to share between threads and processes."""
+
+    TASKS, RUNS, MARK = "tasks", "runs", "?"
+    TASK_ORDER = "created_at, rowid"
+    NO_LIMIT = " LIMIT -1"  # SQLite has no OFFSET without a LIMIT; -1 is none
 
     def __init__(self, db_path: str | os.PathLike[str] | None = None, *,
                  busy_timeout: float = 15.0) -> None:
@@ -227,6 +199,21 @@ class SchedulerStore:
             else:
                 conn.execute("COMMIT")
 
+    _write = immediate
+
+    def _locked_task(self, db: sqlite3.Connection, task_id: str) -> Task | None:
+        # Inside `immediate()` the whole database is locked for this transaction already.
+        try:
+            return self.get_task(task_id)
+        except TaskNotFoundError:
+            return None
+
+    def _delete_runs(self, run_ids: list[int]) -> int:
+        marks = ",".join("?" * len(run_ids))
+        with self.immediate() as conn:
+            return conn.execute(f"DELETE FROM runs WHERE id IN ({marks}) AND {FINISHED}",
+                                run_ids).rowcount
+
     def _migrate(self) -> None:
         with self.immediate() as conn:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
@@ -264,134 +251,13 @@ class SchedulerStore:
                     "SELECT count(*) FROM tasks WHERE status IN ('active', 'paused') AND "
                     "json_extract(metadata, '$.created_by') = ?", (creator,)).fetchone()[0]
                 if live >= max_live:
-                    raise QuotaError(
-                        f"refused: models already have {live} active or paused scheduled tasks, "
-                        f"the most allowed ([scheduler] model_max_active_tasks = {max_live}); "
-                        f"cancel some first")
+                    raise quota_refused(live, max_live)
             names = ", ".join(row)
             marks = ", ".join(f":{k}" for k in row)
             conn.execute(f"INSERT INTO tasks ({names}) VALUES ({marks})", row)
         return task
 
-    def get_task(self, task_id: str) -> Task:
-        rows = self._query("SELECT * FROM tasks WHERE id = ?", (task_id,))
-        if not rows:
-            raise TaskNotFoundError(task_id)
-        return _task(rows[0])
-
-    def list_tasks(self, status: str | None = None, limit: int | None = None,
-                   offset: int = 0) -> list[Task]:
-        """Tasks in creation order; `limit` and `offset` page through them."""
-        sql = "SELECT * FROM tasks"
-        params: list[Any] = []
-        if status:
-            sql += " WHERE status = ?"
-            params.append(status)
-        sql += " ORDER BY created_at, rowid"
-        if limit or offset:
-            sql += " LIMIT ? OFFSET ?"
-            params += [int(limit) if limit else -1, max(int(offset), 0)]
-        return [_task(r) for r in self._query(sql, tuple(params))]
-
-    def count_tasks(self) -> dict[str, int]:
-        rows = self._query("SELECT status, count(*) AS n FROM tasks GROUP BY status")
-        return {r["status"]: r["n"] for r in rows}
-
-    def set_status(self, task_id: str, status: str, *, allowed_from: tuple[str, ...],
-                   now: float, next_run: Callable[[Task], float | None] | None = None,
-                   reason: str = "") -> Task:
-        """Change a task's status (pause/resume/cancel) atomically; pending retries of a task
-        that stops being active are recorded as skipped."""
-        with self.immediate() as conn:
-            task = self.get_task(task_id)
-            if task.status not in allowed_from:
-                raise UserError(f"task {task_id} is {task.status}; this works only for "
-                                f"{' or '.join(allowed_from)} tasks")
-            if next_run is not None:
-                task.next_run = next_run(task)
-            elif status != "active":
-                task.next_run = None
-            task.status = status
-            conn.execute("UPDATE tasks SET status = ?, next_run = ?, anchor = ?, updated_at = ? "
-                         "WHERE id = ?", (status, task.next_run, task.anchor, now, task_id))
-            if status != "active":
-                conn.execute("UPDATE runs SET status = 'skipped', finished_at = ?, error = ? "
-                             "WHERE task_id = ? AND status = 'pending'",
-                             (now, f"not run: {reason or 'task ' + status}", task_id))
-        return task
-
-    def delete_task(self, task_id: str) -> None:
-        with self.immediate() as conn:
-            self.get_task(task_id)
-            conn.execute("DELETE FROM runs WHERE task_id = ?", (task_id,))
-            conn.execute("DELETE FROM tasks WHERE id = ?", (task_id,))
-
     # --- runs --------------------------------------------------------------------------
-    def has_scheduled_run(self, task_id: str) -> bool:
-        """Whether any occurrence of the task was claimed or skipped (manual runs aside)."""
-        return bool(self._query("SELECT 1 FROM runs WHERE task_id = ? AND trigger != 'manual' "
-                                "LIMIT 1", (task_id,)))
-
-    def get_run(self, run_id: int) -> Run:
-        rows = self._query("SELECT * FROM runs WHERE id = ?", (run_id,))
-        if not rows:
-            raise UserError(f"no run with id {run_id}")
-        return _run(rows[0])
-
-    def list_runs(self, task_id: str | None = None, *, status: str | None = None,
-                  limit: int | None = 50) -> list[Run]:
-        """Runs, newest first."""
-        where, params = [], []
-        if task_id:
-            where.append("task_id = ?")
-            params.append(task_id)
-        if status:
-            where.append("status = ?")
-            params.append(status)
-        sql = "SELECT * FROM runs" + (" WHERE " + " AND ".join(where) if where else "")
-        sql += " ORDER BY id DESC"
-        if limit:
-            sql += f" LIMIT {int(limit)}"
-        return [_run(r) for r in self._query(sql, tuple(params))]
-
-    def prune_runs(self, *, now: float, max_age: float | None = None,
-                   keep_per_task: int | None = None, batch: int = 500,
-                   max_rows: int = 200_000) -> int:
-        """Delete finished runs older than `max_age` seconds and/or beyond the newest
-        `keep_per_task` of each task; returns how many were deleted.
-
-        Never deletes a pending or running run, nor the newest scheduled and the newest manual
-        run of a task (they answer "did this occurrence run?" and the task's last outcome).
-        The runs to delete are found by one read (no write lock), then deleted by id in
-        batches of `batch`, one short write transaction each, so that claims are not held
-        up; at most `max_rows` per call (the rest goes next time). A run found this way stays
-        deletable: finished runs do not change, and newer runs only push it further back.
-        """
-        if max_age is None and keep_per_task is None:
-            return 0
-        finished = "status IN ('succeeded', 'failed', 'skipped')"
-        rules, params = [], []
-        if max_age is not None:
-            rules.append(f"SELECT id FROM runs WHERE {finished} AND "
-                         f"coalesce(finished_at, started_at, scheduled_for) < ?")
-            params.append(now - max_age)
-        if keep_per_task is not None:
-            rules.append(f"SELECT id FROM (SELECT id, row_number() OVER (PARTITION BY task_id "
-                         f"ORDER BY id DESC) AS newer FROM runs WHERE {finished}) WHERE newer > ?")
-            params.append(int(keep_per_task))
-        victims = [row["id"] for row in self._query(
-            f"SELECT id FROM ({' UNION '.join(rules)}) WHERE id NOT IN (SELECT max(id) FROM "
-            f"runs GROUP BY task_id, trigger = 'manual') ORDER BY id LIMIT ?",
-            (*params, int(max_rows)))]
-        deleted = 0
-        for at in range(0, len(victims), batch):
-            chunk = victims[at:at + batch]
-            marks = ",".join("?" * len(chunk))
-            with self.immediate() as conn:
-                deleted += conn.execute(f"DELETE FROM runs WHERE id IN ({marks}) AND {finished}",
-                                        chunk).rowcount
-        return deleted
-
     def next_wake(self) -> float | None:
         """When something next becomes due (a task occurrence or a queued retry)."""
         rows = self._query(
@@ -447,37 +313,28 @@ class SchedulerStore:
 
     def _claim_task(self, conn: sqlite3.Connection, task: Task, *, now: float, owner: str,
                     lease_seconds: float, default_grace: float) -> Claim | None:
-        grace = task.grace_seconds if task.grace_seconds is not None else default_grace
-        plan = plan_catch_up(task, now)
-        run_at = plan.latest if now - plan.latest <= max(grace, ON_TIME_SECONDS) else None
-        skipped_from, skipped_to, skipped = plan.older_first, plan.older_last, plan.older_count
-        if run_at is None:  # even the latest occurrence is too late: skip it as well
-            skipped_from = skipped_from if skipped else plan.latest
-            skipped_to, skipped = plan.latest, skipped + 1
-        if skipped:
+        plan = plan_claim(task, now, default_grace)
+        if plan.skipped:
             conn.execute(
                 "INSERT OR IGNORE INTO runs (task_id, scheduled_for, attempt, status, trigger, "
                 "finished_at, error, error_type, skipped_count, skipped_until) "
                 "VALUES (?, ?, 1, 'skipped', 'schedule', ?, ?, 'missed', ?, ?)",
-                (task.id, skipped_from, now,
-                 f"missed {skipped} occurrence(s): no scheduler was running, or the previous run "
-                 f"was still going; only the latest, if at most {grace:g} s late, is caught up "
-                 f"(grace window)", skipped, skipped_to))
+                (task.id, plan.skipped_from, now, plan.skipped_error, plan.skipped,
+                 plan.skipped_to))
         claim = None
-        if run_at is not None:
+        if plan.run_at is not None:
             cursor = conn.execute(
                 "INSERT OR IGNORE INTO runs (task_id, scheduled_for, attempt, status, trigger, "
                 "claimed_by, lease_until, started_at) VALUES (?, ?, 1, 'running', 'schedule', ?, ?, ?)",
-                (task.id, run_at, owner, now + lease_seconds, now))
+                (task.id, plan.run_at, owner, now + lease_seconds, now))
             # Ignored: this occurrence already ran (clock moved back, or resumed): never twice.
             if cursor.rowcount == 1:
                 claim = Claim(task, self.get_run(cursor.lastrowid))
-        status, outcome = task.status, task.last_outcome
-        if plan.next_run is None and claim is None:
-            status, outcome = "completed", "skipped" if skipped else outcome
+        status, outcome = plan.task_after(task, started=claim is not None)
         conn.execute("UPDATE tasks SET next_run = ?, status = ?, last_outcome = ?, "
                      "last_run = CASE WHEN ? THEN ? ELSE last_run END, updated_at = ? WHERE id = ?",
-                     (plan.next_run, status, outcome, claim is not None, now, now, task.id))
+                     (plan.catch_up.next_run, status, outcome, claim is not None, now, now,
+                      task.id))
         return claim
 
     def claim_manual(self, task: Task, *, now: float, owner: str, lease_seconds: float) -> Claim:
@@ -528,37 +385,6 @@ class SchedulerStore:
                                 crashed=False)
             return run
 
-    def _after_attempt(self, conn: sqlite3.Connection, run: Run, *, now: float, retry: bool,
-                       crashed: bool) -> None:
-        """Queue the next attempt when the policy says so; update the task's summary."""
-        try:
-            task = self.get_task(run.task_id)
-        except TaskNotFoundError:
-            return
-        outcome = run.status
-        queued = False
-        if retry and task.status == "active" and run.trigger != "manual":
-            if crashed:
-                allowed = task.on_crash == "retry" and run.attempt < 1 + max(task.max_retries, 1)
-                delay = 0.0
-            else:
-                allowed = run.attempt < 1 + task.max_retries
-                delay = task.retry_backoff_seconds * (2 ** (run.attempt - 1))
-            if allowed:
-                conn.execute(
-                    "INSERT OR IGNORE INTO runs (task_id, scheduled_for, attempt, status, trigger, "
-                    "run_after) VALUES (?, ?, ?, 'pending', ?, ?)",
-                    (task.id, run.scheduled_for, run.attempt + 1,
-                     "recovery" if crashed else "retry", now + delay))
-                queued = True
-                outcome = f"{run.status} (retry queued)"
-        status = task.status
-        if (task.schedule_type == "once" and task.next_run is None and not queued
-                and status == "active" and run.trigger != "manual"):
-            status = "completed"
-        conn.execute("UPDATE tasks SET last_outcome = ?, status = ?, updated_at = ? WHERE id = ?",
-                     (outcome, status, now, task.id))
-
     def recover(self, *, now: float, is_dead: Callable[[str | None], bool] = owner_is_dead,
                 exclude_owner: str | None = None) -> list[Run]:
         """Find runs whose daemon died (dead pid in this namespace, or lease expired), record them
@@ -603,91 +429,3 @@ class SchedulerStore:
             run = self.get_run(run_id)
             self._after_attempt(conn, run, now=now, retry=True, crashed=True)
             return run
-
-
-@dataclass(slots=True)
-class CatchUp:
-    """Where a due task stands: its latest due occurrence, older missed ones, the next one."""
-
-    latest: float
-    older_count: int
-    older_first: float | None
-    older_last: float | None
-    next_run: float | None
-
-
-def plan_catch_up(task: Task, now: float) -> CatchUp:
-    """The latest occurrence of `task` at or before `now` (starting from its next_run), how
-    many older ones were missed, and the first occurrence after now."""
-    due = float(task.next_run if task.next_run is not None else now)
-    if task.schedule_type == "once":
-        return CatchUp(due, 0, None, None, None)
-    if task.schedule_type == "interval":
-        seconds = float(task.schedule_value)
-        if due >= now:
-            return CatchUp(due, 0, None, None, due + seconds)
-        missed = int((now - due) // seconds)  # whole intervals since the due occurrence
-        latest = due + missed * seconds
-        return CatchUp(latest, missed, due if missed else None,
-                       latest - seconds if missed else None, latest + seconds)
-    latest, count, first, last = due, 0, None, None
-    nxt = task.next_after(latest)
-    while nxt is not None and nxt <= now:
-        first = latest if first is None else first
-        last = latest
-        count += 1
-        latest = nxt
-        if count >= CRON_CATCH_UP_STEPS:
-            # Too many to walk one by one: jump close to now; the count is a lower bound.
-            jump = task.next_after(now - 3600)
-            if jump is not None and jump > latest:
-                last, latest = latest, jump
-                count += 1
-        nxt = task.next_after(latest)
-    return CatchUp(latest, count, first, last, nxt)
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def storable(text: str) -> str:
-    """`text` as both stores can keep it: NUL (a PostgreSQL text column refuses it) and lone
-    surrogates (not UTF-8; a model's JSON "\\ud800" decodes to one, and both sqlite3 and psycopg
-    fail to encode it) become U+FFFD. A run whose answer held one was never recorded: its
-    worker gave up, the lease expired and the run was executed again."""
-    if "\x00" in text:
-        text = text.replace("\x00", "\ufffd")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        text = _SURROGATE.sub("\ufffd", text)
-    return text
-
-
-def _clip(text: str | None, limit: int) -> str | None:
-    if text is None:
-        return None
-    if len(text) > limit:
-        text = text[:limit] + f"\n[... {len(text) - limit} more characters not stored]"
-    return storable(text)
-
-
-def _task_row(task: Task) -> dict[str, Any]:
-    row = {name: getattr(task, name) for name in _TASK_FIELDS}
-    for key in ("tools", "approved_tools", "metadata"):
-        row[key] = json.dumps(row[key])
-    return row
-
-
-def _task(row: dict[str, Any]) -> Task:
-    data = {k: row[k] for k in _TASK_FIELDS if k in row}
-    for key, empty in (("tools", "[]"), ("approved_tools", "[]"), ("metadata", "{}")):
-        data[key] = json.loads(data.get(key) or empty)
-    return Task(**data)
-
-
-def _run(row: dict[str, Any]) -> Run:
-    data = {k: row[k] for k in _RUN_FIELDS if k in row}
-    data["skipped_count"] = data.get("skipped_count") or 0
-    data["delivery"] = json.loads(data["delivery"]) if data.get("delivery") else None
-    return Run(**data)
