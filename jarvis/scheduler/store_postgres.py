@@ -1,8 +1,9 @@
 """PostgresStore: the scheduler's ledger in PostgreSQL, shared by daemons and workers on
 several machines (`[scheduler] store = "postgresql://user@host:port/db"`, `jarvis[postgres]`).
 
-The same records and policies as the SQLite store (jarvis.scheduler.store), with PostgreSQL's
-tools for concurrency instead of one file lock:
+The same records, policies and plain queries as the SQLite store (jarvis.scheduler.store;
+both build on jarvis.scheduler.store_common), with PostgreSQL's tools for concurrency instead
+of one file lock, so claims, leases and finishes are this module's own:
 - claims lock the rows they take with `SELECT ... FOR UPDATE SKIP LOCKED`, so daemons never
   wait on each other, and every task row is locked before one of its runs is started;
 - new runs are `INSERT ... ON CONFLICT DO NOTHING` on the unique (task, occurrence, attempt)
@@ -23,24 +24,26 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from jarvis.errors import UserError
 from jarvis.scheduler.ledger import StoreUnavailable, TaskIdTaken, redact, redact_error
 from jarvis.scheduler.records import Run, Task
-from jarvis.scheduler.store import (
+from jarvis.scheduler.store_common import (
+    FINISHED,
     MAX_ANSWER_CHARS,
     MAX_ERROR_CHARS,
     Claim,
-    QuotaError,
+    StoreBase,
     TaskBusyError,
     TaskNotFoundError,
     _clip,
     _run,
     _task,
     _task_row,
-    plan_catch_up,
+    plan_claim,
+    quota_refused,
     storable,
 )
 
@@ -48,9 +51,6 @@ from jarvis.scheduler.store import (
 NOW = "EXTRACT(EPOCH FROM now())::float8"
 ACTIVE = "('running', 'dispatched')"  # a task with a run in one of these is not started again
 MAX_LOG_ENTRY_CHARS = 1_000_000
-# A claim always comes a little after the due time (wake-up, locks, a busy machine): lateness
-# up to this is "on time" whatever the grace window, so `grace = 0` still runs the task.
-ON_TIME_SECONDS = 2.0
 
 MIGRATIONS: tuple[str, ...] = (
     """
@@ -122,8 +122,11 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
 
 
-class PostgresStore:
+class PostgresStore(StoreBase):
     """Tasks and runs in PostgreSQL; one connection per process, shared by its threads."""
+
+    TASKS, RUNS, MARK = "jarvis_tasks", "jarvis_runs", "%s"
+    TASK_ORDER = "created_at, id"
 
     def __init__(self, url: str, *, connect_timeout: float = 10.0) -> None:
         self._psycopg = _psycopg()
@@ -168,6 +171,8 @@ class PostgresStore:
                 self._conn = None
                 raise StoreUnavailable(f"the scheduler store {self.path} failed: "
                                        f"{redact_error(_one_line(exc), self.url)}") from None
+
+    _write = _tx
 
     def _query(self, sql: str, params: tuple | dict = ()) -> list[dict[str, Any]]:
         with self._tx() as cur:
@@ -221,144 +226,29 @@ class PostgresStore:
                             "= %s", (creator,))
                 live = cur.fetchone()["n"]
                 if live >= max_live:
-                    raise QuotaError(
-                        f"refused: models already have {live} active or paused scheduled tasks, "
-                        f"the most allowed ([scheduler] model_max_active_tasks = {max_live}); "
-                        f"cancel some first")
+                    raise quota_refused(live, max_live)
             cur.execute(f"INSERT INTO jarvis_tasks ({names}) VALUES ({marks}) "
                         f"ON CONFLICT (id) DO NOTHING", row)
             if cur.rowcount != 1:
                 raise TaskIdTaken(f"task id {task.id} is taken")
         return task
 
-    def get_task(self, task_id: str) -> Task:
-        rows = self._query("SELECT * FROM jarvis_tasks WHERE id = %s", (task_id,))
-        if not rows:
-            raise TaskNotFoundError(task_id)
-        return _task(rows[0])
-
     def _locked_task(self, cur: Any, task_id: str, *, skip_locked: bool = False) -> Task | None:
+        """The task with its row locked until the transaction ends (None: no such task, or
+        with `skip_locked`, another transaction holds it)."""
         cur.execute("SELECT * FROM jarvis_tasks WHERE id = %s FOR UPDATE"
                     + (" SKIP LOCKED" if skip_locked else ""), (task_id,))
         row = cur.fetchone()
         return None if row is None else _task(row)
 
-    def list_tasks(self, status: str | None = None, limit: int | None = None,
-                   offset: int = 0) -> list[Task]:
-        """Tasks in creation order; `limit` and `offset` page through them."""
-        sql, params = "SELECT * FROM jarvis_tasks", []
-        if status:
-            sql += " WHERE status = %s"
-            params.append(status)
-        sql += " ORDER BY created_at, id"
-        if limit:
-            sql += " LIMIT %s"
-            params.append(int(limit))
-        if offset:
-            sql += " OFFSET %s"
-            params.append(max(int(offset), 0))
-        return [_task(r) for r in self._query(sql, tuple(params))]
-
-    def count_tasks(self) -> dict[str, int]:
-        rows = self._query("SELECT status, count(*) AS n FROM jarvis_tasks GROUP BY status")
-        return {r["status"]: r["n"] for r in rows}
-
-    def set_status(self, task_id: str, status: str, *, allowed_from: tuple[str, ...],
-                   now: float, next_run: Callable[[Task], float | None] | None = None,
-                   reason: str = "") -> Task:
-        """Change a task's status atomically; pending retries of a task that stops being
-        active are recorded as skipped."""
+    def _delete_runs(self, run_ids: list[int]) -> int:
         with self._tx() as cur:
-            task = self._locked_task(cur, task_id)
-            if task is None:
-                raise TaskNotFoundError(task_id)
-            if task.status not in allowed_from:
-                raise UserError(f"task {task_id} is {task.status}; this works only for "
-                                f"{' or '.join(allowed_from)} tasks")
-            if next_run is not None:
-                task.next_run = next_run(task)
-            elif status != "active":
-                task.next_run = None
-            task.status = status
-            cur.execute("UPDATE jarvis_tasks SET status = %s, next_run = %s, anchor = %s, "
-                        "updated_at = %s WHERE id = %s",
-                        (status, task.next_run, task.anchor, now, task_id))
-            if status != "active":
-                cur.execute("UPDATE jarvis_runs SET status = 'skipped', finished_at = %s, "
-                            "error = %s WHERE task_id = %s AND status = 'pending'",
-                            (now, f"not run: {reason or 'task ' + status}", task_id))
-        return task
-
-    def delete_task(self, task_id: str) -> None:
-        with self._tx() as cur:
-            if self._locked_task(cur, task_id) is None:
-                raise TaskNotFoundError(task_id)
-            cur.execute("DELETE FROM jarvis_runs WHERE task_id = %s", (task_id,))
-            cur.execute("DELETE FROM jarvis_tasks WHERE id = %s", (task_id,))
-
-    # --- runs --------------------------------------------------------------------------
-    def has_scheduled_run(self, task_id: str) -> bool:
-        return bool(self._query("SELECT 1 FROM jarvis_runs WHERE task_id = %s AND "
-                                "trigger != 'manual' LIMIT 1", (task_id,)))
-
-    def get_run(self, run_id: int) -> Run:
-        rows = self._query("SELECT * FROM jarvis_runs WHERE id = %s", (run_id,))
-        if not rows:
-            raise UserError(f"no run with id {run_id}")
-        return _run(rows[0])
-
-    def list_runs(self, task_id: str | None = None, *, status: str | None = None,
-                  limit: int | None = 50) -> list[Run]:
-        """Runs, newest first."""
-        where, params = [], []
-        if task_id:
-            where.append("task_id = %s")
-            params.append(task_id)
-        if status:
-            where.append("status = %s")
-            params.append(status)
-        sql = "SELECT * FROM jarvis_runs" + (" WHERE " + " AND ".join(where) if where else "")
-        sql += " ORDER BY id DESC"
-        if limit:
-            sql += f" LIMIT {int(limit)}"
-        return [_run(r) for r in self._query(sql, tuple(params))]
-
-    def prune_runs(self, *, now: float, max_age: float | None = None,
-                   keep_per_task: int | None = None, batch: int = 500,
-                   max_rows: int = 200_000) -> int:
-        """Delete finished runs older than `max_age` seconds and/or beyond the newest
-        `keep_per_task` of each task ([scheduler] keep_runs); returns how many were deleted.
-
-        The same rules as the SQLite store: never a pending, dispatched or running run, nor the
-        newest scheduled and the newest manual run of a task; found by one read, deleted by id
-        in short batches (with their run log entries), at most `max_rows` per call.
-        """
-        if max_age is None and keep_per_task is None:
-            return 0
-        finished = "status IN ('succeeded', 'failed', 'skipped')"
-        rules, params = [], []
-        if max_age is not None:
-            rules.append(f"SELECT id FROM jarvis_runs WHERE {finished} AND "
-                         f"coalesce(finished_at, started_at, scheduled_for) < %s")
-            params.append(now - max_age)
-        if keep_per_task is not None:
-            rules.append(f"SELECT id FROM (SELECT id, row_number() OVER (PARTITION BY task_id "
-                         f"ORDER BY id DESC) AS newer FROM jarvis_runs WHERE {finished}) ranked "
-                         f"WHERE newer > %s")
-            params.append(int(keep_per_task))
-        victims = [row["id"] for row in self._query(
-            f"SELECT id FROM ({' UNION '.join(rules)}) old WHERE id NOT IN (SELECT max(id) FROM "
-            f"jarvis_runs GROUP BY task_id, trigger = 'manual') ORDER BY id LIMIT %s",
-            (*params, int(max_rows)))]
-        deleted = 0
-        for at in range(0, len(victims), batch):
-            chunk = victims[at:at + batch]
-            with self._tx() as cur:
-                cur.execute(f"DELETE FROM jarvis_runs WHERE id = ANY(%s) AND {finished}", (chunk,))
-                deleted += cur.rowcount
-                cur.execute("DELETE FROM jarvis_run_logs WHERE run_id = ANY(%s)", (chunk,))
+            cur.execute(f"DELETE FROM jarvis_runs WHERE id = ANY(%s) AND {FINISHED}", (run_ids,))
+            deleted = cur.rowcount
+            cur.execute("DELETE FROM jarvis_run_logs WHERE run_id = ANY(%s)", (run_ids,))
         return deleted
 
+    # --- runs --------------------------------------------------------------------------
     def next_wake(self) -> float | None:
         """When something next becomes due (a task occurrence or a queued retry)."""
         rows = self._query(
@@ -451,22 +341,13 @@ class PostgresStore:
         statements (a round trip per task would cost ~0.3 ms each under load)."""
         plans, skipped_rows, run_rows = [], [], []
         for task in tasks:
-            grace = task.grace_seconds if task.grace_seconds is not None else default_grace
-            plan = plan_catch_up(task, now)
-            run_at = plan.latest if now - plan.latest <= max(grace, ON_TIME_SECONDS) else None
-            skipped_from, skipped_to, skipped = plan.older_first, plan.older_last, plan.older_count
-            if run_at is None:  # even the latest occurrence is too late: skip it as well
-                skipped_from = skipped_from if skipped else plan.latest
-                skipped_to, skipped = plan.latest, skipped + 1
-            if skipped:
-                skipped_rows.append((
-                    task.id, skipped_from, now,
-                    f"missed {skipped} occurrence(s): no scheduler was running, or the previous "
-                    f"run was still going; only the latest, if at most {grace:g} s late, is "
-                    f"caught up (grace window)", skipped, skipped_to))
-            if run_at is not None:
-                run_rows.append((task.id, run_at))
-            plans.append((task, plan, run_at, skipped))
+            plan = plan_claim(task, now, default_grace)
+            if plan.skipped:
+                skipped_rows.append((task.id, plan.skipped_from, now, plan.skipped_error,
+                                     plan.skipped, plan.skipped_to))
+            if plan.run_at is not None:
+                run_rows.append((task.id, plan.run_at))
+            plans.append((task, plan))
         if skipped_rows:
             cur.executemany(
                 "INSERT INTO jarvis_runs (task_id, scheduled_for, attempt, status, trigger, "
@@ -498,14 +379,12 @@ class PostgresStore:
                 started[row["task_id"]] = _run(row)
         updates: list[list[Any]] = [[], [], [], [], []]
         claims = []
-        for task, plan, run_at, skipped in plans:
-            run = started.get(task.id) if run_at is not None else None
+        for task, plan in plans:
+            run = started.get(task.id) if plan.run_at is not None else None
             if run is not None:
                 claims.append(Claim(task, run))
-            status, outcome = task.status, task.last_outcome
-            if plan.next_run is None and run is None:
-                status, outcome = "completed", "skipped" if skipped else outcome
-            for column, value in zip(updates, (task.id, plan.next_run, status, outcome,
+            status, outcome = plan.task_after(task, started=run is not None)
+            for column, value in zip(updates, (task.id, plan.catch_up.next_run, status, outcome,
                                                run is not None), strict=True):
                 column.append(value)
         if plans:
@@ -579,38 +458,6 @@ class PostgresStore:
                             retry=retry and not success, crashed=False,
                             min_retry_delay=min_retry_delay)
         return run
-
-    def _after_attempt(self, cur: Any, run: Run, *, now: float, retry: bool,
-                       crashed: bool, min_retry_delay: float = 0.0) -> None:
-        """Queue the next attempt when the policy says so; update the task's summary."""
-        task = self._locked_task(cur, run.task_id)
-        if task is None:
-            return
-        outcome = run.status
-        queued = False
-        if retry and task.status == "active" and run.trigger != "manual":
-            if crashed:
-                allowed = task.on_crash == "retry" and run.attempt < 1 + max(task.max_retries, 1)
-                delay = 0.0
-            else:
-                allowed = run.attempt < 1 + task.max_retries
-                delay = task.retry_backoff_seconds * (2 ** (run.attempt - 1))
-            delay = max(delay, min_retry_delay)
-            if allowed:
-                cur.execute(
-                    "INSERT INTO jarvis_runs (task_id, scheduled_for, attempt, status, trigger, "
-                    "run_after) VALUES (%s, %s, %s, 'pending', %s, %s) "
-                    "ON CONFLICT ON CONSTRAINT jarvis_runs_occurrence DO NOTHING",
-                    (task.id, run.scheduled_for, run.attempt + 1,
-                     "recovery" if crashed else "retry", now + delay))
-                queued = True
-                outcome = f"{run.status} (retry queued)"
-        status = task.status
-        if (task.schedule_type == "once" and task.next_run is None and not queued
-                and status == "active" and run.trigger != "manual"):
-            status = "completed"
-        cur.execute("UPDATE jarvis_tasks SET last_outcome = %s, status = %s, updated_at = %s "
-                    "WHERE id = %s", (outcome, status, now, task.id))
 
     def recover(self, *, now: float, **_: Any) -> list[Run]:
         """Record runs whose lease expired on the database clock as failed ("crashed") and
