@@ -33,8 +33,11 @@ def test_abandoned_calls_never_exceed_the_workers_and_leave_only_a_count(tmp_pat
     gates.mkdir()
     store = SchedulerStore(tmp_path / "s.db")
     workers, count = 4, 24
+    # A lease far above a loaded machine's stalls: with 0.4 s a late heartbeat let recovery
+    # count a held run as crashed and retry it (27 runs recorded for 24). The heartbeat
+    # (lease / 4) is also how often a held call notices its end, so not much longer either.
     sched = TaskScheduler(store=store, runner=ScriptRunner(), max_workers=workers,
-                          lease_seconds=0.4, shutdown_timeout=0.05)
+                          lease_seconds=2, shutdown_timeout=0.05)
     before = threading.active_count()
     for _ in range(count):
         sched.add(f"gate {gates}", every=3600, timeout_seconds=0.1)
