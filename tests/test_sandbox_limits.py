@@ -143,7 +143,7 @@ def test_a_bomb_stays_within_max_threads_and_jarvis_goes_on(mechanism: str, bomb
         again = call(executor, "code_interpreter", "6 * 7")
         assert again.success and again.content.strip() == "42", again.content
         # Every jarvis thread still has jarvis's own ids (without CAP_SYS_RESOURCE, as here,
-        # a thread takes the sandbox's real uid for the moment of a prlimit).
+        # jarvis's sandbox thread takes the sandbox's effective uid for the moment of a prlimit).
         for task in os.listdir("/proc/self/task"):
             with open(f"/proc/self/task/{task}/status") as f:
                 ids = [line.split()[1:] for line in f if line.startswith(("Uid:", "Gid:"))]
@@ -230,3 +230,171 @@ def test_sandboxes_sharing_the_host_uid_each_get_their_own_count() -> None:
     finally:
         for proc in procs:
             proc.close()
+
+
+# --- jarvis's own threads while it sets a sandbox's CPU limit --------------------------------
+# Root without CAP_SYS_RESOURCE (as here) sets a sandbox's RLIMIT_CPU by taking, on one thread
+# and for a moment, the sandbox's host uid. The kernel lets a process signal another whose
+# *real* (or saved) uid is its own: with the real uid switched, any process of uid 65534 on the
+# host (another daemon run as "nobody", bubblewrap's outer process) could SIGKILL jarvis then.
+SIGNAL_PROBE = r"""
+import ctypes, os, sys, time
+os.setgroups([]); os.setresgid(65534, 65534, 65534); os.setresuid(65534, 65534, 65534)
+libc = ctypes.CDLL(None, use_errno=True)
+pid, seconds, tids = int(sys.argv[1]), float(sys.argv[2]), [int(t) for t in sys.argv[3:]]
+hits = tries = 0
+print("ready", flush=True)
+end = time.monotonic() + seconds
+while time.monotonic() < end:
+    for _ in range(200):
+        for tid in tids:
+            tries += 1
+            hits += libc.syscall(234, pid, tid, 0) == 0   # tgkill(pid, tid, 0): may I?
+        tries += 1
+        hits += libc.kill(pid, 0) == 0
+print(hits, tries, flush=True)
+"""
+
+
+def test_no_process_of_the_sandbox_uid_can_signal_jarvis_while_it_sets_a_cpu_limit(
+        mechanism: str) -> None:
+    from jarvis.sandbox import SandboxedPython, SandboxPolicy
+
+    assert os.geteuid() == 0, "the test needs root (like CI)"
+    proc = SandboxedPython(SandboxPolicy(isolation=mechanism))
+    go, done = threading.Event(), {}
+
+    def set_limits() -> None:
+        go.wait(10)
+        end, count = time.monotonic() + 2, 0
+        while time.monotonic() < end:
+            assert proc._set_cpu_budget() is None
+            count += 1
+        done["calls"] = count
+
+    caller = threading.Thread(target=set_limits)
+    caller.start()
+    try:
+        tids = os.listdir("/proc/self/task")  # the caller and the sandbox starter among them
+        probe = subprocess.Popen([sys.executable, "-I", "-S", "-c", SIGNAL_PROBE,
+                                  str(os.getpid()), "2.5", *tids], stdout=subprocess.PIPE,
+                                 text=True)
+        try:
+            assert probe.stdout.readline().strip() == "ready"
+            go.set()
+            hits, tries = map(int, probe.communicate(timeout=30)[0].split())
+        finally:
+            probe.kill()
+            probe.wait()
+    finally:
+        go.set()
+        caller.join(30)
+        proc.close()
+    # It really went through the switch, thousands of times, while the probe kept trying.
+    assert proc._owner_prlimit and done["calls"] > 1000, done
+    assert tries > 10_000 and hits == 0, (hits, tries)
+
+
+def ids_of_every_thread() -> dict[str, list[list[str]]]:
+    found = {}
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/status") as f:
+                found[task] = [line.split()[1:] for line in f
+                               if line.startswith(("Uid:", "Gid:", "CapEff:"))]
+        except OSError:
+            continue  # a thread that just ended
+    return found
+
+
+class _Interrupt(Exception):
+    pass
+
+
+def test_an_exception_during_the_switch_never_leaves_a_jarvis_thread_with_other_ids() -> None:
+    # Ctrl-C (KeyboardInterrupt) lands in the main thread between any two bytecodes: between
+    # the switch and the switch back it would leave the thread with the sandbox's ids for good.
+    import signal
+
+    from jarvis.sandbox import SandboxedPython, SandboxPolicy
+
+    assert threading.current_thread() is threading.main_thread()
+    from jarvis.sandbox.process import _prlimit_as_owner
+
+    proc = SandboxedPython(SandboxPolicy(isolation="bwrap"))
+    limits = (proc.limits.cpu_seconds, proc.limits.session_cpu_seconds)
+    mine = ids_of_every_thread()[str(threading.get_native_id())]
+    armed, stop = [False], threading.Event()
+
+    def raise_now(signum, frame):
+        if armed[0]:
+            armed[0] = False
+            raise _Interrupt
+
+    def interrupter() -> None:
+        while not stop.is_set():
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
+            time.sleep(0.0001)
+
+    old = signal.signal(signal.SIGUSR1, raise_now)
+    sender = threading.Thread(target=interrupter, daemon=True)
+    interrupted = calls = 0
+    wrong: list = []
+    try:
+        sender.start()
+        end = time.monotonic() + 3
+        while time.monotonic() < end and not wrong:
+            calls += 1
+            try:
+                armed[0] = True
+                _prlimit_as_owner(proc.pid, HOST_UID, limits)
+                armed[0] = False
+            except _Interrupt:
+                interrupted += 1
+            ids = os.getresuid() + os.getresgid()  # this thread's own (raw syscalls)
+            if ids != (0,) * 6:
+                wrong.append(ids)
+    finally:
+        stop.set()
+        sender.join(10)
+        signal.signal(signal.SIGUSR1, old)
+        proc.close()
+    assert not wrong, f"the main thread was left with the ids {wrong[0]}"
+    assert interrupted > 100 and calls > 1000, (interrupted, calls)
+    left = {t: ids for t, ids in ids_of_every_thread().items() if ids != mine}
+    assert not left, f"threads left with other ids: {left} (jarvis: {mine})"
+
+
+def test_other_jarvis_threads_keep_their_file_access_during_the_switch(tmp_path) -> None:
+    # The switch is per thread (raw syscalls): glibc's setresuid would have switched every
+    # thread, and a root-only file read on another thread would fail meanwhile.
+    from jarvis.sandbox import SandboxedPython, SandboxPolicy
+
+    secret = tmp_path / "root-only"
+    secret.write_text("s")
+    secret.chmod(0o600)
+    tmp_path.chmod(0o700)
+    proc = SandboxedPython(SandboxPolicy(isolation="namespaces"))
+    stop, failures, reads = threading.Event(), [], [0]
+
+    def reader() -> None:
+        while not stop.is_set():
+            try:
+                secret.read_text()
+                reads[0] += 1
+            except OSError as exc:
+                failures.append(exc)
+
+    threads = [threading.Thread(target=reader) for _ in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        end = time.monotonic() + 1.5
+        while time.monotonic() < end:
+            assert proc._set_cpu_budget() is None
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(10)
+        proc.close()
+    assert proc._owner_prlimit and reads[0] > 1000 and not failures, (reads, failures[:3])
