@@ -398,3 +398,57 @@ def test_other_jarvis_threads_keep_their_file_access_during_the_switch(tmp_path)
             t.join(10)
         proc.close()
     assert proc._owner_prlimit and reads[0] > 1000 and not failures, (reads, failures[:3])
+
+
+# --- starting sandboxes from many threads at once (jarvis serve) ------------------------------
+ROUNDS = 3  # 30 (480 sandboxes) ran here without a hang too
+
+
+def test_sandboxes_started_from_many_threads_at_once_all_start(mechanism: str) -> None:
+    # bubblewrap's child stages its mounts and drops to the sandbox uid between fork and exec
+    # (preexec_fn) while jarvis's other threads run: one holding a lock there (the dynamic
+    # loader's, malloc's, the import lock) at the fork would hang the child, and with it the
+    # thread that starts every sandbox. Meanwhile other threads load libraries and import.
+    import ctypes.util
+    import importlib
+
+    from jarvis.sandbox import SandboxedPython, SandboxPolicy
+
+    stop, errors, results = threading.Event(), [], []
+
+    def churn() -> None:  # the loader's and the import machinery's locks, taken all the time
+        while not stop.is_set():
+            libm = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
+            getattr(libm, "cos")
+            importlib.invalidate_caches()
+            importlib.import_module("json.decoder")
+
+    def start_and_run(n: int) -> None:
+        try:
+            proc = SandboxedPython(SandboxPolicy(isolation=mechanism))
+            try:
+                results.append(proc.run(f"{n} * 2").output.strip())
+            finally:
+                proc.close()
+        except Exception as exc:  # noqa: BLE001 - reported by the assert below
+            errors.append(repr(exc))
+
+    churners = [threading.Thread(target=churn, daemon=True) for _ in range(2)]
+    for t in churners:
+        t.start()
+    try:
+        for round_ in range(ROUNDS):
+            starters = [threading.Thread(target=start_and_run, args=(n,), daemon=True)
+                        for n in range(8)]
+            for t in starters:
+                t.start()
+            deadline = time.monotonic() + 90
+            for t in starters:
+                t.join(max(0.1, deadline - time.monotonic()))
+            assert not any(t.is_alive() for t in starters), f"round {round_}: a start hung"
+    finally:
+        stop.set()
+        for t in churners:
+            t.join(10)
+    assert not errors, errors[:3]
+    assert sorted(results, key=int) == sorted([str(2 * n) for n in range(8)] * ROUNDS, key=int)
