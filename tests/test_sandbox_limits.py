@@ -419,7 +419,7 @@ def test_sandboxes_started_from_many_threads_at_once_all_start(mechanism: str) -
     def churn() -> None:  # the loader's and the import machinery's locks, taken all the time
         while not stop.is_set():
             libm = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
-            getattr(libm, "cos")
+            assert libm.cos  # dlsym
             importlib.invalidate_caches()
             importlib.import_module("json.decoder")
 
