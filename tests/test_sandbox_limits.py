@@ -452,3 +452,75 @@ def test_sandboxes_started_from_many_threads_at_once_all_start(mechanism: str) -
             t.join(10)
     assert not errors, errors[:3]
     assert sorted(results, key=int) == sorted([str(2 * n) for n in range(8)] * ROUNDS, key=int)
+
+
+# --- two sandboxes, one host uid ---------------------------------------------------------------
+FIND_WRITABLE = r"""
+import os
+found = set()
+tops = {line.split()[4] for line in open("/proc/self/mountinfo")}  # "/" itself: Landlock
+for top in sorted(tops - {"/", "/proc"}):
+    for folder, dirs, files in os.walk(top):
+        dirs[:] = [d for d in dirs if os.path.join(folder, d) not in ("/proc", "/sys")]
+        try:
+            name = os.path.join(folder, ".w%d" % os.getpid())
+            with open(name, "w"):
+                pass
+            os.unlink(name)
+            found.add(folder)
+        except OSError:
+            pass
+sorted(found)
+"""
+PEEK = r"""
+import os
+mine = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+seen = []
+for folder in ("/tmp", "/dev/shm", "/dev"):
+    try:
+        seen += [n for n in os.listdir(folder) if "from-a" in n]
+    except OSError:
+        pass
+signalled = []
+for pid in set(range(1, 400)) - {os.getpid()}:
+    try:
+        os.kill(pid, 0)
+        signalled.append(pid)
+    except OSError:
+        pass
+(mine, seen, signalled)
+"""
+
+
+def test_sandboxes_of_one_host_uid_cannot_reach_each_other_or_write_the_host() -> None:
+    # Every sandbox is host uid 65534: anything one could write on the host, or any process
+    # of another it could see, would be shared. Each sees only its own processes, its own
+    # /tmp and /dev, and can write only its own /tmp (nothing else of the whole tree it sees).
+    import ast
+
+    from jarvis.sandbox import SandboxedPython, SandboxPolicy
+
+    procs = {m: SandboxedPython(SandboxPolicy(isolation=m)) for m in ("bwrap", "namespaces")}
+    try:
+        for proc in procs.values():
+            planted = proc.run("open('/tmp/from-a', 'w').write('x')\n"
+                               "try:\n    open('/dev/shm/from-a', 'w').write('x')\n"
+                               "except OSError:\n    pass")
+            assert planted.ok, planted.error
+        for name, proc in procs.items():
+            writable = proc.run(FIND_WRITABLE)
+            assert writable.ok and ast.literal_eval(writable.output) == ["/tmp"], (
+                name, writable.output, writable.error)
+        # A fresh sandbox next to them: its own /tmp, /dev and processes only.
+        for name in procs:
+            other = SandboxedPython(SandboxPolicy(isolation=name))
+            try:
+                peek = other.run(PEEK)
+                assert peek.ok, peek.error
+                mine, seen, signalled = ast.literal_eval(peek.output)
+                assert len(mine) <= 2 and seen == [] and signalled == [], (name, peek.output)
+            finally:
+                other.close()
+    finally:
+        for proc in procs.values():
+            proc.close()
