@@ -524,3 +524,22 @@ def test_sandboxes_of_one_host_uid_cannot_reach_each_other_or_write_the_host() -
     finally:
         for proc in procs.values():
             proc.close()
+
+
+def test_doctor_says_isolation_none_leaves_threads_unbounded(cli_env) -> None:
+    # isolation = "none": a plain child of jarvis, as jarvis's uid (root here): RLIMIT_NPROC
+    # does not bind it, and doctor must not let that pass for a bound.
+    from pathlib import Path
+
+    (Path(cli_env["JARVIS_HOME"]) / "config.toml").write_text(
+        '[sandbox]\nisolation = "none"\n')
+    done = subprocess.run([sys.executable, "-m", "jarvis.cli", "doctor"], env=cli_env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.stdout.startswith("sandbox: none ("), done.stdout + done.stderr
+    assert "its threads are not bounded)" in done.stdout.splitlines()[0]
+    assert ('  threads and processes: not bounded (isolation "none": only the host\'s own '
+            'limits; seccomp refuses new processes, not threads)') in done.stdout
+    info = json.loads(subprocess.run(
+        [sys.executable, "-m", "jarvis.cli", "doctor", "--json"], env=cli_env,
+        capture_output=True, text=True, timeout=60).stdout)["sandbox"]
+    assert info["mechanism"] == "none" and info["threads"] is None, info

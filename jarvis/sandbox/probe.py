@@ -198,5 +198,6 @@ def describe(info: dict[str, Any]) -> str:
         return info["problem"]
     if info["mechanism"] == "none":
         return ("none (isolation = \"none\": code runs as a plain child process with "
-                + ", ".join(info["layers"]) + "; it can read your files and use the network)")
+                + ", ".join(info["layers"]) + "; it can read your files and use the network, "
+                "and its threads are not bounded)")
     return f"{info['mechanism']} ({', '.join(info['layers'])})"
