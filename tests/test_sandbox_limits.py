@@ -543,3 +543,46 @@ def test_doctor_says_isolation_none_leaves_threads_unbounded(cli_env) -> None:
         [sys.executable, "-m", "jarvis.cli", "doctor", "--json"], env=cli_env,
         capture_output=True, text=True, timeout=60).stdout)["sandbox"]
     assert info["mechanism"] == "none" and info["threads"] is None, info
+
+
+def test_a_path_the_sandbox_can_replace_is_refused(tmp_path) -> None:
+    # A read-only path inside a writable one: the code of one session replaced it with a
+    # symlink, and the next session's mounts followed it, as root, to what it chose (here a
+    # world-readable file in a folder only root may pass through).
+    from jarvis.sandbox import SandboxedPython, SandboxError, SandboxPolicy
+
+    private = tmp_path / "private"
+    (private / "inner").mkdir(parents=True)
+    (private / "inner" / "secret.txt").write_text("root's eyes only")
+    (private / "inner" / "secret.txt").chmod(0o644)
+    private.chmod(0o700)
+    shared = tmp_path / "shared"
+    (shared / "data").mkdir(parents=True)
+    os.chown(shared, HOST_UID, HOST_UID)
+    os.chown(shared / "data", HOST_UID, HOST_UID)
+    both = {"writable_paths": (str(shared),), "read_only_paths": (str(shared / "data"),)}
+    # A session with the writable path alone, as an attacker would use it for the next one.
+    first = SandboxedPython(SandboxPolicy(isolation="bwrap", writable_paths=(str(shared),)))
+    try:
+        done = first.run(f"import os, shutil\nshutil.rmtree({str(shared / 'data')!r})\n"
+                         f"os.symlink({str(private / 'inner')!r}, {str(shared / 'data')!r})")
+        assert done.ok, done.error
+    finally:
+        first.close()
+    for mechanism in ("bwrap", "namespaces"):
+        try:
+            second = SandboxedPython(SandboxPolicy(isolation=mechanism, **both))
+        except SandboxError as exc:
+            assert f"read_only_paths: {shared / 'data'} is inside the writable path {shared}" \
+                in str(exc), exc
+            continue
+        try:
+            peek = second.run(f"open({str(private / 'inner' / 'secret.txt')!r}).read()")
+        finally:
+            second.close()
+        raise AssertionError(f"{mechanism}: started, and the code read: {peek}")
+    # Listed so before any swap, it is refused as well (the code could swap it any time).
+    (shared / "data").unlink()
+    (shared / "data").mkdir()
+    with pytest.raises(SandboxError, match="is inside the writable path"):
+        SandboxedPython(SandboxPolicy(isolation="bwrap", **both))

@@ -89,7 +89,7 @@ def mount_plan(policy: SandboxPolicy) -> MountPlan:
                 raise PathProblem(f"[sandbox] writable_paths: {path} is not writable by the "
                                   f"sandbox's host uid {identity[0]} (jarvis runs as root, the "
                                   f"code as [sandbox] uid); chown it to {identity[0]}")
-            problem = _exposes_secrets(path)
+            problem = _exposes_secrets(path) or _replaceable(path, policy.writable_paths)
             if problem:
                 raise PathProblem(f"[sandbox] {key}: {path} {problem}; list the folders the "
                                   f"code needs instead")
@@ -142,6 +142,24 @@ def _hide_secret_folders(plan: MountPlan) -> None:
             raise PathProblem(f"{what} ({folder}) is inside a folder the sandbox shows, and "
                               f"holds {needed[0]}, which it needs; move one of them")
         plan.ops.append(("hide", folder, 0))
+
+
+def _replaceable(path: str, writable: tuple[str, ...]) -> str | None:
+    """Why `path` is a path the code itself could choose (None: it is not). Inside a
+    writable path, one session replaced it with a symlink to a folder only root may pass
+    through, and the next session's mounts followed it, as root (staging, see
+    unshare_launcher.stage), to a world-readable secret there."""
+    name = os.path.abspath(path)
+    # The path as listed (its parents resolved, not itself: a symlink planted there) and
+    # where it points now.
+    listed = os.path.join(os.path.realpath(os.path.dirname(name)), os.path.basename(name))
+    for folder in writable:
+        real = os.path.realpath(folder)
+        for candidate in {listed, os.path.realpath(path)}:
+            if candidate.startswith(real.rstrip("/") + "/"):  # strictly inside, as it is
+                return (f"is inside the writable path {folder}, where the code could replace "
+                        f"it (with a symlink to anything)")
+    return None
 
 
 def _exposes_secrets(path: str) -> str | None:
