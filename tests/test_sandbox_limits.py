@@ -586,3 +586,25 @@ def test_a_path_the_sandbox_can_replace_is_refused(tmp_path) -> None:
     (shared / "data").mkdir()
     with pytest.raises(SandboxError, match="is inside the writable path"):
         SandboxedPython(SandboxPolicy(isolation="bwrap", **both))
+
+
+def test_removing_a_work_folder_never_follows_what_the_code_planted(tmp_path) -> None:
+    # isolation "none" is the one mechanism whose work folder is on the host, removed by
+    # jarvis (root) at the end: a symlink planted there must be removed, not followed.
+    from jarvis.sandbox import SandboxedPython, SandboxPolicy
+
+    keep = tmp_path / "keep"
+    keep.mkdir()
+    (keep / "file").write_text("x")
+    proc = SandboxedPython(SandboxPolicy(isolation="none"))
+    try:
+        done = proc.run(f"import os\nos.symlink({str(keep)!r}, 'link')\n"
+                        f"os.symlink({str(keep / 'file')!r}, 'file-link')\n"
+                        f"os.mkdir('d')\nos.symlink({str(keep)!r}, 'd/inner')\nos.getcwd()")
+        assert done.ok, done.error
+        workdir = done.output.strip().strip("'")
+        assert workdir == proc.workdir and os.path.islink(os.path.join(workdir, "link"))
+    finally:
+        proc.close()
+    assert not os.path.exists(workdir)
+    assert (keep / "file").read_text() == "x"
