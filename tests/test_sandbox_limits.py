@@ -608,3 +608,16 @@ def test_removing_a_work_folder_never_follows_what_the_code_planted(tmp_path) ->
         proc.close()
     assert not os.path.exists(workdir)
     assert (keep / "file").read_text() == "x"
+
+
+def test_a_writable_path_holding_jarvis_itself_is_refused() -> None:
+    # Writable by the sandbox uid (as it must be), a folder that holds jarvis's package or
+    # interpreter let the code rewrite what jarvis runs, as root, at its next start.
+    import jarvis
+    from jarvis.sandbox import SandboxedPython, SandboxError, SandboxPolicy
+
+    package = os.path.dirname(os.path.realpath(jarvis.__file__))
+    for folder in (os.path.join(package, "sandbox"), os.path.dirname(package), sys.prefix):
+        with pytest.raises(SandboxError, match=r"is or holds .*, which jarvis itself runs: "
+                                               r"the code could replace it"):
+            SandboxedPython(SandboxPolicy(isolation="bwrap", writable_paths=(folder,)))

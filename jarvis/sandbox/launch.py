@@ -84,6 +84,12 @@ def mount_plan(policy: SandboxPolicy) -> MountPlan:
         for path in paths:
             if not os.path.exists(path):
                 raise PathProblem(f"[sandbox] {key}: {path} does not exist")
+            if key == "writable_paths":
+                own = _holds_jarvis(path, [python, *prefixes], packages)
+                if own:
+                    raise PathProblem(f"[sandbox] writable_paths: {path} is or holds {own}, "
+                                      f"which jarvis itself runs: the code could replace it; "
+                                      f"list a folder elsewhere")
             identity = host_identity(policy)
             if key == "writable_paths" and identity and not _writable_by(path, *identity):
                 raise PathProblem(f"[sandbox] writable_paths: {path} is not writable by the "
@@ -142,6 +148,20 @@ def _hide_secret_folders(plan: MountPlan) -> None:
             raise PathProblem(f"{what} ({folder}) is inside a folder the sandbox shows, and "
                               f"holds {needed[0]}, which it needs; move one of them")
         plan.ops.append(("hide", folder, 0))
+
+
+def _holds_jarvis(path: str, python: list[str], packages: list[str]) -> str | None:
+    """What of jarvis's own code the folder `path` holds or is part of (its package, the
+    interpreter and its prefixes, the standard library, site-packages), or None. Written by
+    the code (as the sandbox uid), it would run as jarvis, root included, on its next start."""
+    real = os.path.realpath(path)
+    venv = [sys.prefix] if sys.prefix != sys.base_prefix else []  # not all of /usr
+    code = [os.path.realpath(p) for p in (
+        HERE.parent, *venv, sysconfig.get_paths()["stdlib"],
+        sysconfig.get_paths()["platstdlib"], *packages)]
+    holds = [os.path.realpath(p) for p in (*code, *python)]
+    return next((p for p in holds if _covered(p, [real])), None) or next(
+        (p for p in code if _covered(real, [p])), None)
 
 
 def _replaceable(path: str, writable: tuple[str, ...]) -> str | None:
