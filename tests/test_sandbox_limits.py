@@ -427,7 +427,10 @@ def test_sandboxes_started_from_many_threads_at_once_all_start(mechanism: str) -
         try:
             proc = SandboxedPython(SandboxPolicy(isolation=mechanism))
             try:
-                results.append(proc.run(f"{n} * 2").output.strip())
+                for _ in range(20):  # each call moves the CPU limit: the switch, concurrently
+                    out = proc.run(f"{n} * 2")
+                results.append(out.output.strip())
+                assert proc._owner_prlimit, "no switch happened"
             finally:
                 proc.close()
         except Exception as exc:  # noqa: BLE001 - reported by the assert below
@@ -451,6 +454,9 @@ def test_sandboxes_started_from_many_threads_at_once_all_start(mechanism: str) -
         for t in churners:
             t.join(10)
     assert not errors, errors[:3]
+    wrong = {t: ids for t, ids in ids_of_every_thread().items()
+             if ids[:2] != [["0"] * 4, ["0"] * 4]}
+    assert not wrong, f"threads left with other ids: {wrong}"
     assert sorted(results, key=int) == sorted([str(2 * n) for n in range(8)] * ROUNDS, key=int)
 
 
