@@ -627,3 +627,41 @@ def test_a_writable_path_holding_jarvis_itself_is_refused() -> None:
         with pytest.raises(SandboxError, match=r"is or holds .*, which jarvis itself runs: "
                                                r"the code could replace it"):
             SandboxedPython(SandboxPolicy(isolation="bwrap", writable_paths=(folder,)))
+
+
+CWD_PROBE = r"""
+import os, sys
+os.setgroups([]); os.setresgid(65534, 65534, 65534); os.setresuid(65534, 65534, 65534)
+for pid in sys.argv[1:]:
+    for link in ("cwd", "root"):
+        try:
+            print(pid, link, open(f"/proc/{pid}/{link}/.env").read())
+        except OSError:
+            pass
+"""
+
+
+def test_no_process_of_the_sandbox_uid_reaches_jarvis_folder_through_the_launcher(
+        mechanism: str, tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # bwrap (or jarvis's launcher) runs outside the sandbox as its host uid; it kept jarvis's
+    # working folder, and any process of that uid on the host read the project's .env through
+    # /proc/<pid>/cwd, past a parent folder only root may pass through.
+    from jarvis.sandbox import SandboxedPython, SandboxPolicy
+
+    project = tmp_path / "private" / "project"
+    project.mkdir(parents=True)
+    (project / ".env").write_text("API_KEY=sk-from-the-env-file")
+    (project / ".env").chmod(0o644)
+    (tmp_path / "private").chmod(0o700)
+    monkeypatch.chdir(project)
+    before = descendants()
+    proc = SandboxedPython(SandboxPolicy(isolation=mechanism))
+    try:
+        pids = descendants() - before
+        assert len(pids) >= 2, pids  # the launcher outside, the sandbox inside
+        done = subprocess.run([sys.executable, "-I", "-S", "-c", CWD_PROBE, *map(str, pids)],
+                              capture_output=True, text=True, timeout=30)
+        assert done.returncode == 0, done.stderr
+        assert "sk-from" not in done.stdout, done.stdout
+    finally:
+        proc.close()

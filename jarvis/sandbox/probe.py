@@ -65,7 +65,7 @@ def _run_probe(mechanism: str, bwrap: str | None) -> str | None:
         preexec = (bwrap_preexec(SandboxPolicy(), bwrap or "bwrap") if mechanism == "bwrap"
                    else None)
         done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True,
-                              timeout=PROBE_TIMEOUT, pass_fds=(info_w,), env={},
+                              timeout=PROBE_TIMEOUT, pass_fds=(info_w,), env={}, cwd="/",
                               preexec_fn=preexec)
     except (OSError, subprocess.SubprocessError) as exc:
         return f"{what} cannot run: {exc}"

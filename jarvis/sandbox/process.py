@@ -220,7 +220,11 @@ class SandboxedPython:
         protect_jarvis()
         info_r, info_w = os.pipe() if self.mechanism != "none" else (-1, -1)
         env: dict[str, str] | None = {}
-        cwd = preexec = None
+        # bwrap or jarvis's launcher runs outside the sandbox as its host uid: started in
+        # jarvis's working folder, it let any process of that uid read the project's files
+        # (.env) through /proc/<pid>/cwd, past a parent folder only root may pass through.
+        cwd: str | None = "/"
+        preexec = None
         try:
             if self.mechanism == "bwrap":
                 bwrap = probe.find_bwrap() or "bwrap"
