@@ -143,7 +143,7 @@ def test_a_bomb_stays_within_max_threads_and_jarvis_goes_on(mechanism: str, bomb
         again = call(executor, "code_interpreter", "6 * 7")
         assert again.success and again.content.strip() == "42", again.content
         # Every jarvis thread still has jarvis's own ids (without CAP_SYS_RESOURCE, as here,
-        # a thread takes the sandbox's real uid for the moment of a prlimit).
+        # jarvis's sandbox thread takes the sandbox's effective uid for the moment of a prlimit).
         for task in os.listdir("/proc/self/task"):
             with open(f"/proc/self/task/{task}/status") as f:
                 ids = [line.split()[1:] for line in f if line.startswith(("Uid:", "Gid:"))]
@@ -230,3 +230,438 @@ def test_sandboxes_sharing_the_host_uid_each_get_their_own_count() -> None:
     finally:
         for proc in procs:
             proc.close()
+
+
+# --- jarvis's own threads while it sets a sandbox's CPU limit --------------------------------
+# Root without CAP_SYS_RESOURCE (as here) sets a sandbox's RLIMIT_CPU by taking, on one thread
+# and for a moment, the sandbox's host uid. The kernel lets a process signal another whose
+# *real* (or saved) uid is its own: with the real uid switched, any process of uid 65534 on the
+# host (another daemon run as "nobody", bubblewrap's outer process) could SIGKILL jarvis then.
+SIGNAL_PROBE = r"""
+import ctypes, os, sys, time
+os.setgroups([]); os.setresgid(65534, 65534, 65534); os.setresuid(65534, 65534, 65534)
+libc = ctypes.CDLL(None, use_errno=True)
+pid, seconds, tids = int(sys.argv[1]), float(sys.argv[2]), [int(t) for t in sys.argv[3:]]
+hits = tries = 0
+print("ready", flush=True)
+end = time.monotonic() + seconds
+while time.monotonic() < end:
+    for _ in range(200):
+        for tid in tids:
+            tries += 1
+            hits += libc.syscall(234, pid, tid, 0) == 0   # tgkill(pid, tid, 0): may I?
+        tries += 1
+        hits += libc.kill(pid, 0) == 0
+print(hits, tries, flush=True)
+"""
+
+
+def test_no_process_of_the_sandbox_uid_can_signal_jarvis_while_it_sets_a_cpu_limit(
+        mechanism: str) -> None:
+    from jarvis.sandbox import SandboxedPython, SandboxPolicy
+
+    assert os.geteuid() == 0, "the test needs root (like CI)"
+    proc = SandboxedPython(SandboxPolicy(isolation=mechanism))
+    go, done = threading.Event(), {}
+
+    def set_limits() -> None:
+        go.wait(10)
+        end, count = time.monotonic() + 2, 0
+        while time.monotonic() < end:
+            assert proc._set_cpu_budget() is None
+            count += 1
+        done["calls"] = count
+
+    caller = threading.Thread(target=set_limits)
+    caller.start()
+    try:
+        tids = os.listdir("/proc/self/task")  # the caller and the sandbox starter among them
+        probe = subprocess.Popen([sys.executable, "-I", "-S", "-c", SIGNAL_PROBE,
+                                  str(os.getpid()), "2.5", *tids], stdout=subprocess.PIPE,
+                                 text=True)
+        try:
+            assert probe.stdout.readline().strip() == "ready"
+            go.set()
+            hits, tries = map(int, probe.communicate(timeout=30)[0].split())
+        finally:
+            probe.kill()
+            probe.wait()
+    finally:
+        go.set()
+        caller.join(30)
+        proc.close()
+    # It really went through the switch, thousands of times, while the probe kept trying.
+    assert proc._owner_prlimit and done["calls"] > 1000, done
+    assert tries > 10_000 and hits == 0, (hits, tries)
+
+
+def ids_of_every_thread() -> dict[str, list[list[str]]]:
+    found = {}
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/status") as f:
+                found[task] = [line.split()[1:] for line in f
+                               if line.startswith(("Uid:", "Gid:", "CapEff:"))]
+        except OSError:
+            continue  # a thread that just ended
+    return found
+
+
+class _Interrupt(Exception):
+    pass
+
+
+def test_an_exception_during_the_switch_never_leaves_a_jarvis_thread_with_other_ids() -> None:
+    # Ctrl-C (KeyboardInterrupt) lands in the main thread between any two bytecodes: between
+    # the switch and the switch back it would leave the thread with the sandbox's ids for good.
+    import signal
+
+    from jarvis.sandbox import SandboxedPython, SandboxPolicy
+
+    assert threading.current_thread() is threading.main_thread()
+    from jarvis.sandbox.process import _prlimit_as_owner
+
+    proc = SandboxedPython(SandboxPolicy(isolation="bwrap"))
+    limits = (proc.limits.cpu_seconds, proc.limits.session_cpu_seconds)
+    mine = ids_of_every_thread()[str(threading.get_native_id())]
+    armed, stop = [False], threading.Event()
+
+    def raise_now(signum, frame):
+        if armed[0]:
+            armed[0] = False
+            raise _Interrupt
+
+    def interrupter() -> None:
+        while not stop.is_set():
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
+            time.sleep(0.0001)
+
+    old = signal.signal(signal.SIGUSR1, raise_now)
+    sender = threading.Thread(target=interrupter, daemon=True)
+    interrupted = calls = 0
+    wrong: list = []
+    try:
+        sender.start()
+        end = time.monotonic() + 3
+        while time.monotonic() < end and not wrong:
+            calls += 1
+            try:
+                armed[0] = True
+                _prlimit_as_owner(proc.pid, HOST_UID, limits)
+                armed[0] = False
+            except _Interrupt:
+                interrupted += 1
+            ids = os.getresuid() + os.getresgid()  # this thread's own (raw syscalls)
+            if ids != (0,) * 6:
+                wrong.append(ids)
+    finally:
+        stop.set()
+        sender.join(10)
+        signal.signal(signal.SIGUSR1, old)
+        proc.close()
+    assert not wrong, f"the main thread was left with the ids {wrong[0]}"
+    assert interrupted > 100 and calls > 1000, (interrupted, calls)
+    left = {t: ids for t, ids in ids_of_every_thread().items() if ids != mine}
+    assert not left, f"threads left with other ids: {left} (jarvis: {mine})"
+
+
+def test_other_jarvis_threads_keep_their_file_access_during_the_switch(tmp_path) -> None:
+    # The switch is per thread (raw syscalls): glibc's setresuid would have switched every
+    # thread, and a root-only file read on another thread would fail meanwhile.
+    from jarvis.sandbox import SandboxedPython, SandboxPolicy
+
+    secret = tmp_path / "root-only"
+    secret.write_text("s")
+    secret.chmod(0o600)
+    tmp_path.chmod(0o700)
+    proc = SandboxedPython(SandboxPolicy(isolation="namespaces"))
+    stop, failures, reads = threading.Event(), [], [0]
+
+    def reader() -> None:
+        while not stop.is_set():
+            try:
+                secret.read_text()
+                reads[0] += 1
+            except OSError as exc:
+                failures.append(exc)
+
+    threads = [threading.Thread(target=reader) for _ in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        end = time.monotonic() + 1.5
+        while time.monotonic() < end:
+            assert proc._set_cpu_budget() is None
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(10)
+        proc.close()
+    assert proc._owner_prlimit and reads[0] > 1000 and not failures, (reads, failures[:3])
+
+
+# --- starting sandboxes from many threads at once (jarvis serve) ------------------------------
+ROUNDS = 3  # 30 (480 sandboxes) ran here without a hang too
+
+
+def test_sandboxes_started_from_many_threads_at_once_all_start(mechanism: str) -> None:
+    # bubblewrap's child stages its mounts and drops to the sandbox uid between fork and exec
+    # (preexec_fn) while jarvis's other threads run: one holding a lock there (the dynamic
+    # loader's, malloc's, the import lock) at the fork would hang the child, and with it the
+    # thread that starts every sandbox. Meanwhile other threads load libraries and import.
+    import ctypes.util
+    import importlib
+
+    from jarvis.sandbox import SandboxedPython, SandboxPolicy
+
+    stop, errors, results = threading.Event(), [], []
+
+    def churn() -> None:  # the loader's and the import machinery's locks, taken all the time
+        while not stop.is_set():
+            libm = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
+            assert libm.cos  # dlsym
+            importlib.invalidate_caches()
+            importlib.import_module("json.decoder")
+
+    def start_and_run(n: int) -> None:
+        try:
+            proc = SandboxedPython(SandboxPolicy(isolation=mechanism))
+            try:
+                for _ in range(20):  # each call moves the CPU limit: the switch, concurrently
+                    out = proc.run(f"{n} * 2")
+                results.append(out.output.strip())
+                assert proc._owner_prlimit, "no switch happened"
+            finally:
+                proc.close()
+        except Exception as exc:  # noqa: BLE001 - reported by the assert below
+            errors.append(repr(exc))
+
+    churners = [threading.Thread(target=churn, daemon=True) for _ in range(2)]
+    for t in churners:
+        t.start()
+    try:
+        for round_ in range(ROUNDS):
+            starters = [threading.Thread(target=start_and_run, args=(n,), daemon=True)
+                        for n in range(8)]
+            for t in starters:
+                t.start()
+            deadline = time.monotonic() + 90
+            for t in starters:
+                t.join(max(0.1, deadline - time.monotonic()))
+            assert not any(t.is_alive() for t in starters), f"round {round_}: a start hung"
+    finally:
+        stop.set()
+        for t in churners:
+            t.join(10)
+    assert not errors, errors[:3]
+    wrong = {t: ids for t, ids in ids_of_every_thread().items()
+             if ids[:2] != [["0"] * 4, ["0"] * 4]}
+    assert not wrong, f"threads left with other ids: {wrong}"
+    assert sorted(results, key=int) == sorted([str(2 * n) for n in range(8)] * ROUNDS, key=int)
+
+
+# --- two sandboxes, one host uid ---------------------------------------------------------------
+FIND_WRITABLE = r"""
+import os
+found = set()
+tops = {line.split()[4] for line in open("/proc/self/mountinfo")}  # "/" itself: Landlock
+for top in sorted(tops - {"/", "/proc"}):
+    for folder, dirs, files in os.walk(top):
+        dirs[:] = [d for d in dirs if os.path.join(folder, d) not in ("/proc", "/sys")]
+        try:
+            name = os.path.join(folder, ".w%d" % os.getpid())
+            with open(name, "w"):
+                pass
+            os.unlink(name)
+            found.add(folder)
+        except OSError:
+            pass
+sorted(found)
+"""
+PEEK = r"""
+import os
+mine = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+seen = []
+for folder in ("/tmp", "/dev/shm", "/dev"):
+    try:
+        seen += [n for n in os.listdir(folder) if "from-a" in n]
+    except OSError:
+        pass
+signalled = []
+for pid in set(range(1, 400)) - {os.getpid()}:
+    try:
+        os.kill(pid, 0)
+        signalled.append(pid)
+    except OSError:
+        pass
+(mine, seen, signalled)
+"""
+
+
+def test_sandboxes_of_one_host_uid_cannot_reach_each_other_or_write_the_host() -> None:
+    # Every sandbox is host uid 65534: anything one could write on the host, or any process
+    # of another it could see, would be shared. Each sees only its own processes, its own
+    # /tmp and /dev, and can write only its own /tmp (nothing else of the whole tree it sees).
+    import ast
+
+    from jarvis.sandbox import SandboxedPython, SandboxPolicy
+
+    procs = {m: SandboxedPython(SandboxPolicy(isolation=m)) for m in ("bwrap", "namespaces")}
+    try:
+        for proc in procs.values():
+            planted = proc.run("open('/tmp/from-a', 'w').write('x')\n"
+                               "try:\n    open('/dev/shm/from-a', 'w').write('x')\n"
+                               "except OSError:\n    pass")
+            assert planted.ok, planted.error
+        for name, proc in procs.items():
+            writable = proc.run(FIND_WRITABLE)
+            assert writable.ok and ast.literal_eval(writable.output) == ["/tmp"], (
+                name, writable.output, writable.error)
+        # A fresh sandbox next to them: its own /tmp, /dev and processes only.
+        for name in procs:
+            other = SandboxedPython(SandboxPolicy(isolation=name))
+            try:
+                peek = other.run(PEEK)
+                assert peek.ok, peek.error
+                mine, seen, signalled = ast.literal_eval(peek.output)
+                assert len(mine) <= 2 and seen == [] and signalled == [], (name, peek.output)
+            finally:
+                other.close()
+    finally:
+        for proc in procs.values():
+            proc.close()
+
+
+def test_doctor_says_isolation_none_leaves_threads_unbounded(cli_env) -> None:
+    # isolation = "none": a plain child of jarvis, as jarvis's uid (root here): RLIMIT_NPROC
+    # does not bind it, and doctor must not let that pass for a bound.
+    from pathlib import Path
+
+    (Path(cli_env["JARVIS_HOME"]) / "config.toml").write_text(
+        '[sandbox]\nisolation = "none"\n')
+    done = subprocess.run([sys.executable, "-m", "jarvis.cli", "doctor"], env=cli_env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.stdout.startswith("sandbox: none ("), done.stdout + done.stderr
+    assert "its threads are not bounded)" in done.stdout.splitlines()[0]
+    assert ('  threads and processes: not bounded (isolation "none": only the host\'s own '
+            'limits; seccomp refuses new processes, not threads)') in done.stdout
+    info = json.loads(subprocess.run(
+        [sys.executable, "-m", "jarvis.cli", "doctor", "--json"], env=cli_env,
+        capture_output=True, text=True, timeout=60).stdout)["sandbox"]
+    assert info["mechanism"] == "none" and info["threads"] is None, info
+
+
+def test_a_path_the_sandbox_can_replace_is_refused(tmp_path) -> None:
+    # A read-only path inside a writable one: the code of one session replaced it with a
+    # symlink, and the next session's mounts followed it, as root, to what it chose (here a
+    # world-readable file in a folder only root may pass through).
+    from jarvis.sandbox import SandboxedPython, SandboxError, SandboxPolicy
+
+    private = tmp_path / "private"
+    (private / "inner").mkdir(parents=True)
+    (private / "inner" / "secret.txt").write_text("root's eyes only")
+    (private / "inner" / "secret.txt").chmod(0o644)
+    private.chmod(0o700)
+    shared = tmp_path / "shared"
+    (shared / "data").mkdir(parents=True)
+    os.chown(shared, HOST_UID, HOST_UID)
+    os.chown(shared / "data", HOST_UID, HOST_UID)
+    both = {"writable_paths": (str(shared),), "read_only_paths": (str(shared / "data"),)}
+    # A session with the writable path alone, as an attacker would use it for the next one.
+    first = SandboxedPython(SandboxPolicy(isolation="bwrap", writable_paths=(str(shared),)))
+    try:
+        done = first.run(f"import os, shutil\nshutil.rmtree({str(shared / 'data')!r})\n"
+                         f"os.symlink({str(private / 'inner')!r}, {str(shared / 'data')!r})")
+        assert done.ok, done.error
+    finally:
+        first.close()
+    for mechanism in ("bwrap", "namespaces"):
+        try:
+            second = SandboxedPython(SandboxPolicy(isolation=mechanism, **both))
+        except SandboxError as exc:
+            assert f"read_only_paths: {shared / 'data'} is inside the writable path {shared}" \
+                in str(exc), exc
+            continue
+        try:
+            peek = second.run(f"open({str(private / 'inner' / 'secret.txt')!r}).read()")
+        finally:
+            second.close()
+        raise AssertionError(f"{mechanism}: started, and the code read: {peek}")
+    # Listed so before any swap, it is refused as well (the code could swap it any time).
+    (shared / "data").unlink()
+    (shared / "data").mkdir()
+    with pytest.raises(SandboxError, match="is inside the writable path"):
+        SandboxedPython(SandboxPolicy(isolation="bwrap", **both))
+
+
+def test_removing_a_work_folder_never_follows_what_the_code_planted(tmp_path) -> None:
+    # isolation "none" is the one mechanism whose work folder is on the host, removed by
+    # jarvis (root) at the end: a symlink planted there must be removed, not followed.
+    from jarvis.sandbox import SandboxedPython, SandboxPolicy
+
+    keep = tmp_path / "keep"
+    keep.mkdir()
+    (keep / "file").write_text("x")
+    proc = SandboxedPython(SandboxPolicy(isolation="none"))
+    try:
+        done = proc.run(f"import os\nos.symlink({str(keep)!r}, 'link')\n"
+                        f"os.symlink({str(keep / 'file')!r}, 'file-link')\n"
+                        f"os.mkdir('d')\nos.symlink({str(keep)!r}, 'd/inner')\nos.getcwd()")
+        assert done.ok, done.error
+        workdir = done.output.strip().strip("'")
+        assert workdir == proc.workdir and os.path.islink(os.path.join(workdir, "link"))
+    finally:
+        proc.close()
+    assert not os.path.exists(workdir)
+    assert (keep / "file").read_text() == "x"
+
+
+def test_a_writable_path_holding_jarvis_itself_is_refused() -> None:
+    # Writable by the sandbox uid (as it must be), a folder that holds jarvis's package or
+    # interpreter let the code rewrite what jarvis runs, as root, at its next start.
+    import jarvis
+    from jarvis.sandbox import SandboxedPython, SandboxError, SandboxPolicy
+
+    package = os.path.dirname(os.path.realpath(jarvis.__file__))
+    for folder in (os.path.join(package, "sandbox"), os.path.dirname(package), sys.prefix):
+        with pytest.raises(SandboxError, match=r"is or holds .*, which jarvis itself runs: "
+                                               r"the code could replace it"):
+            SandboxedPython(SandboxPolicy(isolation="bwrap", writable_paths=(folder,)))
+
+
+CWD_PROBE = r"""
+import os, sys
+os.setgroups([]); os.setresgid(65534, 65534, 65534); os.setresuid(65534, 65534, 65534)
+for pid in sys.argv[1:]:
+    for link in ("cwd", "root"):
+        try:
+            print(pid, link, open(f"/proc/{pid}/{link}/.env").read())
+        except OSError:
+            pass
+"""
+
+
+def test_no_process_of_the_sandbox_uid_reaches_jarvis_folder_through_the_launcher(
+        mechanism: str, tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # bwrap (or jarvis's launcher) runs outside the sandbox as its host uid; it kept jarvis's
+    # working folder, and any process of that uid on the host read the project's .env through
+    # /proc/<pid>/cwd, past a parent folder only root may pass through.
+    from jarvis.sandbox import SandboxedPython, SandboxPolicy
+
+    project = tmp_path / "private" / "project"
+    project.mkdir(parents=True)
+    (project / ".env").write_text("API_KEY=sk-from-the-env-file")
+    (project / ".env").chmod(0o644)
+    (tmp_path / "private").chmod(0o700)
+    monkeypatch.chdir(project)
+    before = descendants()
+    proc = SandboxedPython(SandboxPolicy(isolation=mechanism))
+    try:
+        pids = descendants() - before
+        assert len(pids) >= 2, pids  # the launcher outside, the sandbox inside
+        done = subprocess.run([sys.executable, "-I", "-S", "-c", CWD_PROBE, *map(str, pids)],
+                              capture_output=True, text=True, timeout=30)
+        assert done.returncode == 0, done.stderr
+        assert "sk-from" not in done.stdout, done.stdout
+    finally:
+        proc.close()

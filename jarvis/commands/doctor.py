@@ -47,7 +47,9 @@ def doctor(as_json: bool) -> None:
         threads = info["threads"]
         click.echo("  threads and processes: " + (
             f"at most {threads['max']} per sandbox (RLIMIT_NPROC, host uid {threads['host_uid']})"
-            if threads else "not bounded (no isolation in force)"))
+            if threads else "not bounded (isolation \"none\": only the host's own limits; "
+            "seccomp refuses new processes, not threads)" if info["mechanism"] == "none"
+            else "not bounded (no isolation in force)"))
         for name, own in tools.items():
             click.echo(f"{name} (its own isolation = {own['isolation']!r}): {describe(own)}")
     if info["mechanism"] is None or any(own["mechanism"] is None for own in tools.values()):

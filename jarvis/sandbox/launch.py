@@ -84,12 +84,18 @@ def mount_plan(policy: SandboxPolicy) -> MountPlan:
         for path in paths:
             if not os.path.exists(path):
                 raise PathProblem(f"[sandbox] {key}: {path} does not exist")
+            if key == "writable_paths":
+                own = _holds_jarvis(path, [python, *prefixes], packages)
+                if own:
+                    raise PathProblem(f"[sandbox] writable_paths: {path} is or holds {own}, "
+                                      f"which jarvis itself runs: the code could replace it; "
+                                      f"list a folder elsewhere")
             identity = host_identity(policy)
             if key == "writable_paths" and identity and not _writable_by(path, *identity):
                 raise PathProblem(f"[sandbox] writable_paths: {path} is not writable by the "
                                   f"sandbox's host uid {identity[0]} (jarvis runs as root, the "
                                   f"code as [sandbox] uid); chown it to {identity[0]}")
-            problem = _exposes_secrets(path)
+            problem = _exposes_secrets(path) or _replaceable(path, policy.writable_paths)
             if problem:
                 raise PathProblem(f"[sandbox] {key}: {path} {problem}; list the folders the "
                                   f"code needs instead")
@@ -142,6 +148,38 @@ def _hide_secret_folders(plan: MountPlan) -> None:
             raise PathProblem(f"{what} ({folder}) is inside a folder the sandbox shows, and "
                               f"holds {needed[0]}, which it needs; move one of them")
         plan.ops.append(("hide", folder, 0))
+
+
+def _holds_jarvis(path: str, python: list[str], packages: list[str]) -> str | None:
+    """What of jarvis's own code the folder `path` holds or is part of (its package, the
+    interpreter and its prefixes, the standard library, site-packages), or None. Written by
+    the code (as the sandbox uid), it would run as jarvis, root included, on its next start."""
+    real = os.path.realpath(path)
+    venv = [sys.prefix] if sys.prefix != sys.base_prefix else []  # not all of /usr
+    code = [os.path.realpath(p) for p in (
+        HERE.parent, *venv, sysconfig.get_paths()["stdlib"],
+        sysconfig.get_paths()["platstdlib"], *packages)]
+    holds = [os.path.realpath(p) for p in (*code, *python)]
+    return next((p for p in holds if _covered(p, [real])), None) or next(
+        (p for p in code if _covered(real, [p])), None)
+
+
+def _replaceable(path: str, writable: tuple[str, ...]) -> str | None:
+    """Why `path` is a path the code itself could choose (None: it is not). Inside a
+    writable path, one session replaced it with a symlink to a folder only root may pass
+    through, and the next session's mounts followed it, as root (staging, see
+    unshare_launcher.stage), to a world-readable secret there."""
+    name = os.path.abspath(path)
+    # The path as listed (its parents resolved, not itself: a symlink planted there) and
+    # where it points now.
+    listed = os.path.join(os.path.realpath(os.path.dirname(name)), os.path.basename(name))
+    for folder in writable:
+        real = os.path.realpath(folder)
+        for candidate in {listed, os.path.realpath(path)}:
+            if candidate.startswith(real.rstrip("/") + "/"):  # strictly inside, as it is
+                return (f"is inside the writable path {folder}, where the code could replace "
+                        f"it (with a symlink to anything)")
+    return None
 
 
 def _exposes_secrets(path: str) -> str | None:

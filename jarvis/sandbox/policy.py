@@ -71,9 +71,12 @@ class SandboxPolicy:
             never applies RLIMIT_NPROC to host root, so a sandbox mapped onto it could start
             threads until the host ran out of pids; an unprivileged uid makes max_threads
             bind, and a namespace escape yields only that uid. Default 65534 ("nobody"): it
-            owns no files by convention, and sharing it between sandboxes (or with other
-            daemons) costs nothing, because the kernel (>= 5.14) counts RLIMIT_NPROC per user
-            namespace: each sandbox has its own count. A non-root jarvis keeps its own uid.
+            owns no files by convention, and sandboxes share it at no cost: the kernel (>= 5.14)
+            counts RLIMIT_NPROC per user namespace (each sandbox has its own count), and one
+            sandbox sees no process of another. But no *other* process on the host may run as
+            it: the uid owns the sandboxes' user namespaces, so such a process has every
+            capability in them (it read a sandbox's memory). A non-root jarvis keeps its own
+            uid.
     """
 
     isolation: str = "auto"

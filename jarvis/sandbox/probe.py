@@ -65,7 +65,7 @@ def _run_probe(mechanism: str, bwrap: str | None) -> str | None:
         preexec = (bwrap_preexec(SandboxPolicy(), bwrap or "bwrap") if mechanism == "bwrap"
                    else None)
         done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True,
-                              timeout=PROBE_TIMEOUT, pass_fds=(info_w,), env={},
+                              timeout=PROBE_TIMEOUT, pass_fds=(info_w,), env={}, cwd="/",
                               preexec_fn=preexec)
     except (OSError, subprocess.SubprocessError) as exc:
         return f"{what} cannot run: {exc}"
@@ -198,5 +198,6 @@ def describe(info: dict[str, Any]) -> str:
         return info["problem"]
     if info["mechanism"] == "none":
         return ("none (isolation = \"none\": code runs as a plain child process with "
-                + ", ".join(info["layers"]) + "; it can read your files and use the network)")
+                + ", ".join(info["layers"]) + "; it can read your files and use the network, "
+                "and its threads are not bounded)")
     return f"{info['mechanism']} ({', '.join(info['layers'])})"

@@ -99,10 +99,8 @@ _spawner_pid = 0
 _spawner_lock = threading.Lock()
 
 
-def spawn(argv: list[str], **kwargs: Any) -> subprocess.Popen:
-    """Popen on one long-lived thread. A sandbox dies with the thread that started it
-    (PR_SET_PDEATHSIG, bwrap --die-with-parent, follow the *thread*), and tool calls run on
-    short-lived executor threads: started there, a repl would die after its first call."""
+def _on_spawner(fn: Any, *args: Any) -> Any:
+    """fn(*args) on jarvis's one long-lived sandbox thread (never the main thread)."""
     global _spawner, _spawner_pid
     with _spawner_lock:
         if _spawner is None or _spawner_pid != os.getpid():  # a forked child has no thread
@@ -111,21 +109,38 @@ def spawn(argv: list[str], **kwargs: Any) -> subprocess.Popen:
             _spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="jarvis-sandbox")
             _spawner_pid = os.getpid()
         pool = _spawner
-    return pool.submit(subprocess.Popen, argv, **kwargs).result()
+    return pool.submit(fn, *args).result()
+
+
+def spawn(argv: list[str], **kwargs: Any) -> subprocess.Popen:
+    """Popen on one long-lived thread. A sandbox dies with the thread that started it
+    (PR_SET_PDEATHSIG, bwrap --die-with-parent, follow the *thread*), and tool calls run on
+    short-lived executor threads: started there, a repl would die after its first call."""
+    return _on_spawner(lambda: subprocess.Popen(argv, **kwargs))
 
 
 _libc: Any = None
-# Per-thread setresuid/setresgid (raw syscalls: glibc's wrappers change every thread).
+# Per-thread setresuid (a raw syscall: glibc's wrapper changes every thread).
 _SETRESUID = {"x86_64": 117, "aarch64": 147}
-_SETRESGID = {"x86_64": 119, "aarch64": 149}
 
 
 def _prlimit_as_owner(pid: int, uid: int, limits: tuple[int, int]) -> None:
     """RLIMIT_CPU of a sandbox that runs as another host uid (SandboxPolicy.uid), for a root
-    jarvis without CAP_SYS_RESOURCE (a container may drop it): the kernel lets a caller whose
-    real uid and gid are the target's change its limits. Only this thread takes them, and
-    only its real ids: the effective and saved ids stay 0, so it keeps its capabilities and
-    switches back at once."""
+    jarvis without CAP_SYS_RESOURCE (a container may drop it). The sandbox's user namespace
+    is owned by that uid, and the kernel gives a namespace's owner every capability in it,
+    CAP_SYS_RESOURCE included: so one thread takes that uid as its *effective* uid only, for
+    the prlimit, and switches back.
+
+    Not the real uid: the kernel lets a process signal another whose real or saved uid is its
+    own, and while a thread's real uid was 65534, a process of that uid on the host (another
+    daemon run as "nobody") could signal, so SIGKILL, jarvis (1 try in 8 while calls ran).
+    The real and saved uids stay 0. And on the sandbox thread, never the caller's: an
+    exception raised by a signal handler (Ctrl-C's KeyboardInterrupt lands in the main
+    thread between any two bytecodes) left the caller with the sandbox's ids for good."""
+    _on_spawner(_prlimit_with_euid, pid, uid, limits)
+
+
+def _prlimit_with_euid(pid: int, uid: int, limits: tuple[int, int]) -> None:
     import platform
     import resource
 
@@ -134,25 +149,16 @@ def _prlimit_as_owner(pid: int, uid: int, limits: tuple[int, int]) -> None:
     if machine not in _SETRESUID:
         raise PermissionError(f"cannot set another uid's limits on {machine}")
     libc = _libc = _libc or ctypes.CDLL(None, use_errno=True)
-    real_uid, real_gid = os.getuid(), os.getgid()
-
-    def back(number: int, real: int) -> None:
+    own = os.geteuid()
+    if libc.syscall(_SETRESUID[machine], -1, uid, -1) != 0:
+        raise OSError(ctypes.get_errno(), "setresuid")
+    try:
+        resource.prlimit(pid, resource.RLIMIT_CPU, limits)
+    finally:
         # A jarvis thread that stayed the sandbox's uid would be a hole: never go on so.
-        if libc.syscall(number, real, -1, -1) != 0:
+        if libc.syscall(_SETRESUID[machine], -1, own, -1) != 0:
             os.write(2, b"jarvis: cannot switch a thread back to its own uid; exiting\n")
             os._exit(70)
-
-    if libc.syscall(_SETRESGID[machine], uid, -1, -1) != 0:
-        raise OSError(ctypes.get_errno(), "setresgid")
-    try:
-        if libc.syscall(_SETRESUID[machine], uid, -1, -1) != 0:
-            raise OSError(ctypes.get_errno(), "setresuid")
-        try:
-            resource.prlimit(pid, resource.RLIMIT_CPU, limits)
-        finally:
-            back(_SETRESUID[machine], real_uid)
-    finally:
-        back(_SETRESGID[machine], real_gid)
 
 
 def cpu_seconds_of(pid: int) -> float:
@@ -214,7 +220,11 @@ class SandboxedPython:
         protect_jarvis()
         info_r, info_w = os.pipe() if self.mechanism != "none" else (-1, -1)
         env: dict[str, str] | None = {}
-        cwd = preexec = None
+        # bwrap or jarvis's launcher runs outside the sandbox as its host uid: started in
+        # jarvis's working folder, it let any process of that uid read the project's files
+        # (.env) through /proc/<pid>/cwd, past a parent folder only root may pass through.
+        cwd: str | None = "/"
+        preexec = None
         try:
             if self.mechanism == "bwrap":
                 bwrap = probe.find_bwrap() or "bwrap"
