@@ -18,7 +18,7 @@ import threading
 import time
 
 import pytest
-from sandbox_support import call, descendants, wait_until_gone
+from sandbox_support import call, descendants, parents, wait_until_gone
 
 from jarvis.resources import release_run
 from jarvis.tools.code_interpreter import CodeInterpreterTool
@@ -205,11 +205,52 @@ def test_doctor_says_threads_are_bounded_and_as_which_uid(cli_env) -> None:
                               env=cli_env, capture_output=True, text=True, timeout=60)
 
     info = json.loads(doctor("--json").stdout)["sandbox"]
-    assert info["threads"] == {"max": MAX_THREADS, "host_uid": HOST_UID}, info
+    assert {k: v for k, v in info["threads"].items() if k != "shared_with"} == {
+        "max": MAX_THREADS, "host_uid": HOST_UID}, info
     text = doctor().stdout
     assert f"at most {MAX_THREADS} threads as host uid {HOST_UID})" in text.splitlines()[0]
     assert (f"  threads and processes: at most {MAX_THREADS} per sandbox (RLIMIT_NPROC, "
             f"host uid {HOST_UID})") in text
+
+
+def _uids(pid: int) -> set[int]:
+    with open(f"/proc/{pid}/status") as f:
+        return {int(x) for x in next(ln for ln in f if ln.startswith("Uid:")).split()[1:4]}
+
+
+def test_doctor_warns_of_other_processes_running_as_the_sandbox_uid(cli_env) -> None:
+    # Any process of the sandbox's host uid owns the sandboxes' user namespaces (it can read
+    # and write their memory): doctor names such processes, but not bubblewrap's own monitor
+    # of a sandbox that is running, nor the sandbox's code (in a user namespace of its own).
+    from jarvis.sandbox import SandboxedPython, SandboxPolicy
+
+    def doctor(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "jarvis.cli", "doctor", *args],
+                              env=cli_env, capture_output=True, text=True, timeout=60)
+
+    other = subprocess.Popen(["sleep", "60"], user=HOST_UID, group=HOST_UID, extra_groups=[])
+    sandbox = SandboxedPython(SandboxPolicy(isolation="bwrap"))
+    try:
+        assert sandbox.run("x = 1").ok
+        # bubblewrap's monitor (host uid 65534, in jarvis's user namespace) up to the worker
+        table, top = parents(), sandbox.pid
+        while table.get(top, os.getpid()) != os.getpid():
+            top = table[top]
+        sandbox_pids = {top} | descendants(top)
+        assert any(_uids(pid) == {HOST_UID} for pid in sandbox_pids), sandbox_pids
+        shared = json.loads(doctor("--json").stdout)["sandbox"]["threads"]["shared_with"]
+        pids = {entry["pid"] for entry in shared}
+        assert {"pid": other.pid, "name": "sleep"} in shared, shared
+        assert not pids & sandbox_pids, (shared, sandbox_pids)
+        line = next(x for x in doctor().stdout.splitlines() if "threads and processes" in x)
+        assert f"WARNING: other processes run as host uid {HOST_UID} (" in line, line
+        assert f"{other.pid} sleep" in line and "set [sandbox] uid" in line, line
+    finally:
+        sandbox.close()
+        other.kill()
+        other.wait()
+    shared = json.loads(doctor("--json").stdout)["sandbox"]["threads"]["shared_with"]
+    assert other.pid not in {entry["pid"] for entry in shared}, shared
 
 
 def test_sandboxes_sharing_the_host_uid_each_get_their_own_count() -> None:

@@ -47,6 +47,7 @@ def doctor(as_json: bool) -> None:
         threads = info["threads"]
         click.echo("  threads and processes: " + (
             f"at most {threads['max']} per sandbox (RLIMIT_NPROC, host uid {threads['host_uid']})"
+            + _shared_uid_warning(threads)
             if threads else "not bounded (isolation \"none\": only the host's own limits; "
             "seccomp refuses new processes, not threads)" if info["mechanism"] == "none"
             else "not bounded (no isolation in force)"))
@@ -54,3 +55,16 @@ def doctor(as_json: bool) -> None:
             click.echo(f"{name} (its own isolation = {own['isolation']!r}): {describe(own)}")
     if info["mechanism"] is None or any(own["mechanism"] is None for own in tools.values()):
         sys.exit(1)
+
+
+def _shared_uid_warning(threads: dict) -> str:
+    """The sandbox uid is only a boundary if nothing else runs as it: any other process of
+    that uid owns the sandboxes' user namespaces and can read and write their memory."""
+    others = threads.get("shared_with") or []
+    if not others:
+        return ""
+    shown = ", ".join(f"{p['pid']} {p['name']}" for p in others[:5])
+    more = f" and {len(others) - 5} more" if len(others) > 5 else ""
+    return (f"; WARNING: other processes run as host uid {threads['host_uid']} ({shown}{more}) "
+            "and can read and write every sandbox's memory: set [sandbox] uid to a uid no "
+            "other process uses")

@@ -153,6 +153,39 @@ def resolve(isolation: str) -> str:
     raise SandboxUnavailable(f"code sandbox unavailable: {' and '.join(problems)}; {FIX}")
 
 
+def sharing_uid(uid: int, limit: int = 20) -> list[dict[str, Any]]:
+    """Other live processes of this user namespace running as host `uid` (real, effective or
+    saved), at most `limit`: each owns what that uid owns, the sandboxes' user namespaces
+    included, so it can read and write every sandbox's memory. bubblewrap's own monitor
+    processes (jarvis starts them as that uid) are left out."""
+    try:
+        own_ns = os.stat("/proc/self/ns/user").st_ino
+        pids = [name for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return []
+    bwrap = os.path.realpath(find_bwrap() or "/nonexistent")
+    found: list[dict[str, Any]] = []
+    for pid in pids:
+        if int(pid) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/status", encoding="utf-8", errors="replace") as handle:
+                fields = dict(line.split(":", 1) for line in handle if ":" in line)
+            ids = [int(part) for part in fields.get("Uid", "").split()[:3]]
+            if uid not in ids or fields.get("State", "").strip().startswith("Z"):
+                continue
+            if os.stat(f"/proc/{pid}/ns/user").st_ino != own_ns:
+                continue  # inside a user namespace of its own (a sandbox): owns nothing here
+            if os.path.realpath(f"/proc/{pid}/exe") == bwrap:
+                continue
+        except (OSError, ValueError):  # gone meanwhile, or not ours to look at
+            continue
+        found.append({"pid": int(pid), "name": fields.get("Name", "?").strip()})
+        if len(found) >= limit:
+            break
+    return found
+
+
 def status(isolation: str = "auto", network: bool = False, uid: int = 65534,
            max_threads: int = 64) -> dict[str, Any]:
     """What `jarvis doctor` and `jarvis tools show repl` report (uid, max_threads: the
@@ -175,6 +208,8 @@ def status(isolation: str = "auto", network: bool = False, uid: int = 65534,
     threads = None
     if mechanism in ("bwrap", "namespaces"):  # the probe checked that RLIMIT_NPROC binds
         threads = {"max": max_threads, "host_uid": uid if os.geteuid() == 0 else os.getuid()}
+        # As root, the sandbox uid should be one no other process uses (see sharing_uid).
+        threads["shared_with"] = sharing_uid(uid) if os.geteuid() == 0 else []
         layers.append(f"at most {max_threads} threads as host uid {threads['host_uid']}")
     return {
         "isolation": isolation,
