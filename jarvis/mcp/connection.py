@@ -270,7 +270,8 @@ class ServerConnection:
                 event_hooks=hooks))
             return streamable_http_client(cfg.url, http_client=http)
         from mcp import StdioServerParameters
-        from mcp.client.stdio import stdio_client
+
+        from jarvis.mcp.stdio import bounded_stdio_client
 
         session.token = new_token()
         cwd = str((self.base_dir / cfg.cwd).resolve()) if cfg.cwd else None
@@ -285,7 +286,8 @@ class ServerConnection:
                 errlog = stack.enter_context(open(self.log_path, "w", encoding="utf-8"))  # noqa: SIM115
         if errlog is None:
             errlog = stack.enter_context(open(os.devnull, "w"))  # noqa: SIM115
-        return stdio_client(params, errlog=errlog)
+        return bounded_stdio_client(params, errlog, server=self.name,
+                                    max_bytes=int(cfg.max_message_mb * 1024 * 1024))
 
     async def _own(self, session: _Session) -> None:
         """The task that opens the session, holds it until `stop`, then closes it."""

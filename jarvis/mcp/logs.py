@@ -58,15 +58,19 @@ class OneLineHandler(logging.Handler):
 
 
 def install() -> None:
-    """Route the `mcp` logger through OneLineHandler (once; not if the app configured it)."""
+    """Route the `mcp` logger and jarvis's MCP stdio transport's through OneLineHandler
+    (once; not a logger the app configured itself)."""
     global _installed
     with _lock:
         if _installed:
             return
         _installed = True
-        logger = logging.getLogger("mcp")
-        if logger.handlers:
-            return
-        logger.addHandler(OneLineHandler())
-        logger.setLevel(logging.DEBUG if _debug() else logging.WARNING)
-        logger.propagate = False
+        handler = OneLineHandler()
+        # jarvis's own stdio transport (jarvis/mcp/stdio.py) reports what the SDK's would.
+        for name in ("mcp", "jarvis.mcp.stdio"):
+            logger = logging.getLogger(name)
+            if logger.handlers:
+                continue
+            logger.addHandler(handler)
+            logger.setLevel(logging.DEBUG if _debug() else logging.WARNING)
+            logger.propagate = False

@@ -153,7 +153,7 @@ def resolve(isolation: str) -> str:
     raise SandboxUnavailable(f"code sandbox unavailable: {' and '.join(problems)}; {FIX}")
 
 
-def sharing_uid(uid: int, limit: int = 20) -> list[dict[str, Any]]:
+def sharing_uid(uid: int, limit: int = 1000) -> list[dict[str, Any]]:
     """Other live processes of this user namespace running as host `uid` (real, effective or
     saved), at most `limit`: each owns what that uid owns, the sandboxes' user namespaces
     included, so it can read and write every sandbox's memory. bubblewrap's own monitor

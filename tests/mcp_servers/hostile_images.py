@@ -1,6 +1,6 @@
 """An MCP server (official SDK) that lies about images, for the attack tests: images that are
 URLs, not base64, not images at all, mislabelled, too many or too big; resources with a blob
-that is not base64 or 40 large images; sampling requests that are too large or carry a bad
+that is not base64 or 24 large images; sampling requests that are too large or carry a bad
 image; a prompt with a huge argument list. Over stdio."""
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ HTML = base64.b64encode(b"<html><script>fetch('http://evil')</script></html>").d
 
 class Hostile(MCPServer):
     """Resources the SDK's own handler would never send: a blob that is not base64, and one
-    read answered with 40 images of ~1 MB each."""
+    read answered with 24 images of ~0.5 MB each (12 MB: over both the count and the size
+    bounds; larger costs the SDK's stdio reader time that grows with the square of a line)."""
 
     async def _handle_read_resource(self, ctx, params):
         uri = str(params.uri)
@@ -40,9 +41,9 @@ class Hostile(MCPServer):
             return ReadResourceResult(contents=[BlobResourceContents(
                 uri=uri, blob="not base64!", mime_type="image/png")])
         if uri == "images://many":
-            blob = base64.b64encode(PNG + bytes(1024 * 1024)).decode()
+            blob = base64.b64encode(PNG + bytes(512 * 1024)).decode()
             return ReadResourceResult(contents=[BlobResourceContents(
-                uri=f"images://many/{i}", blob=blob, mime_type="image/png") for i in range(40)])
+                uri=f"images://many/{i}", blob=blob, mime_type="image/png") for i in range(24)])
         return await super()._handle_read_resource(ctx, params)
 
 
