@@ -20,7 +20,8 @@ Before any user code runs it:
     another process, kcmp, userfaultfd, perf_event_open, bpf, io_uring_*, keyrings, every
     mount/namespace call, module/kexec/reboot/swap/acct/quotactl/syslog and file handles,
     memory RLIMIT_AS does not bound (memfd_create, SysV shared memory, message queues and
-    semaphores), sockets of any family but IPv4, IPv6 and netlink (socketpair: AF_UNIX
+    semaphores), making itself dumpable again (it is not: no core dump helper runs on its
+    memory), sockets of any family but IPv4, IPv6 and netlink (socketpair: AF_UNIX
     only), clearing PR_SET_PDEATHSIG, and the ways to make the kernel send a signal of the
     code's choosing later (timer_create, POSIX message queues, fcntl F_SETSIG): SIGCONT
     resumed an interpreter jarvis froze between calls.
@@ -210,7 +211,7 @@ _FIRST_UNREVIEWED = 470  # x86_64/aarch64: file_setattr (469) is the newest revi
 _ALLOW = 0x7FFF0000
 _CLONE_THREAD = 0x00010000
 _AF_UNIX, _AF_INET, _AF_INET6, _AF_NETLINK = 1, 2, 10, 16
-_PR_SET_PDEATHSIG = 1
+_PR_SET_PDEATHSIG, _PR_SET_DUMPABLE = 1, 4
 _F_SETSIG = 10
 # CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET | NEWTIME
 _CLONE_NEW_ANY = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 \
@@ -288,10 +289,12 @@ def _seccomp_program() -> list[tuple[int, int, int, int]] | None:
     p.emit(_LD_W_ABS, 24)                                  # A = cmd
     p.emit(_JEQ, _F_SETSIG, "deny", "allow")
     # PR_SET_PDEATHSIG stays as the worker set it: cleared, the namespace's init (the worker,
-    # with isolation "namespaces") outlived a SIGKILLed jarvis.
+    # with isolation "namespaces") outlived a SIGKILLed jarvis. PR_SET_DUMPABLE too (see
+    # apply_limits).
     p.label("prctl")
     p.emit(_LD_W_ABS, 16)                                  # A = option
-    p.emit(_JEQ, _PR_SET_PDEATHSIG, "deny", "allow")
+    p.emit(_JEQ, _PR_SET_PDEATHSIG, "deny", 0)
+    p.emit(_JEQ, _PR_SET_DUMPABLE, "deny", "allow")
     # socket() of the families the network namespace and Landlock govern only: IPv4, IPv6
     # and netlink (getaddrinfo asks it for the interfaces). No AF_UNIX: connect() to a socket
     # file in a mounted folder (a server of the host's) is no file access Landlock checks.
@@ -374,6 +377,12 @@ def _set(limit: int, soft: int, hard: int | None = None) -> None:
 def apply_limits(config: dict) -> dict:
     _set(resource.RLIMIT_AS, int(config["memory_mb"]) * 1024 * 1024)
     _set(resource.RLIMIT_CORE, 0)
+    # No core dump at all: where kernel.core_pattern is a pipe (apport, systemd-coredump) the
+    # kernel ignores RLIMIT_CORE 0 and runs that helper, as root on the host, on the crashed
+    # sandbox's memory; a non-dumpable process is never dumped. jarvis still reads the
+    # worker's /proc files: it owns the sandbox's user namespace (or is root).
+    if _libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "PR_SET_DUMPABLE failed")
     _set(resource.RLIMIT_FSIZE, int(config["max_file_mb"]) * 1024 * 1024)
     _set(resource.RLIMIT_NOFILE, int(config["max_open_files"]))
     session_cpu = int(config["session_cpu_seconds"])
