@@ -278,3 +278,31 @@ def test_the_work_folder_bounds_its_bytes_across_files(mechanism: str) -> None:
     assert result.success, result.content
     assert result.content.strip() == str(["40 MB", "No space left on device",
                                           "No space left on device"]), result.content
+
+
+def test_code_that_stops_reading_its_requests_cannot_block_jarvis(mechanism: str) -> None:
+    # The code replaced the worker's reading loop; the next call's code, bigger than the
+    # pipe's 64 KiB, was half-written when jarvis blocked in write(), with the interpreter's
+    # lock held, past every timeout (the executor's too), until the run ended.
+    import threading
+
+    limits = SandboxLimits(timeout=2.0, cpu_seconds=1)
+    proc = SandboxedPython(SandboxPolicy(isolation=mechanism, limits=limits))
+    try:
+        stop = proc.run("import sys, time\nsys.modules['__main__'].receive = "
+                        "lambda: time.sleep(10 ** 6)")
+        assert stop.ok, stop
+        outcome = []
+        caller = threading.Thread(target=lambda: outcome.append(proc.run("x = 1\n" * 30_000)),
+                                  daemon=True)
+        start = time.monotonic()
+        caller.start()
+        caller.join(10)
+        assert outcome, "jarvis is still blocked writing the code"
+        assert time.monotonic() - start < 5
+        result = outcome[0]
+        assert not result.ok and result.error_kind == "timeout" and result.restarted, result
+        assert "did not take the code" in result.error
+        assert not proc.alive
+    finally:
+        proc.close()

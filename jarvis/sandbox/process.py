@@ -168,6 +168,15 @@ def _prlimit_with_euid(pid: int, uid: int, limits: tuple[int, int]) -> None:
             os._exit(70)
 
 
+def _wait_for(fd: int, events: int, deadline: float) -> bool:
+    """True once `fd` is ready for `events` (or hung up), False at `deadline`. poll, not
+    select: jarvis serve may hold descriptors past select's 1024."""
+    poller = select.poll()
+    poller.register(fd, events)
+    remaining = deadline - time.monotonic()
+    return remaining > 0 and bool(poller.poll(max(1, math.ceil(remaining * 1000))))
+
+
 def cpu_seconds_of(pid: int) -> float:
     """User + system CPU of process `pid`, all its threads together (from /proc)."""
     with open(f"/proc/{pid}/stat", "rb") as f:
@@ -220,7 +229,7 @@ class SandboxedPython:
         self._lock = threading.Lock()
         self._closed = False
         self._frozen = False
-        self._cpu_at_freeze = 0.0
+        self._cpu_at_freeze: float | None = None
         self.stale_replies = 0
         self._owner_prlimit = False  # see _prlimit_as_owner
         self._max_reply = JSON_BYTES_PER_CHAR * (
@@ -299,7 +308,7 @@ class SandboxedPython:
         data = b""
         while b"}" not in data:
             remaining = deadline - time.monotonic()
-            if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+            if remaining <= 0 or not _wait_for(fd, select.POLLIN, deadline):
                 raise TimeoutError("no sandbox info")
             chunk = os.read(fd, 4096)
             if not chunk:
@@ -389,16 +398,22 @@ class SandboxedPython:
                 self._frozen = True
             except ProcessLookupError:
                 return
-            self._cpu_at_freeze = self.cpu_used()
+            try:
+                self._cpu_at_freeze = cpu_seconds_of(self.pid)
+            except (OSError, ValueError, IndexError):
+                self._cpu_at_freeze = None  # unknown: no check at the next call
 
     def ran_while_frozen(self) -> float:
         """CPU seconds the interpreter used since it was frozen, past the slack (0: none).
         The seccomp filter refuses the ways we know to make the kernel send it SIGCONT
         later (POSIX timers, F_SETSIG, message queue notifications); this catches any other,
         at the next call."""
-        if not self._frozen:
+        if not self._frozen or self._cpu_at_freeze is None:
             return 0.0
-        extra = self.cpu_used() - self._cpu_at_freeze
+        try:
+            extra = cpu_seconds_of(self.pid) - self._cpu_at_freeze
+        except (OSError, ValueError, IndexError):
+            return 0.0
         return extra if extra > FROZEN_CPU_SLACK else 0.0
 
     def _thaw(self) -> None:
@@ -480,8 +495,16 @@ class SandboxedPython:
             cpu_limit = self.cpu_used() + self.limits.cpu_seconds + CPU_GRACE
             try:
                 self._thaw()
-                self._write({"id": call_id, "code": code})
                 deadline = start + self.limits.timeout
+                try:
+                    self._write({"id": call_id, "code": code}, deadline)
+                except TimeoutError:
+                    self.close()
+                    return RunOutcome(False, "", f"wall-clock timeout ({self.limits.timeout:g} s):"
+                                      f" the interpreter did not take the code (it stopped "
+                                      f"reading its requests); it was killed and its state is "
+                                      f"lost", "timeout", restarted=True,
+                                      seconds=time.monotonic() - start)
                 try:
                     reply = self._reply(call_id, deadline, cpu_limit)
                 except TimeoutError:
@@ -569,12 +592,27 @@ class SandboxedPython:
         except (TimeoutError, SandboxError):
             return None
 
-    def _write(self, message: dict[str, Any]) -> None:
+    def _write(self, message: dict[str, Any], deadline: float) -> None:
+        """Send a request by `deadline` (TimeoutError past it). Non-blocking: code that
+        replaced the worker's reading loop (sys.modules['__main__'].receive) left a request
+        bigger than the pipe's 64 KiB half-written, and jarvis blocked in write() with the
+        interpreter's lock held, past every timeout, until the run ended."""
         data = json.dumps(message).encode("utf-8")
+        view = memoryview(struct.pack(">I", len(data)) + data)
         try:
             assert self._proc.stdin is not None
-            self._proc.stdin.write(struct.pack(">I", len(data)) + data)
-            self._proc.stdin.flush()
+            fd = self._proc.stdin.fileno()
+            if os.get_blocking(fd):
+                os.set_blocking(fd, False)
+            while view:
+                if not _wait_for(fd, select.POLLOUT, deadline):
+                    raise TimeoutError
+                try:
+                    view = view[os.write(fd, view):]
+                except BlockingIOError:
+                    continue
+        except TimeoutError:  # an OSError too, but not a dead interpreter
+            raise
         except (BrokenPipeError, OSError, ValueError) as exc:
             raise SandboxError(f"cannot send code ({exc})") from None
 
@@ -606,8 +644,7 @@ class SandboxedPython:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError
-            ready, _, _ = select.select([fd], [], [], remaining)
-            if not ready:
+            if not _wait_for(fd, select.POLLIN, deadline):
                 raise TimeoutError
             chunk = os.read(fd, 1 << 20)
             if not chunk:
