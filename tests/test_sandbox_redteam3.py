@@ -306,3 +306,38 @@ def test_code_that_stops_reading_its_requests_cannot_block_jarvis(mechanism: str
         assert not proc.alive
     finally:
         proc.close()
+
+
+def test_code_cannot_plant_a_set_user_id_file_in_a_writable_path(mechanism: str,
+                                                                 tmp_path) -> None:
+    # chmod 4755 in a writable path left a set-user-ID file on the host, owned by the
+    # sandbox's host uid (65534 under a root jarvis, else jarvis's own uid): whoever ran it
+    # became that uid. Every way to set the mode refuses S_ISUID and S_ISGID (seccomp).
+    out = tmp_path / "out"
+    out.mkdir(mode=0o755)
+    if os.geteuid() == 0:
+        os.chown(out, 65534, 65534)
+    code = (f"import ctypes, os\nd = {str(out)!r} + '/'\nres = []\n"
+            "def t(what, f):\n    try:\n        f()\n        res.append(what)\n"
+            "    except OSError as e:\n        res.append(e.strerror)\n"
+            "t('open', lambda: os.close(os.open(d + 'a', os.O_CREAT | os.O_WRONLY, 0o4755)))\n"
+            "t('plain', lambda: os.close(os.open(d + 'p', os.O_CREAT | os.O_WRONLY, 0o755)))\n"
+            "t('chmod', lambda: os.chmod(d + 'p', 0o4755))\n"
+            "t('setgid', lambda: os.chmod(d + 'p', 0o2755))\n"
+            "t('fchmod', lambda: os.fchmod(os.open(d + 'p', os.O_RDONLY), 0o6755))\n"
+            "t('mknod', lambda: os.mknod(d + 'n', 0o104755))\n"
+            "t('chmod 700', lambda: os.chmod(d + 'p', 0o700))\n"
+            "libc = ctypes.CDLL(None, use_errno=True)\n"
+            "res.append(libc.syscall(437, -100, d.encode(), None, 0) == -1 and ctypes.get_errno())\n"
+            "print(res)")
+    proc = SandboxedPython(SandboxPolicy(isolation=mechanism, limits=LIMITS,
+                                         writable_paths=(str(out),)))
+    try:
+        result = proc.run(code)
+    finally:
+        proc.close()
+    refused = "Operation not permitted"
+    assert result.ok and result.output.strip() == str(
+        [refused, "plain", refused, refused, refused, refused, "chmod 700", 38]), result
+    modes = {p.name: p.stat().st_mode for p in out.iterdir()}
+    assert modes and not any(mode & 0o6000 for mode in modes.values()), modes

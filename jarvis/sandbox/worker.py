@@ -24,7 +24,8 @@ Before any user code runs it:
     memory), sockets of any family but IPv4, IPv6 and netlink (socketpair: AF_UNIX
     only), clearing PR_SET_PDEATHSIG, and the ways to make the kernel send a signal of the
     code's choosing later (timer_create, POSIX message queues, fcntl F_SETSIG): SIGCONT
-    resumed an interpreter jarvis froze between calls.
+    resumed an interpreter jarvis froze between calls, and a set-user-ID or set-group-ID
+    bit in any mode it sets (chmod, open's O_CREAT, mknod; openat2 is ENOSYS).
 
 Protocol: 4-byte big-endian length + UTF-8 JSON. Request {"id", "code"}; reply {"id", "ok",
 "output", "error", "error_kind", "truncated"}, the id first (jarvis reads no further in a frame
@@ -183,7 +184,9 @@ _X86_64 = {"ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "pi
            "mq_timedreceive": 243, "mq_notify": 244, "mq_getsetattr": 245,
            # checked with arguments below
            "fork": 57, "vfork": 58, "clone": 56, "clone3": 435, "kill": 62, "tgkill": 234,
-           "prlimit64": 302, "socket": 41, "socketpair": 53, "prctl": 157, "fcntl": 72}
+           "prlimit64": 302, "socket": 41, "socketpair": 53, "prctl": 157, "fcntl": 72,
+           "chmod": 90, "fchmod": 91, "fchmodat": 268, "fchmodat2": 452, "creat": 85,
+           "mknod": 133, "mknodat": 259, "open": 2, "openat": 257, "openat2": 437}
 _AARCH64 = {"ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "pidfd_open": 434,
             "pidfd_getfd": 438, "pidfd_send_signal": 424, "process_madvise": 440,
             "process_mrelease": 448, "rt_sigqueueinfo": 138, "rt_tgsigqueueinfo": 240,
@@ -204,7 +207,9 @@ _AARCH64 = {"ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "p
             "timer_create": 107, "mq_open": 180, "mq_unlink": 181, "mq_timedsend": 182,
             "mq_timedreceive": 183, "mq_notify": 184, "mq_getsetattr": 185,
             "clone": 220, "clone3": 435, "kill": 129, "tgkill": 131, "prlimit64": 261,
-            "socket": 198, "socketpair": 199, "prctl": 167, "fcntl": 25}
+            "socket": 198, "socketpair": 199, "prctl": 167, "fcntl": 25,
+            "fchmod": 52, "fchmodat": 53, "fchmodat2": 452, "mknodat": 33, "openat": 56,
+            "openat2": 437}
 _ARCHES = {"x86_64": (0xC000003E, _X86_64), "aarch64": (0xC00000B7, _AARCH64)}
 _LD_W_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
 _FIRST_UNREVIEWED = 470  # x86_64/aarch64: file_setattr (469) is the newest reviewed
@@ -213,6 +218,13 @@ _CLONE_THREAD = 0x00010000
 _AF_UNIX, _AF_INET, _AF_INET6, _AF_NETLINK = 1, 2, 10, 16
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE = 1, 4
 _F_SETSIG = 10
+# Calls that set a file's mode: (argument holding the mode, argument holding open's flags or
+# None when the call always sets it). S_ISUID | S_ISGID are refused in the mode.
+_MODE_ARGS = {"chmod": (1, None), "fchmod": (1, None), "fchmodat": (2, None),
+              "fchmodat2": (2, None), "creat": (1, None), "mknod": (1, None),
+              "mknodat": (2, None), "open": (2, 1), "openat": (3, 2)}
+_SET_ID_BITS = 0o6000
+_O_CREAT, _O_TMPFILE_BIT = 0o100, 0o20000000  # a mode counts only when open creates
 # CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET | NEWTIME
 _CLONE_NEW_ANY = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 \
     | 0x40000000 | 0x00000080
@@ -281,7 +293,24 @@ def _seccomp_program() -> list[tuple[int, int, int, int]] | None:
     p.emit(_JEQ, nr["socketpair"], "socketpair", 0)
     p.emit(_JEQ, nr["prctl"], "prctl", 0)
     p.emit(_JEQ, nr["fcntl"], "fcntl", 0)
+    p.emit(_JEQ, nr["openat2"], "nosys", 0)                # its mode is in a struct: glibc
+    for name in _MODE_ARGS:                                 # and Python use openat
+        if name in nr:
+            p.emit(_JEQ, nr[name], f"mode-{name}", 0)
     p.emit(_RET, _ALLOW)
+    # No set-user-ID or set-group-ID file: in a writable path the code made one (chmod 4755)
+    # that stays on the host, owned by the sandbox's host uid (jarvis's own uid when jarvis
+    # is not root): any local user who ran it became that uid (which owns every sandbox's
+    # user namespace, or holds jarvis's files).
+    for name, (mode_arg, flags_arg) in _MODE_ARGS.items():
+        if name not in nr:
+            continue
+        p.label(f"mode-{name}")
+        if flags_arg is not None:
+            p.emit(_LD_W_ABS, 16 + 8 * flags_arg)
+            p.emit(_JSET, _O_CREAT | _O_TMPFILE_BIT, 0, "allow")
+        p.emit(_LD_W_ABS, 16 + 8 * mode_arg)
+        p.emit(_JSET, _SET_ID_BITS, "deny", "allow")
     # F_SETSIG chooses the signal sent when a descriptor gets ready (SIGIO by default, which
     # cannot resume a stopped process): with SIGCONT, a write to its own pipe or socket
     # (from jarvis, or from a peer) would wake the frozen interpreter.
