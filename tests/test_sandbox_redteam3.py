@@ -268,16 +268,21 @@ def test_short_lived_threads_cannot_hide_their_cpu_from_the_limit(mechanism: str
 
 def test_the_work_folder_bounds_its_bytes_across_files(mechanism: str) -> None:
     # RLIMIT_FSIZE (max_file_mb, 50) bounds one file; the tmpfs's size (tmp_mb, 64) bounds
-    # them all: /tmp is kernel memory no process's RLIMIT_AS counts.
-    code = ("out = []\nfor i in range(3):\n    try:\n"
+    # them all: /tmp is kernel memory no process's RLIMIT_AS counts. And memory mapped with
+    # MAP_NORESERVE (no backing promised) still counts against RLIMIT_AS (memory_mb, 256).
+    code = ("import mmap\nout = []\nfor i in range(3):\n    try:\n"
             "        with open(f'/tmp/f{i}', 'wb') as f:\n"
             "            for _ in range(40):\n                f.write(b'x' * 2 ** 20)\n"
             "        out.append('40 MB')\n"
-            "    except OSError as e:\n        out.append(e.strerror)\nprint(out)")
+            "    except OSError as e:\n        out.append(e.strerror)\n"
+            "try:\n    mmap.mmap(-1, 2 ** 31, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | 0x4000)\n"
+            "    out.append('2 GB mapped')\nexcept OSError as e:\n    out.append(e.strerror)\n"
+            "print(out)")
     result = once(mechanism, code)
     assert result.success, result.content
     assert result.content.strip() == str(["40 MB", "No space left on device",
-                                          "No space left on device"]), result.content
+                                          "No space left on device",
+                                          "Cannot allocate memory"]), result.content
 
 
 def test_code_that_stops_reading_its_requests_cannot_block_jarvis(mechanism: str) -> None:
@@ -341,3 +346,16 @@ def test_code_cannot_plant_a_set_user_id_file_in_a_writable_path(mechanism: str,
         [refused, "plain", refused, refused, refused, refused, "chmod 700", 38]), result
     modes = {p.name: p.stat().st_mode for p in out.iterdir()}
     assert modes and not any(mode & 0o6000 for mode in modes.values()), modes
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="x86_64 syscall numbers")
+def test_calls_whose_arguments_the_filter_cannot_read_are_enosys(mechanism: str) -> None:
+    # clone3 and openat2 take their flags and mode in a struct the filter cannot read (new
+    # namespaces, a set-uid mode): ENOSYS, so glibc falls back to clone and openat, whose
+    # arguments it checks. Without the filter the kernel answers EFAULT to a NULL struct.
+    code = ("import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nout = []\n"
+            "for nr, args in ((435, (None, 88)), (437, (-100, b'/tmp/x', None, 24))):\n"
+            "    ctypes.set_errno(0)\n"
+            "    out.append((libc.syscall(nr, *args), ctypes.get_errno()))\nprint(out)")
+    result = once(mechanism, code)
+    assert result.success and result.content.strip() == "[(-1, 38), (-1, 38)]", result.content
