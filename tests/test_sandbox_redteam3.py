@@ -359,3 +359,18 @@ def test_calls_whose_arguments_the_filter_cannot_read_are_enosys(mechanism: str)
             "    out.append((libc.syscall(nr, *args), ctypes.get_errno()))\nprint(out)")
     result = once(mechanism, code)
     assert result.success and result.content.strip() == "[(-1, 38), (-1, 38)]", result.content
+
+
+def test_an_honest_error_always_fits_a_replys_bound(sandbox: SandboxedPython) -> None:
+    # A reply's bound counts on errors of at most 4 000 characters: a SyntaxError quotes its
+    # whole line (up to max_code_chars, 4 bytes a character in UTF-8), and an exception's
+    # message can be anything; either, cut by jarvis only, went past the bound and the
+    # interpreter was killed.
+    assert sandbox.run("keep = 'still here'").ok
+    for code in ("x = '" + "\u4e2d" * 90_000 + "' +",
+                 "raise KeyboardInterrupt('\\x01' * 10 ** 6)",
+                 "raise ValueError('\\x01' * 10 ** 6)"):
+        result = sandbox.run(code)
+        assert not result.ok and result.error_kind == "exception", result.error[-200:]
+        assert len(result.error) <= 4_000 and not result.restarted
+    assert sandbox.run("keep").output == "'still here'\n"

@@ -49,6 +49,7 @@ import time
 import traceback
 
 IN_FD, OUT_FD = 0, 1
+MAX_ERROR_CHARS = 4000  # as jarvis's process.MAX_ERROR_CHARS
 
 
 class CpuLimitExceeded(BaseException):
@@ -566,6 +567,10 @@ def run(code: str, namespace: dict, config: dict) -> dict:
     finally:
         _in_user_code = False  # also when the interrupt came before _execute's try
         sys.stdout, sys.stderr = old_out, old_err
+    if error is not None:
+        # Every error's last 4000 characters (jarvis's bound on a reply counts on it): a
+        # SyntaxError quotes its whole line, up to max_code_chars of the code.
+        error = error[-MAX_ERROR_CHARS:]
     return {"ok": error is None, "output": writer.getvalue(), "error": error, "error_kind": kind,
             "truncated": writer.overflow}
 
@@ -610,7 +615,7 @@ def main() -> None:
         try:
             response = run(str(request.get("code", "")), namespace, config)
         except BaseException as exc:  # noqa: BLE001 - never die silently
-            response = {"ok": False, "output": "", "error": f"{type(exc).__name__}: {exc}"[-4000:],
+            response = {"ok": False, "output": "", "error": f"{type(exc).__name__}: {exc}"[-MAX_ERROR_CHARS:],
                         "error_kind": "internal", "truncated": False}
         # The id first: jarvis drops a frame that does not begin with its call's id unread.
         send({"id": call_id, **response})
