@@ -379,6 +379,8 @@ SECCOMP_DENIED_X86_64 = {  # called with zero arguments: without the filter each
     "name_to_handle_at": 303, "open_by_handle_at": 304, "setrlimit": 160, "syslog": 103,
     # memory RLIMIT_AS does not count (msgget(0, 0) would create a queue)
     "memfd_create": 319, "shmget": 29, "shmat": 30, "shmdt": 67, "msgget": 68, "semget": 64,
+    # a signal of the code's choosing later (SIGCONT resumed a frozen repl), personas
+    "timer_create": 222, "mq_open": 240, "mq_notify": 244, "personality": 135,
 }
 
 
@@ -792,16 +794,19 @@ FIND_CALL_ID = ("import sys\nw = sys.modules['__main__']\nf = sys._getframe()\nc
 
 def test_a_reply_forged_with_the_call_id_is_still_bounded(mechanism: str) -> None:
     # The code can read its own call's id from the worker's frames and reply in its place:
-    # that reply is the code's word, so jarvis bounds it again (output limit, error size).
+    # that reply is the code's word, so jarvis bounds it again (output limit, error size),
+    # and a frame bigger than an honest reply could be ends the interpreter unread.
     from jarvis.sandbox import SandboxedPython, SandboxLimits, SandboxPolicy
 
     limits = SandboxLimits(max_output_chars=1_000)
     proc = SandboxedPython(SandboxPolicy(isolation=mechanism, limits=limits))
     try:
-        result = proc.run(FIND_CALL_ID + "w.send({'id': cid, 'ok': True, 'output': 'A' * 10**6})")
+        result = proc.run(FIND_CALL_ID + "w.send({'id': cid, 'ok': True, 'output': 'A' * 50_000})")
         assert result.ok and result.output == "A" * 1_000 and result.truncated
-        result = proc.run(FIND_CALL_ID + "w.send({'id': cid, 'ok': False, 'error': 'E' * 10**6})")
+        result = proc.run(FIND_CALL_ID + "w.send({'id': cid, 'ok': False, 'error': 'E' * 50_000})")
         assert not result.ok and len(result.error) <= 4_000
+        result = proc.run(FIND_CALL_ID + "w.send({'id': cid, 'ok': True, 'output': 'A' * 10**6})")
+        assert not result.ok and result.error_kind == "crashed" and "over the" in result.error
     finally:
         proc.close()
 
@@ -823,8 +828,10 @@ def test_an_honest_reply_of_escaped_characters_is_not_too_big() -> None:
 
 def test_a_deeply_nested_reply_is_a_clear_failure(run: Run) -> None:
     # json.loads raises RecursionError (not ValueError) on [[[[...: it escaped the tool.
+    # (a frame for this call: jarvis parses no other; 40 000 levels fit in a reply's bound)
     nested = FIND_CALL_ID + (
-        "import os, struct\nbody = b'[' * 200000 + b']' * 200000\n"
+        "import os, struct\nbody = b'{\"id\": \"%s\", \"x\": ' % cid.encode() + b'[' * 40000 "
+        "+ b']' * 40000 + b'}'\n"
         "os.write(w.OUT_FD, struct.pack('>I', len(body)) + body)\nimport time\ntime.sleep(1)")
     for result in (run.repl(nested), run.once(nested)):
         assert not result.success and result.metadata.get("error_kind") == "crashed", (

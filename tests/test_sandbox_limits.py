@@ -470,6 +470,8 @@ def test_sandboxes_started_from_many_threads_at_once_all_start(mechanism: str) -
             try:
                 for _ in range(20):  # each call moves the CPU limit: the switch, concurrently
                     out = proc.run(f"{n} * 2")
+                    if not out.ok:
+                        errors.append(repr(out))
                 results.append(out.output.strip())
                 assert proc._owner_prlimit, "no switch happened"
             finally:

@@ -37,10 +37,16 @@ INTERRUPT_GRACE = 1.0
 # ignores SIGXCPU is this far over its budget.
 CPU_POLL = 0.25
 CPU_GRACE = 2.0
-MAX_RESPONSE_BYTES = 8 * 1024 * 1024
+# CPU a frozen interpreter may still use: the SIGSTOP lands a moment after it is sent (clock
+# ticks are 10 ms). More means something resumed it between calls (see SandboxedPython._thaw).
+FROZEN_CPU_SLACK = 0.1
 # The largest honest reply: JSON spends up to 6 bytes on a character ("\u0001"), so a big
-# max_output_chars of control characters went past 8 MB and the interpreter was killed.
+# max_output_chars of control characters went past a fixed 8 MB and the interpreter was
+# killed. No more than that either: json.loads makes ~30 times a frame's size of Python
+# objects ("[[],[],...": 8 MB of it took 170 MB of jarvis's memory), so a frame's bound is
+# what the limits let an honest reply hold (~210 KB for the default 20 000 characters).
 JSON_BYTES_PER_CHAR = 6
+REPLY_OVERHEAD_BYTES = 64 * 1024
 MAX_ERROR_CHARS = 4000  # the worker keeps a traceback's last 4000 characters too
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -74,6 +80,7 @@ class _FilesOverrun(Exception):
 
 
 _NOTHING = object()  # no frame arrived before the next check
+_STALE = object()    # a frame for another call (or none), dropped unread
 
 
 _protected = False
@@ -161,6 +168,15 @@ def _prlimit_with_euid(pid: int, uid: int, limits: tuple[int, int]) -> None:
             os._exit(70)
 
 
+def _wait_for(fd: int, events: int, deadline: float) -> bool:
+    """True once `fd` is ready for `events` (or hung up), False at `deadline`. poll, not
+    select: jarvis serve may hold descriptors past select's 1024."""
+    poller = select.poll()
+    poller.register(fd, events)
+    remaining = deadline - time.monotonic()
+    return remaining > 0 and bool(poller.poll(max(1, math.ceil(remaining * 1000))))
+
+
 def cpu_seconds_of(pid: int) -> float:
     """User + system CPU of process `pid`, all its threads together (from /proc)."""
     with open(f"/proc/{pid}/stat", "rb") as f:
@@ -213,10 +229,11 @@ class SandboxedPython:
         self._lock = threading.Lock()
         self._closed = False
         self._frozen = False
+        self._cpu_at_freeze: float | None = None
         self.stale_replies = 0
         self._owner_prlimit = False  # see _prlimit_as_owner
-        self._max_reply = max(MAX_RESPONSE_BYTES, JSON_BYTES_PER_CHAR * (
-            self.limits.max_output_chars + MAX_ERROR_CHARS) + 65536)
+        self._max_reply = JSON_BYTES_PER_CHAR * (
+            self.limits.max_output_chars + MAX_ERROR_CHARS) + REPLY_OVERHEAD_BYTES
         protect_jarvis()
         info_r, info_w = os.pipe() if self.mechanism != "none" else (-1, -1)
         env: dict[str, str] | None = {}
@@ -291,7 +308,7 @@ class SandboxedPython:
         data = b""
         while b"}" not in data:
             remaining = deadline - time.monotonic()
-            if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+            if remaining <= 0 or not _wait_for(fd, select.POLLIN, deadline):
                 raise TimeoutError("no sandbox info")
             chunk = os.read(fd, 4096)
             if not chunk:
@@ -380,7 +397,24 @@ class SandboxedPython:
                 os.kill(self.pid, signal.SIGSTOP)
                 self._frozen = True
             except ProcessLookupError:
-                pass
+                return
+            try:
+                self._cpu_at_freeze = cpu_seconds_of(self.pid)
+            except (OSError, ValueError, IndexError):
+                self._cpu_at_freeze = None  # unknown: no check at the next call
+
+    def ran_while_frozen(self) -> float:
+        """CPU seconds the interpreter used since it was frozen, past the slack (0: none).
+        The seccomp filter refuses the ways we know to make the kernel send it SIGCONT
+        later (POSIX timers, F_SETSIG, message queue notifications); this catches any other,
+        at the next call."""
+        if not self._frozen or self._cpu_at_freeze is None:
+            return 0.0
+        try:
+            extra = cpu_seconds_of(self.pid) - self._cpu_at_freeze
+        except (OSError, ValueError, IndexError):
+            return 0.0
+        return extra if extra > FROZEN_CPU_SLACK else 0.0
 
     def _thaw(self) -> None:
         if self._frozen and self.alive:
@@ -447,6 +481,13 @@ class SandboxedPython:
             if not self.alive:
                 return RunOutcome(False, "", "the interpreter is no longer running", "crashed")
             self.calls += 1
+            ran = self.ran_while_frozen()
+            if ran:
+                self.close()
+                return RunOutcome(False, "", f"the interpreter ran while it was frozen between "
+                                  f"calls ({ran:.2f} s of CPU: something resumed it); it was "
+                                  f"killed and its state is lost", "cpu", restarted=True,
+                                  seconds=time.monotonic() - start)
             problem = self._set_cpu_budget()
             if problem:
                 return RunOutcome(False, "", problem, "cpu", seconds=time.monotonic() - start)
@@ -454,8 +495,16 @@ class SandboxedPython:
             cpu_limit = self.cpu_used() + self.limits.cpu_seconds + CPU_GRACE
             try:
                 self._thaw()
-                self._write({"id": call_id, "code": code})
                 deadline = start + self.limits.timeout
+                try:
+                    self._write({"id": call_id, "code": code}, deadline)
+                except TimeoutError:
+                    self.close()
+                    return RunOutcome(False, "", f"wall-clock timeout ({self.limits.timeout:g} s):"
+                                      f" the interpreter did not take the code (it stopped "
+                                      f"reading its requests); it was killed and its state is "
+                                      f"lost", "timeout", restarted=True,
+                                      seconds=time.monotonic() - start)
                 try:
                     reply = self._reply(call_id, deadline, cpu_limit)
                 except TimeoutError:
@@ -513,10 +562,10 @@ class SandboxedPython:
         next_check = time.monotonic() + CPU_POLL
         while True:
             if cpu_limit is None:
-                message = self._read(deadline)
+                message = self._read(deadline, call_id)
             else:
                 try:
-                    message = self._read(min(deadline, next_check))
+                    message = self._read(min(deadline, next_check), call_id)
                 except TimeoutError:
                     message = _NOTHING
                 if message is _NOTHING or time.monotonic() >= next_check:
@@ -543,16 +592,34 @@ class SandboxedPython:
         except (TimeoutError, SandboxError):
             return None
 
-    def _write(self, message: dict[str, Any]) -> None:
+    def _write(self, message: dict[str, Any], deadline: float) -> None:
+        """Send a request by `deadline` (TimeoutError past it). Non-blocking: code that
+        replaced the worker's reading loop (sys.modules['__main__'].receive) left a request
+        bigger than the pipe's 64 KiB half-written, and jarvis blocked in write() with the
+        interpreter's lock held, past every timeout, until the run ended."""
         data = json.dumps(message).encode("utf-8")
+        view = memoryview(struct.pack(">I", len(data)) + data)
         try:
             assert self._proc.stdin is not None
-            self._proc.stdin.write(struct.pack(">I", len(data)) + data)
-            self._proc.stdin.flush()
+            fd = self._proc.stdin.fileno()
+            if os.get_blocking(fd):
+                os.set_blocking(fd, False)
+            while view:
+                if not _wait_for(fd, select.POLLOUT, deadline):
+                    raise TimeoutError
+                try:
+                    view = view[os.write(fd, view):]
+                except BlockingIOError:
+                    continue
+        except TimeoutError:  # an OSError too, but not a dead interpreter
+            raise
         except (BrokenPipeError, OSError, ValueError) as exc:
             raise SandboxError(f"cannot send code ({exc})") from None
 
-    def _read(self, deadline: float) -> dict[str, Any] | None:
+    def _read(self, deadline: float, call_id: str | None = None) -> Any:
+        """The next frame, parsed; with `call_id`, a frame that does not begin with that id
+        (the worker writes it first) is _STALE, dropped without parsing: a thread flooding
+        the pipe with big frames cost jarvis a JSON parse (CPU and memory) for each."""
         # A message is consumed only once it is complete: bytes that arrive before a timeout
         # stay buffered, so a late reply is read whole (and dropped by its id) later.
         self._fill(4, deadline)
@@ -562,6 +629,8 @@ class SandboxedPython:
         self._fill(4 + size, deadline)
         body = bytes(self._buffer[4:4 + size])
         del self._buffer[:4 + size]
+        if call_id is not None and not body.startswith(b'{"id": "%s"' % call_id.encode()):
+            return _STALE
         try:
             return json.loads(body.decode("utf-8", "replace"))
         except (ValueError, RecursionError) as exc:  # [[[[... nested past the C stack guard
@@ -575,8 +644,7 @@ class SandboxedPython:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError
-            ready, _, _ = select.select([fd], [], [], remaining)
-            if not ready:
+            if not _wait_for(fd, select.POLLIN, deadline):
                 raise TimeoutError
             chunk = os.read(fd, 1 << 20)
             if not chunk:

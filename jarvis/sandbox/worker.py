@@ -20,10 +20,16 @@ Before any user code runs it:
     another process, kcmp, userfaultfd, perf_event_open, bpf, io_uring_*, keyrings, every
     mount/namespace call, module/kexec/reboot/swap/acct/quotactl/syslog and file handles,
     memory RLIMIT_AS does not bound (memfd_create, SysV shared memory, message queues and
-    semaphores), AF_UNIX sockets (socketpair stays) and clearing PR_SET_PDEATHSIG.
+    semaphores), making itself dumpable again (it is not: no core dump helper runs on its
+    memory), sockets of any family but IPv4, IPv6 and netlink (socketpair: AF_UNIX
+    only), clearing PR_SET_PDEATHSIG, and the ways to make the kernel send a signal of the
+    code's choosing later (timer_create, POSIX message queues, fcntl F_SETSIG): SIGCONT
+    resumed an interpreter jarvis froze between calls, and a set-user-ID or set-group-ID
+    bit in any mode it sets (chmod, open's O_CREAT, mknod; openat2 is ENOSYS).
 
 Protocol: 4-byte big-endian length + UTF-8 JSON. Request {"id", "code"}; reply {"id", "ok",
-"output", "error", "error_kind", "truncated"}. jarvis accepts one reply per call, only with the
+"output", "error", "error_kind", "truncated"}, the id first (jarvis reads no further in a frame
+that does not begin with its call's id). jarvis accepts one reply per call, only with the
 call's id (a fresh random one each call), so code that writes its own frames cannot shift or
 fake the result of any other call.
 """
@@ -43,6 +49,7 @@ import time
 import traceback
 
 IN_FD, OUT_FD = 0, 1
+MAX_ERROR_CHARS = 4000  # as jarvis's process.MAX_ERROR_CHARS
 
 
 class CpuLimitExceeded(BaseException):
@@ -150,7 +157,13 @@ _DENIED = ("ptrace", "process_vm_readv", "process_vm_writev", "pidfd_open", "pid
            # Memory RLIMIT_AS does not count (shmem written without a mapping, or mapped and
            # unmapped again): each would balloon past memory_mb to the host's whole RAM.
            "memfd_create", "memfd_secret", "shmget", "shmat", "shmctl", "shmdt", "msgget",
-           "msgsnd", "msgrcv", "msgctl", "semget", "semop", "semctl", "semtimedop")
+           "msgsnd", "msgrcv", "msgctl", "semget", "semop", "semctl", "semtimedop",
+           # A signal the kernel sends later, of the code's choosing: a POSIX timer (or a
+           # message queue's notification) sending SIGCONT resumed a repl that jarvis had
+           # frozen between calls, and a thread burned CPU until the next call. fcntl's
+           # F_SETSIG (the same for I/O readiness, dnotify and leases) is checked below.
+           "timer_create", "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive",
+           "mq_notify", "mq_getsetattr")
 _X86_64 = {"ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "pidfd_open": 434,
            "pidfd_getfd": 438, "pidfd_send_signal": 424, "process_madvise": 440,
            "process_mrelease": 448, "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297,
@@ -168,9 +181,13 @@ _X86_64 = {"ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "pi
            "fanotify_init": 300, "memfd_create": 319, "memfd_secret": 447, "shmget": 29,
            "shmat": 30, "shmctl": 31, "shmdt": 67, "msgget": 68, "msgsnd": 69, "msgrcv": 70,
            "msgctl": 71, "semget": 64, "semop": 65, "semctl": 66, "semtimedop": 220,
+           "timer_create": 222, "mq_open": 240, "mq_unlink": 241, "mq_timedsend": 242,
+           "mq_timedreceive": 243, "mq_notify": 244, "mq_getsetattr": 245,
            # checked with arguments below
            "fork": 57, "vfork": 58, "clone": 56, "clone3": 435, "kill": 62, "tgkill": 234,
-           "prlimit64": 302, "socket": 41, "prctl": 157}
+           "prlimit64": 302, "socket": 41, "socketpair": 53, "prctl": 157, "fcntl": 72,
+           "chmod": 90, "fchmod": 91, "fchmodat": 268, "fchmodat2": 452, "creat": 85,
+           "mknod": 133, "mknodat": 259, "open": 2, "openat": 257, "openat2": 437}
 _AARCH64 = {"ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "pidfd_open": 434,
             "pidfd_getfd": 438, "pidfd_send_signal": 424, "process_madvise": 440,
             "process_mrelease": 448, "rt_sigqueueinfo": 138, "rt_tgsigqueueinfo": 240,
@@ -188,15 +205,27 @@ _AARCH64 = {"ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "p
             "memfd_secret": 447, "shmget": 194, "shmctl": 195, "shmat": 196, "shmdt": 197,
             "msgget": 186, "msgctl": 187, "msgrcv": 188, "msgsnd": 189, "semget": 190,
             "semctl": 191, "semtimedop": 192, "semop": 193,
+            "timer_create": 107, "mq_open": 180, "mq_unlink": 181, "mq_timedsend": 182,
+            "mq_timedreceive": 183, "mq_notify": 184, "mq_getsetattr": 185,
             "clone": 220, "clone3": 435, "kill": 129, "tgkill": 131, "prlimit64": 261,
-            "socket": 198, "prctl": 167}
+            "socket": 198, "socketpair": 199, "prctl": 167, "fcntl": 25,
+            "fchmod": 52, "fchmodat": 53, "fchmodat2": 452, "mknodat": 33, "openat": 56,
+            "openat2": 437}
 _ARCHES = {"x86_64": (0xC000003E, _X86_64), "aarch64": (0xC00000B7, _AARCH64)}
 _LD_W_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
 _FIRST_UNREVIEWED = 470  # x86_64/aarch64: file_setattr (469) is the newest reviewed
 _ALLOW = 0x7FFF0000
 _CLONE_THREAD = 0x00010000
-_AF_UNIX = 1
-_PR_SET_PDEATHSIG = 1
+_AF_UNIX, _AF_INET, _AF_INET6, _AF_NETLINK = 1, 2, 10, 16
+_PR_SET_PDEATHSIG, _PR_SET_DUMPABLE = 1, 4
+_F_SETSIG = 10
+# Calls that set a file's mode: (argument holding the mode, argument holding open's flags or
+# None when the call always sets it). S_ISUID | S_ISGID are refused in the mode.
+_MODE_ARGS = {"chmod": (1, None), "fchmod": (1, None), "fchmodat": (2, None),
+              "fchmodat2": (2, None), "creat": (1, None), "mknod": (1, None),
+              "mknodat": (2, None), "open": (2, 1), "openat": (3, 2)}
+_SET_ID_BITS = 0o6000
+_O_CREAT, _O_TMPFILE_BIT = 0o100, 0o20000000  # a mode counts only when open creates
 # CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET | NEWTIME
 _CLONE_NEW_ANY = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 \
     | 0x40000000 | 0x00000080
@@ -262,18 +291,54 @@ def _seccomp_program() -> list[tuple[int, int, int, int]] | None:
     p.emit(_JEQ, nr["tgkill"], "tgkill", 0)
     p.emit(_JEQ, nr["prlimit64"], "prlimit", 0)
     p.emit(_JEQ, nr["socket"], "socket", 0)
+    p.emit(_JEQ, nr["socketpair"], "socketpair", 0)
     p.emit(_JEQ, nr["prctl"], "prctl", 0)
+    p.emit(_JEQ, nr["fcntl"], "fcntl", 0)
+    p.emit(_JEQ, nr["openat2"], "nosys", 0)                # its mode is in a struct: glibc
+    for name in _MODE_ARGS:                                 # and Python use openat
+        if name in nr:
+            p.emit(_JEQ, nr[name], f"mode-{name}", 0)
     p.emit(_RET, _ALLOW)
+    # No set-user-ID or set-group-ID file: in a writable path the code made one (chmod 4755)
+    # that stays on the host, owned by the sandbox's host uid (jarvis's own uid when jarvis
+    # is not root): any local user who ran it became that uid (which owns every sandbox's
+    # user namespace, or holds jarvis's files).
+    for name, (mode_arg, flags_arg) in _MODE_ARGS.items():
+        if name not in nr:
+            continue
+        p.label(f"mode-{name}")
+        if flags_arg is not None:
+            p.emit(_LD_W_ABS, 16 + 8 * flags_arg)
+            p.emit(_JSET, _O_CREAT | _O_TMPFILE_BIT, 0, "allow")
+        p.emit(_LD_W_ABS, 16 + 8 * mode_arg)
+        p.emit(_JSET, _SET_ID_BITS, "deny", "allow")
+    # F_SETSIG chooses the signal sent when a descriptor gets ready (SIGIO by default, which
+    # cannot resume a stopped process): with SIGCONT, a write to its own pipe or socket
+    # (from jarvis, or from a peer) would wake the frozen interpreter.
+    p.label("fcntl")
+    p.emit(_LD_W_ABS, 24)                                  # A = cmd
+    p.emit(_JEQ, _F_SETSIG, "deny", "allow")
     # PR_SET_PDEATHSIG stays as the worker set it: cleared, the namespace's init (the worker,
-    # with isolation "namespaces") outlived a SIGKILLed jarvis.
+    # with isolation "namespaces") outlived a SIGKILLed jarvis. PR_SET_DUMPABLE too (see
+    # apply_limits).
     p.label("prctl")
     p.emit(_LD_W_ABS, 16)                                  # A = option
-    p.emit(_JEQ, _PR_SET_PDEATHSIG, "deny", "allow")
-    # No AF_UNIX socket(): connect() to a socket file in a mounted folder (a server of the
-    # host's) is no file access Landlock checks. socketpair() stays (asyncio needs it).
+    p.emit(_JEQ, _PR_SET_PDEATHSIG, "deny", 0)
+    p.emit(_JEQ, _PR_SET_DUMPABLE, "deny", "allow")
+    # socket() of the families the network namespace and Landlock govern only: IPv4, IPv6
+    # and netlink (getaddrinfo asks it for the interfaces). No AF_UNIX: connect() to a socket
+    # file in a mounted folder (a server of the host's) is no file access Landlock checks.
+    # No AF_VSOCK: it ignores network namespaces (before Linux 7.0, and a VM guest's always),
+    # so in a VM (Firecracker, Kata) the code reached the VM host's services with network =
+    # false. Nor the rest (packet, ALG, XDP, ...): kernel surface the code has no use for.
     p.label("socket")
     p.emit(_LD_W_ABS, 16)                                  # A = domain
-    p.emit(_JEQ, _AF_UNIX, "deny", "allow")
+    p.emit(_JEQ, _AF_INET, "allow", 0)
+    p.emit(_JEQ, _AF_INET6, "allow", 0)
+    p.emit(_JEQ, _AF_NETLINK, "allow", "deny")
+    p.label("socketpair")                                  # AF_UNIX only (asyncio needs it)
+    p.emit(_LD_W_ABS, 16)
+    p.emit(_JEQ, _AF_UNIX, "allow", "deny")
     p.label("clone")                                       # threads only, no new namespaces
     p.emit(_LD_W_ABS, 16)                                  # A = low word of the flags
     p.emit(_JSET, _CLONE_NEW_ANY, "deny", 0)
@@ -342,6 +407,12 @@ def _set(limit: int, soft: int, hard: int | None = None) -> None:
 def apply_limits(config: dict) -> dict:
     _set(resource.RLIMIT_AS, int(config["memory_mb"]) * 1024 * 1024)
     _set(resource.RLIMIT_CORE, 0)
+    # No core dump at all: where kernel.core_pattern is a pipe (apport, systemd-coredump) the
+    # kernel ignores RLIMIT_CORE 0 and runs that helper, as root on the host, on the crashed
+    # sandbox's memory; a non-dumpable process is never dumped. jarvis still reads the
+    # worker's /proc files: it owns the sandbox's user namespace (or is root).
+    if _libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "PR_SET_DUMPABLE failed")
     _set(resource.RLIMIT_FSIZE, int(config["max_file_mb"]) * 1024 * 1024)
     _set(resource.RLIMIT_NOFILE, int(config["max_open_files"]))
     session_cpu = int(config["session_cpu_seconds"])
@@ -496,6 +567,10 @@ def run(code: str, namespace: dict, config: dict) -> dict:
     finally:
         _in_user_code = False  # also when the interrupt came before _execute's try
         sys.stdout, sys.stderr = old_out, old_err
+    if error is not None:
+        # Every error's last 4000 characters (jarvis's bound on a reply counts on it): a
+        # SyntaxError quotes its whole line, up to max_code_chars of the code.
+        error = error[-MAX_ERROR_CHARS:]
     return {"ok": error is None, "output": writer.getvalue(), "error": error, "error_kind": kind,
             "truncated": writer.overflow}
 
@@ -540,10 +615,10 @@ def main() -> None:
         try:
             response = run(str(request.get("code", "")), namespace, config)
         except BaseException as exc:  # noqa: BLE001 - never die silently
-            response = {"ok": False, "output": "", "error": f"{type(exc).__name__}: {exc}",
+            response = {"ok": False, "output": "", "error": f"{type(exc).__name__}: {exc}"[-MAX_ERROR_CHARS:],
                         "error_kind": "internal", "truncated": False}
-        response["id"] = call_id
-        send(response)
+        # The id first: jarvis drops a frame that does not begin with its call's id unread.
+        send({"id": call_id, **response})
 
 
 if __name__ == "__main__":
