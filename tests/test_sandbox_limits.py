@@ -303,12 +303,14 @@ def test_no_process_of_the_sandbox_uid_can_signal_jarvis_while_it_sets_a_cpu_lim
 
     assert os.geteuid() == 0, "the test needs root (like CI)"
     proc = SandboxedPython(SandboxPolicy(isolation=mechanism))
-    go, done = threading.Event(), {}
+    go, probed, done = threading.Event(), threading.Event(), {}
 
     def set_limits() -> None:
+        # Switches for as long as the probe tries (2.5 s), however many that is on a loaded
+        # machine (thousands alone, hundreds under a full test run).
         go.wait(10)
-        end, count = time.monotonic() + 2, 0
-        while time.monotonic() < end:
+        count = 0
+        while not probed.is_set() or count < 100:
             assert proc._set_cpu_budget() is None
             count += 1
         done["calls"] = count
@@ -325,15 +327,17 @@ def test_no_process_of_the_sandbox_uid_can_signal_jarvis_while_it_sets_a_cpu_lim
             go.set()
             hits, tries = map(int, probe.communicate(timeout=30)[0].split())
         finally:
+            probed.set()
             probe.kill()
             probe.wait()
     finally:
         go.set()
+        probed.set()
         caller.join(30)
         proc.close()
-    # It really went through the switch, thousands of times, while the probe kept trying.
-    assert proc._owner_prlimit and done["calls"] > 1000, done
-    assert tries > 10_000 and hits == 0, (hits, tries)
+    # It really went through the switch, many times, while the probe kept trying.
+    assert proc._owner_prlimit and done["calls"] >= 100, done
+    assert tries > 2_000 and hits == 0, (hits, tries)
 
 
 def ids_of_every_thread() -> dict[str, list[list[str]]]:
