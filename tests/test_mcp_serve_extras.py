@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from pathlib import Path
 
 from mcp_support import stdio_server, write_config
@@ -167,3 +168,47 @@ def test_memory_is_not_served_unless_asked_or_already_readable(tmp_path: Path, c
     assert asyncio.run(capabilities("--tools", "calculator")) is None  # deny by default
     assert asyncio.run(capabilities("--tools", "calculator,memory_search")) is not None
     assert asyncio.run(capabilities("--tools", "memory_search", "--no-memory")) is None
+
+
+def test_each_client_connection_gets_its_own_repl_released_when_it_ends(tmp_path: Path) -> None:
+    # Two clients of one `jarvis mcp serve --http` are two runs: one's repl variables (and its
+    # interpreter, its /tmp) are not the other's; a connection's interpreter ends with it. A
+    # client of the 2026 protocol has no session: each of its requests is a run of its own.
+    import gc
+
+    import anyio
+    from mcp import Client
+
+    from jarvis.resources.manager import default_manager
+
+    (tmp_path / "config.toml").write_text("", encoding="utf-8")
+    config = load_config(tmp_path / "config.toml")
+    tools, approved = select_tools(config, ["repl"])
+    server = build_server(tools, make_executor(tools, config, approved), per_connection=True)
+
+    def text(answer) -> str:
+        return "".join(part.text for part in answer.content if part.type == "text")
+
+    def held() -> set[str]:
+        return {key[0] for key in default_manager()._leases if key[0].startswith("mcp-serve-")}
+
+    async def drive() -> tuple[list[str], set[str]]:
+        async with Client(server, mode="legacy") as one, Client(server, mode="legacy") as two, \
+                Client(server) as modern:
+            await one.call_tool("repl", {"code": "secret = 41"})
+            await modern.call_tool("repl", {"code": "secret = 7"})
+            seen = [text(await two.call_tool("repl", {"code": "print(secret)"})),
+                    text(await one.call_tool("repl", {"code": "print(secret + 1)"})),
+                    text(await modern.call_tool("repl", {"code": "print(secret)"}))]
+            owners = held()
+        return seen, owners
+
+    (other, mine, stateless), owners = anyio.run(drive)
+    assert "NameError" in other and "42" in mine and "NameError" in stateless, (
+        other, mine, stateless)
+    assert len(owners) >= 2, owners
+    gc.collect()
+    deadline = time.monotonic() + 20
+    while owners & held() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not owners & held(), (owners, held())

@@ -75,10 +75,11 @@ def select_tools(config: Any, names: list[str] | None) -> tuple[list[BaseTool], 
 
 
 def build_server(tools: list[BaseTool], executor: ToolExecutor, name: str = "jarvis",
-                 memory: Any = None) -> Any:
+                 memory: Any = None, per_connection: bool = False) -> Any:
     """An SDK low-level Server whose tools/list and tools/call are the given jarvis tools
     (with titles, behaviour hints and output schemas: see jarvis.mcp.served); with `memory`
-    (a MemoryResources), jarvis's memory documents are its resources."""
+    (a MemoryResources), jarvis's memory documents are its resources. `per_connection`: each
+    client connection is a run of its own (see _per_session), for a server many clients reach."""
     from mcp.server import Server
     from mcp.types import CallToolResult, ListToolsResult, TextContent, Tool
 
@@ -88,6 +89,9 @@ def build_server(tools: list[BaseTool], executor: ToolExecutor, name: str = "jar
     listed = [Tool.model_validate(tool_entry(t.spec)) for t in tools]
     schemas = {t.name: t.input_schema for t in listed}
     has_output = {t.name for t in listed if t.output_schema}
+    # Over HTTP many clients reach one server: each connection is a run of its own. Over
+    # stdio the process has one client, whose calls all share its run.
+    executor_for = _per_session(executor) if per_connection else (lambda connection: executor)
 
     async def list_tools(ctx: Any, params: Any) -> Any:
         return ListToolsResult(tools=listed)
@@ -96,7 +100,7 @@ def build_server(tools: list[BaseTool], executor: ToolExecutor, name: str = "jar
         call = ToolCall(id=f"mcp_{uuid.uuid4().hex[:12]}", name=params.name,
                         arguments=params.arguments or {})
         try:
-            result = await executor.aexecute(call)
+            result = await executor_for(_connection_of(ctx)).aexecute(call)
         except Exception as exc:  # noqa: BLE001 - the executor should not raise; never crash the server
             return CallToolResult(content=[TextContent(type="text", text=f"{type(exc).__name__}: {exc}")],
                                   is_error=True)
@@ -110,6 +114,55 @@ def build_server(tools: list[BaseTool], executor: ToolExecutor, name: str = "jar
         handlers = _memory_handlers(memory)
     return Server(name, version=_version(), on_list_tools=list_tools, on_call_tool=call_tool,
                   get_tool_input_schema=schemas.get, **handlers)
+
+
+def _connection_of(ctx: Any) -> Any:
+    """The client connection a request came on. The SDK makes a ServerSession per request;
+    the Connection behind it lives as long as the client's session (stdio, or streamable
+    HTTP with a session id), and a single-exchange request of the 2026 protocol has one of
+    its own (that protocol has no sessions: a served repl keeps no state between its calls).
+    No public accessor yet: without it, each request counts as a connection (nothing shared
+    between clients either way)."""
+    session = getattr(ctx, "session", None)
+    return getattr(session, "_connection", session)
+
+
+def _per_session(executor: ToolExecutor) -> Any:
+    """executor_for(connection): the executor for one MCP client connection. Each connection is
+    a run of its own (run id `<executor's run id>-N`), so what a tool keeps per run (a `repl`
+    interpreter and its /tmp) is never shared between the clients of one `jarvis mcp serve
+    --http`, and is released when the connection is gone. The copies share the
+    executor's tools, limits and counters."""
+    import copy
+    import itertools
+    import threading
+    import weakref
+
+    from jarvis.resources import release_run
+
+    connections: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+    numbers = itertools.count(1)
+    lock = threading.Lock()
+    base = executor.run_id or "mcp-serve"
+
+    def release(run_id: str) -> None:
+        # Ending a sandbox waits for its processes: not on the event loop's thread.
+        threading.Thread(target=release_run, args=(run_id,), daemon=True,
+                         name=f"jarvis-release-{run_id}").start()
+
+    def executor_for(connection: Any) -> ToolExecutor:
+        if connection is None:
+            return executor
+        with lock:
+            own = connections.get(connection)
+            if own is None:
+                own = copy.copy(executor)
+                own.run_id = f"{base}-{next(numbers)}"
+                connections[connection] = own
+                weakref.finalize(connection, release, own.run_id)
+            return own
+
+    return executor_for
 
 
 def _memory_handlers(memory: Any) -> dict[str, Any]:
@@ -253,7 +306,7 @@ def run_http(tools: list[BaseTool], config: Any, approved: set[str], host: str, 
         reason = str(exc).split(";")[0]
         raise UserError(f"{reason}; pick another --http HOST:PORT") from None
     server = build_server(tools, make_executor(tools, config, approved),
-                          memory=_memory_resources(config, tools, memory))
+                          memory=_memory_resources(config, tools, memory), per_connection=True)
     app = http_app(server, host, api_key, config)
     _announce(tools, f"{url_of(sock)}/mcp")
     try:
