@@ -248,6 +248,12 @@ def test_a_json_body_with_nan_is_an_invalid_argument():
     ("[2606:4700:0::1111]:80", "http://[2606:4700::1111]/"),
     ("93.184.215.14", "http://example.test/"),  # the name resolves to the blocked address
     ("[2606:4700::1111]", "http://v6.example.test/"),
+    # A name written in Unicode is the IDNA name in a URL's host: `bücher.example` blocked
+    # nothing (the URL's host is xn--bcher-kva.example).
+    ("bücher.example", "http://bücher.example/"),
+    ("BÜCHER.example:80", "http://xn--bcher-kva.example/"),
+    ("*.bücher.example", "http://www.BÜCHER.example./"),
+    ("*.evil.example.", "http://a.evil.example/"),  # a trailing dot on a wildcard
 ])
 def test_blocked_addresses_hold_whatever_the_spelling_or_name(blocked, url):
     def resolver(host, port):
@@ -255,6 +261,14 @@ def test_blocked_addresses_hold_whatever_the_spelling_or_name(blocked, url):
 
     with pytest.raises(BlockedURLError, match="blocked_hosts"):
         check_url(url, NetPolicy.make(blocked_hosts=[blocked]), resolver)
+
+
+def test_an_allowed_host_written_in_unicode_is_reached():
+    with serving({"/": lambda s: Reply(200, "hallo")}) as server:
+        client = SafeHttpClient(NetPolicy.make([f"bücher.test:{server.port}"]),
+                                resolver=lambda host, port: ["127.0.0.1"])
+        response = client.request("GET", f"http://bücher.test:{server.port}/")
+    assert response.body == b"hallo" and server.seen[0].headers["host"].startswith("xn--")
 
 
 def test_a_blocked_address_wins_over_an_allowed_name():

@@ -8,10 +8,12 @@ unicast address by our own tables (Python's `ipaddress` flags are not trusted: 3
 goes to the address that was checked (a pinned httpcore network backend), while the URL, the
 Host header and TLS SNI keep the name, so a rebinding resolver cannot swap in 127.0.0.1 between
 the check and the connect. Proxies from the environment are ignored for the same reason.
+When a redirect leaves the origin, credentials are dropped: Authorization, Cookie and any
+header named like a secret (X-Api-Key, Brave's X-Subscription-Token).
 
 The user opens exceptions with `allowed_hosts` (exact `host` or `host:port`; that is how tests
 reach loopback servers) and closes more with `blocked_hosts` (`host`, `host:port` or
-`*.domain`; blocked wins). Bodies are streamed and cut at `max_bytes`, gzip/deflate included
+`*.domain`; blocked wins; a name in Unicode is compared in its IDNA form, as URLs are). Bodies are streamed and cut at `max_bytes`, gzip/deflate included
 (decoded with a bounded decompressor, so a compression bomb stops at the cap); the whole call,
 redirects included, has one deadline.
 
@@ -33,6 +35,7 @@ from typing import Any
 from urllib.parse import urljoin
 
 from jarvis.errors import JarvisError
+from jarvis.security.redact import is_secret_name
 
 DEFAULT_MAX_BYTES = 1_048_576
 DEFAULT_TIMEOUT = 30.0
@@ -179,6 +182,28 @@ def _host_key(entry: str) -> tuple[str, int | None]:
     return canonical_host(entry), None
 
 
+def _policy_entry(entry: str) -> str:
+    """A host entry as URLs are compared: lowercase, and a non-ASCII name in its IDNA form
+    (`bücher.example` -> `xn--bcher-kva.example`), the form httpx gives a URL's host; without
+    it `blocked_hosts = ["bücher.example"]` blocked nothing. A name IDNA refuses is kept as
+    written (no URL host can equal it)."""
+    entry = entry.strip().lower()
+    if entry.isascii():
+        return entry
+    prefix = "*." if entry.startswith("*.") else "." if entry.startswith(".") else ""
+    rest = entry[len(prefix):]
+    host, sep, port = rest.rpartition(":") if rest.count(":") == 1 else (rest, "", "")
+    if sep and not port.isdigit():
+        host, sep, port = rest, "", ""
+    import httpx
+
+    try:
+        host = httpx.URL(f"http://{host}/").raw_host.decode("ascii")
+    except (httpx.InvalidURL, ValueError, UnicodeError):
+        return entry
+    return f"{prefix}{host}{sep}{port}"
+
+
 @dataclass(frozen=True, slots=True)
 class NetPolicy:
     """Where requests may go, how much they may read, and how long they may take."""
@@ -190,6 +215,11 @@ class NetPolicy:
     max_redirects: int = DEFAULT_MAX_REDIRECTS
     setting: str = "[tools.http_request] allowed_hosts"  # named in refusals: where to allow
 
+    def __post_init__(self) -> None:
+        for name in ("allowed_hosts", "blocked_hosts"):
+            object.__setattr__(self, name, tuple(_policy_entry(str(e))
+                                                 for e in getattr(self, name)))
+
     @classmethod
     def make(cls, allowed_hosts: Iterable[str] | str | None = None,
              blocked_hosts: Iterable[str] | str | None = None, **limits: Any) -> NetPolicy:
@@ -198,7 +228,7 @@ class NetPolicy:
                 return ()
             if isinstance(value, str):
                 value = [value]
-            return tuple(str(v).strip().lower() for v in value if str(v).strip())
+            return tuple(str(v) for v in value if str(v).strip())
 
         return cls(norm(allowed_hosts), norm(blocked_hosts),
                    **{k: v for k, v in limits.items() if v is not None})
@@ -213,7 +243,7 @@ class NetPolicy:
     def is_blocked(self, host: str, port: int) -> bool:
         for entry in self.blocked_hosts:
             if entry.startswith("*.") or entry.startswith("."):
-                suffix = "." + entry.lstrip("*.")
+                suffix = "." + entry.lstrip("*.").rstrip(".")
                 if host.endswith(suffix) or host == suffix[1:]:
                     return True
                 continue
@@ -547,8 +577,10 @@ class SafeHttpClient:
                 if first_origin is None:
                     first_origin = origin
                 elif origin != first_origin:
-                    # Credentials chosen for one site must not be handed to another.
-                    for key in [k for k in send_headers if k.lower() in ("authorization", "cookie")]:
+                    # Credentials chosen for one site must not be handed to another: not
+                    # only Authorization and Cookie (what httpx and curl drop) but any header
+                    # named like a secret, e.g. Brave's X-Subscription-Token or X-Api-Key.
+                    for key in [k for k in send_headers if _credential_header(k)]:
                         del send_headers[key]
                 left = deadline - time.monotonic()
                 try:
@@ -585,6 +617,10 @@ class SafeHttpClient:
                         elapsed=time.monotonic() - started)
                 finally:
                     response.close()
+
+
+def _credential_header(name: str) -> bool:
+    return name.lower() in ("authorization", "cookie") or is_secret_name(name)
 
 
 def _read_body(response: Any, limit: int, deadline: float, total: float) -> tuple[bytes, bool]:
