@@ -362,6 +362,24 @@ def test_the_config_file_itself_is_a_secret(workspace: Path, cli_env: dict[str, 
     assert jarvis(cli_env, "tools", "run", "file_read", '{"path": "README.md"}').returncode == 0
 
 
+def test_copies_of_the_config_file_are_secrets_too(workspace: Path) -> None:
+    """An editor's `config.toml~` or a `config.toml.bak` next to it holds the same MCP tokens
+    (they were read in clear: only the exact path was refused)."""
+    from jarvis.core.config import load_config
+
+    text = '[mcp.servers.gh]\ncommand = "x"\nenv = { GH_PAT = "TOKEN-in-config" }\n'
+    (workspace / "config.toml").write_text(text)
+    for name in ("config.toml~", "config.toml.bak", "Config.TOML.orig", "config.toml.swp"):
+        (workspace / name).write_text(text)
+    (workspace / "config.toml.md").write_text("notes about the config\n")
+    reader = FileReadTool(config=load_config(workspace / "config.toml"))
+    for name in ("config.toml~", "config.toml.bak", "Config.TOML.orig", "config.toml.swp"):
+        result = run(reader, path=str(workspace / name))
+        assert result.error_type is ErrorType.DENIED, (name, result.content)
+        assert "TOKEN" not in result.content and "the jarvis config file" in result.content
+    assert run(reader, path=str(workspace / "config.toml.md")).success
+
+
 
 def test_jarvis_ask_cannot_read_a_key_for_the_model(fake_home: Path, cli_env: dict[str, str],
                                                     tmp_path: Path) -> None:
@@ -450,7 +468,10 @@ def test_racing_a_folder_above_the_allowed_folder_never_leaks(tmp_path: Path, im
 @pytest.mark.parametrize("name", ["key.pem.", "key.pem ", "server.key~", "id_rsa.bak",
                                   "cert.pem.orig", "deploy.KEY.old", "\uff49d_rsa",
                                   "\uff0eenv", "prod.tfstate", "ssh_host_ed25519_key",
-                                  "shadow-", "creds.keytab", "htpasswd"])
+                                  "shadow-", "creds.keytab", "htpasswd",
+                                  # secrets without a key-ish extension or a leading dot
+                                  "prod.env", "terraform.tfvars", "secrets.yaml",
+                                  "Secrets.JSON.bak", "token.json", "office.ovpn"])
 def test_secret_rules_see_through_copies_case_and_look_alikes(tmp_path: Path, name: str):
     """A backup copy (`~`, `.bak`, `.orig`, trailing dots or spaces), another case or a
     full-width look-alike of a secret's name is the same secret."""

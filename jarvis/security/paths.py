@@ -67,6 +67,11 @@ SECRET_RULES: tuple[tuple[str, str], ...] = (
     ("gshadow", "system password hashes"),
     ("master.passwd", "system password hashes"),
     ("ssh_host_*_key", "SSH host keys"),
+    ("*.env", "environment files (KEY=value secrets, e.g. prod.env)"),
+    ("*.tfvars", "Terraform variables (often secrets in clear)"),
+    ("secrets.*", "secret files (secrets.yaml, secrets.json, ...)"),
+    ("token.json", "OAuth tokens"),
+    ("*.ovpn", "VPN profiles (they embed private keys)"),
 )
 # A copy of a secret is a secret: `server.key~`, `id_rsa.bak`, `cert.pem.orig`, `shadow-`.
 BACKUP_SUFFIXES = (".bak", ".backup", ".old", ".orig", ".save", ".sav", ".tmp", ".copy",
@@ -168,6 +173,16 @@ def secret_rule(parts: Iterable[str]) -> tuple[str, str] | None:
     return None
 
 
+def _copy_of(path: Path, secret: Path) -> bool:
+    """Whether `path` is a copy of the secret file `secret` by name, in the same folder: an
+    editor's `config.toml~`, a `config.toml.bak`, or the name in another case (the same
+    secrets, under a name no exact comparison catches)."""
+    if path.parent != secret.parent:
+        return False
+    wanted = _folded(secret.name)
+    return any(name == wanted for name in _names(_folded(path.name)))
+
+
 def _under(path: str, folder: str) -> bool:
     """Whether `path` is `folder` or inside it, comparing whole components (both resolved
     and absolute); a string test, because pathlib's is_relative_to dominated a read."""
@@ -266,7 +281,7 @@ class PathPolicy:
         rule = secret_rule(parts) if self.secrets else None
         if rule is None:
             for secret, why in self.secret_files.items():
-                if _under(real, str(secret)):
+                if _under(real, str(secret)) or _copy_of(resolved, secret):
                     rule = (secret.name, why)
                     break
         if rule is not None:
