@@ -583,10 +583,13 @@ class SafeHttpClient:
                     for key in [k for k in send_headers if _credential_header(k)]:
                         del send_headers[key]
                 left = deadline - time.monotonic()
+                # httpx's `params=` replaces the URL's own query (`?a=1` and params {b: 2}
+                # sent only b=2, silently); merged, the URL keeps it and params add to it.
+                send_url = (httpx.URL(target.url).copy_merge_params(params)
+                            if params and not redirects else target.url)
                 try:
                     request = client.build_request(
-                        method, target.url, headers=send_headers,
-                        params=params if not redirects else None, content=content,
+                        method, send_url, headers=send_headers, content=content,
                         timeout=httpx.Timeout(left, connect=min(left, 10.0)))
                     response = client.send(request, stream=True)
                 except httpx.TimeoutException:
