@@ -157,7 +157,8 @@ def _normalize(item: ScriptItem, request: dict[str, Any]) -> Any:
             return Disconnect()
         if item.get("misbehave"):
             return Misbehave(str(item["misbehave"]), float(item.get("interval", 0.05)),
-                             float(item.get("seconds", 60.0)), int(item.get("chunk", 64 * 1024)))
+                             float(item.get("seconds", 60.0)), int(item.get("chunk", 64 * 1024)),
+                             int(item.get("status", 500)), int(item.get("decoded_mib", 256)))
         if "status" in item or "error" in item:
             return HTTPFailure(int(item.get("status", 500)), str(item.get("error", "scripted failure")),
                                item.get("retry_after"))
