@@ -587,6 +587,35 @@ def test_memory_index_walk_is_bounded_by_entries_not_only_files(tmp_path: Path, 
         store.close()
 
 
+def test_memory_index_walk_is_bounded_in_depth(tmp_path: Path):
+    """Every file's path is resolved component by component, so a chain of one-letter folders
+    (each with a file) cost depth x depth lstat calls: 1,992 levels took 167 s. Folders more
+    than MAX_WALK_DEPTH levels down are not walked, and the summary says so."""
+    import time
+
+    from jarvis.memory import SQLiteMemory, indexer
+
+    ws = tmp_path / "ws"
+    folder = ws
+    for _ in range(indexer.MAX_WALK_DEPTH + 200):
+        folder = folder / "a"
+        folder.mkdir(parents=True)
+        (folder / "f.md").write_text("deep\n")
+    store = SQLiteMemory(tmp_path / "m.db")
+    try:
+        started = time.monotonic()
+        result = _index_tool(store, ws, max_files=10_000).execute(
+            ToolCall("c", "memory_index", {"path": str(ws)}))
+        took = time.monotonic() - started
+        assert result.success, result.content
+        assert result.metadata["indexed"] == indexer.MAX_WALK_DEPTH, result.content
+        assert result.metadata["skipped_deep"] == 1
+        assert f"more than {indexer.MAX_WALK_DEPTH} levels deep not walked" in result.content
+        assert took < 10, took
+    finally:
+        store.close()
+
+
 def test_jarvis_own_mcp_state_is_a_secret(jarvis_home: Path):
     """Without a config.toml the workspace is $JARVIS_HOME, which holds the MCP servers'
     stderr logs (a server that prints its token on start-up) and cached tool lists: jarvis's

@@ -46,6 +46,11 @@ MAX_ERRORS_KEPT = 20
 # of empty folders or a folder of a million hidden files holds no file to count, yet costs a
 # walk of all of it.
 MAX_WALK_ENTRIES = 20_000
+# ...and by depth: every file's path is resolved component by component (a symlink on the way
+# must be seen), so a file's cost grows with its depth and a chain of 2,000 one-letter folders
+# (each with a file) cost 2,000 x 2,000 lstat calls: 167 s for one memory_index call. Deeper
+# folders are not walked (and counted).
+MAX_WALK_DEPTH = 40
 
 Progress = Callable[[int, int, str], None]
 
@@ -60,6 +65,7 @@ class IndexSummary:
     skipped_binary: int = 0
     skipped_large: int = 0
     skipped_denied: int = 0
+    skipped_deep: int = 0
     removed: int = 0
     chunks_added: int = 0
     bytes_indexed: int = 0
@@ -85,6 +91,8 @@ class IndexSummary:
                              (self.skipped_large, "too large skipped"),
                              (self.skipped_denied, "refused by the path policy (outside the allowed "
                                                         "folders, secrets, hard links)"),
+                             (self.skipped_deep, f"folders more than {MAX_WALK_DEPTH} levels "
+                                                 f"deep not walked"),
                              (self.removed, "removed (gone from disk)"),
                              (self.error_count, "failed")):
             if count:
@@ -100,11 +108,12 @@ def _walk(root: Path, summary: IndexSummary, max_entries: int | None = None
           ) -> Iterator[Path]:
     """Files under `root`, sorted, folder by folder (top down), without hidden entries or
     tool folders; symlinked folders are not followed (a loop or a link out of the tree cannot
-    widen the walk). After `max_entries` folder entries the walk stops (stopped_early)."""
+    widen the walk). After `max_entries` folder entries the walk stops (stopped_early), and
+    with a limit, folders more than MAX_WALK_DEPTH levels down are not walked (skipped_deep)."""
     seen = 0
-    stack = [str(root)]
+    stack = [(str(root), 0)]
     while stack:
-        folder = stack.pop()
+        folder, depth = stack.pop()
         entries = []
         try:
             with os.scandir(folder) as listing:
@@ -129,10 +138,13 @@ def _walk(root: Path, summary: IndexSummary, max_entries: int | None = None
             if not is_dir:
                 files.append(entry.path)  # a symlink to a file: the policy checks its target
             elif not linked and entry.name not in SKIP_DIRS:
+                if max_entries is not None and depth >= MAX_WALK_DEPTH:
+                    summary.skipped_deep += 1
+                    continue
                 dirs.append(entry.path)
         for name in sorted(files):
             yield Path(name)
-        stack.extend(sorted(dirs, reverse=True))
+        stack.extend((d, depth + 1) for d in sorted(dirs, reverse=True))
 
 
 def collect(paths: Iterable[str | os.PathLike[str]]) -> list[tuple[Path, bool]]:
