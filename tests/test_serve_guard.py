@@ -59,6 +59,23 @@ def test_http10_request_without_host_is_refused() -> None:
         assert answer.startswith(b"HTTP/1.1 421"), answer[:80]
 
 
+def test_content_length_with_transfer_encoding_is_refused_and_the_connection_closed() -> None:
+    """Request smuggling: h11 reads the chunked framing (an empty body here) and served the
+    bytes a Content-Length-reading proxy took for the body as a second request."""
+    with FakeOpenAIServer(["should never run"]) as fake, running(fake=fake) as server:
+        port = int(server.url.rsplit(":", 1)[1])
+        smuggled = b"GET /jarvis/tools HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+        body = b"0\r\n\r\n" + smuggled
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+            sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                         b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
+                         b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+            answer = _read_all(sock)
+        assert answer.startswith(b"HTTP/1.1 400"), answer[:80]
+        assert b"not both" in answer and answer.count(b"HTTP/1.1 ") == 1, answer
+        assert fake.requests == []
+
+
 def test_foreign_origin_and_text_plain_posts_are_refused() -> None:
     with FakeOpenAIServer(["should never run"]) as fake, running(fake=fake) as server:
         url = server.url + "/v1/chat/completions"
