@@ -89,6 +89,26 @@ def test_a_dripping_server_cannot_outlast_the_deadline(script, timeout):
     assert took < timeout + 1.2, took  # was: headers never (the executor abandoned the call)
 
 
+def test_a_body_in_a_million_tiny_chunks_is_refused_quickly():
+    # Each chunk costs the reader ~25 us whatever its size: one-byte chunks kept a thread at
+    # full CPU until the deadline (3,000,000 of them: 18 MB on the wire, under 30 s).
+    def tiny_chunks(conn, stop):
+        with conn, contextlib.suppress(OSError):
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n"
+                         b"Content-Type: text/plain\r\n\r\n" + b"1\r\nx\r\n" * 500_000
+                         + b"0\r\n\r\n")
+            stop.wait(5)
+
+    with raw_server(tiny_chunks) as port:
+        tool = HttpRequestTool(allowed_hosts=[f"127.0.0.1:{port}"], timeout=30)
+        started = time.monotonic()
+        result = call(tool, {"url": f"http://127.0.0.1:{port}/"})
+        took = time.monotonic() - started
+    assert not result.success and "pieces" in result.content, result.content[:200]
+    assert took < 6, took
+
+
 def test_many_unanswering_addresses_share_the_one_deadline():
     # A name whose records all point at addresses that never answer a SYN (here: loopback
     # listeners with a full accept queue): each connect used to get its own 10 s.
