@@ -21,6 +21,9 @@ POST). So, before any route runs:
 - the body is read under a deadline (`body_timeout`, 408) and a size cap (413) before the app
   sees it, so a client trickling a body cannot hold a request open forever.
 
+With an API key, the key check (jarvis.server.http.ApiKeyMiddleware) runs in front of this
+guard, so no body is read for a client without the key.
+
 Header deadlines and the connection cap live in `jarvis.server.runner` (they are about the
 connection, not a request).
 """
