@@ -144,7 +144,8 @@ class BodyDecoder:
             out = decoder.decompress(data, room)
         except zlib.error as exc:
             if not (deflate and first):
-                raise WireError("protocol", f"the reply's compressed body is corrupt: {exc}")
+                raise WireError("protocol", f"the reply's compressed body is corrupt: "
+                                            f"{exc}") from None
             layer[0] = decoder = zlib.decompressobj(-zlib.MAX_WBITS)  # raw deflate
             try:
                 out = decoder.decompress(data, room)

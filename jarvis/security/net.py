@@ -13,9 +13,10 @@ header named like a secret (X-Api-Key, Brave's X-Subscription-Token).
 
 The user opens exceptions with `allowed_hosts` (exact `host` or `host:port`; that is how tests
 reach loopback servers) and closes more with `blocked_hosts` (`host`, `host:port` or
-`*.domain`; blocked wins; a name in Unicode is compared in its IDNA form, as URLs are). Bodies are streamed and cut at `max_bytes`, gzip/deflate included
-(decoded with a bounded decompressor, so a compression bomb stops at the cap); the whole call,
-redirects included, has one deadline.
+`*.domain`; blocked wins; a name in Unicode is compared in its IDNA form, as URLs are).
+Bodies are streamed and cut at `max_bytes`, gzip/deflate included (decoded with a bounded
+decompressor, so a compression bomb stops at the cap), in a bounded number of pieces; the
+whole call, redirects included, has one deadline.
 
 httpx and httpcore are imported only when a request is made.
 """
