@@ -33,7 +33,14 @@ from typing import Any
 from jarvis.errors import UserError
 from jarvis.memory.chunking import chunk_text
 from jarvis.memory.sqlite import FileDocument, SQLiteMemory
-from jarvis.security.paths import FileTooLarge, NotAFile, PathChanged, PathDenied, PathPolicy
+from jarvis.security.paths import (
+    FileTooLarge,
+    NotAFile,
+    PathChanged,
+    PathDenied,
+    PathPolicy,
+    jarvis_secret_files,
+)
 
 MAX_FILE_BYTES = 10_000_000
 SKIP_DIRS = frozenset({"node_modules", "__pycache__", "venv", "site-packages", "dist-packages"})
@@ -221,10 +228,14 @@ def index_paths(memory: SQLiteMemory | Any, paths: Iterable[str | os.PathLike[st
     roots = collect(paths)
     if policy is None and allowed_dirs is not None:
         policy = PathPolicy(allowed_dirs)
+        policy.secret_files.update(jarvis_secret_files())
     elif policy is None:
         policy = PathPolicy([r for r, folder in roots if folder],
                             [r for r, folder in roots if not folder], setting="the command line",
                             outside_hint="name it on the command line to index it")
+        # A person's `jarvis memory index .` in the workspace indexed config.toml, and a
+        # model's memory_search then read its MCP tokens (file_read refuses that file).
+        policy.secret_files.update(jarvis_secret_files())
     for root, _ in roots:
         policy.check(str(root))  # PathDenied (a PermissionError) before anything is read
     # Listing first gives the progress bar its total; it is cheap next to reading files.

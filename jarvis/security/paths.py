@@ -123,6 +123,24 @@ def workspace_folder(config: Any = None) -> Path:
     return found.parent if found is not None else jarvis_home()
 
 
+def jarvis_secret_files(config: Any = None) -> dict[Path, str]:
+    """jarvis's own files that hold secrets, refused by name below any allowed folder: the
+    config file in use (MCP env and headers) and $JARVIS_HOME/mcp."""
+    from jarvis.core.paths import jarvis_home
+
+    files: dict[Path, str] = {}
+    found = config_file(config)
+    if found is not None:
+        files[Path(os.path.realpath(found))] = (
+            "the jarvis config file: it can hold MCP tokens and headers")
+    # jarvis.mcp.cache keeps its state there (it sits above this module, so the folder is
+    # named here): stdio servers' stderr logs and cached tool lists. Without a config.toml
+    # the workspace *is* $JARVIS_HOME.
+    files[Path(os.path.realpath(jarvis_home() / "mcp"))] = (
+        "jarvis's MCP state: server logs can hold tokens")
+    return files
+
+
 def resolve_dirs(dirs: Iterable[str | os.PathLike[str]] | str | os.PathLike[str] | None,
                  ) -> list[Path] | None:
     """Resolve configured folders once (None stays None)."""
@@ -228,16 +246,7 @@ class PathPolicy:
         found = config_file(config)
         policy = cls([found.parent if found is not None else workspace_folder(config), *listed],
                      resolve_dirs(allowed_secret_paths) or [], setting=setting)
-        if found is not None:
-            policy.secret_files[Path(os.path.realpath(found))] = (
-                "the jarvis config file: it can hold MCP tokens and headers")
-        from jarvis.core.paths import jarvis_home
-
-        # jarvis.mcp.cache keeps its state there (it sits above this module, so the folder
-        # is named here): stdio servers' stderr logs and cached tool lists. Without a
-        # config.toml the workspace *is* $JARVIS_HOME.
-        policy.secret_files[Path(os.path.realpath(jarvis_home() / "mcp"))] = (
-            "jarvis's MCP state: server logs can hold tokens")
+        policy.secret_files.update(jarvis_secret_files(config))
         return policy
 
     def describe(self) -> str:
