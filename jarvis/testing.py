@@ -25,6 +25,7 @@ prints the base URL (`http://127.0.0.1:PORT/v1`) on its first line, then serves 
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import threading
@@ -80,6 +81,9 @@ class Misbehave:
       "arg_flood"     the same with a tool call whose arguments never end (streamed: one
                       `chunk`-byte argument delta per event)
       "slow_headers"  the status line and headers themselves, one byte every `interval` s
+      "gzip"          a valid answer ("compressed answer"), sent with Content-Encoding: gzip
+      "gzip_bomb"     `status` (default 500: an error body, which the openai client reads
+                      whole itself) with a gzip body of zeros that decodes to `decoded_mib` MiB
     The server gives up after `seconds` (or when the client leaves).
     """
 
@@ -87,10 +91,12 @@ class Misbehave:
     interval: float = 0.05
     seconds: float = 60.0
     chunk: int = 64 * 1024
+    status: int = 500
+    decoded_mib: int = 256
 
     def __post_init__(self) -> None:
         if self.kind not in ("keepalive", "empty_deltas", "trickle", "flood", "arg_flood",
-                             "slow_headers"):
+                             "slow_headers", "gzip", "gzip_bomb"):
             raise ValueError(f"unknown misbehaviour {self.kind!r}")
 
 
@@ -151,7 +157,8 @@ def _normalize(item: ScriptItem, request: dict[str, Any]) -> Any:
             return Disconnect()
         if item.get("misbehave"):
             return Misbehave(str(item["misbehave"]), float(item.get("interval", 0.05)),
-                             float(item.get("seconds", 60.0)), int(item.get("chunk", 64 * 1024)))
+                             float(item.get("seconds", 60.0)), int(item.get("chunk", 64 * 1024)),
+                             int(item.get("status", 500)), int(item.get("decoded_mib", 256)))
         if "status" in item or "error" in item:
             return HTTPFailure(int(item.get("status", 500)), str(item.get("error", "scripted failure")),
                                item.get("retry_after"))
@@ -438,6 +445,9 @@ class _Handler(BaseHTTPRequestHandler):
             except OSError:
                 pass  # the client gave up: that is the point
             return
+        if how.kind in ("gzip", "gzip_bomb"):
+            self._gzipped(how, stream)
+            return
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream" if stream else "application/json")
         self.send_header("Connection", "close")
@@ -498,6 +508,50 @@ class _Handler(BaseHTTPRequestHandler):
                     time.sleep(how.interval)
         except OSError:
             pass  # the client gave up: that is the point
+
+
+    def _gzipped(self, how: Misbehave, stream: bool) -> None:
+        import zlib
+
+        packer = zlib.compressobj(9, zlib.DEFLATED, 31)  # 31: a gzip header
+        if how.kind == "gzip":
+            status = 200
+            answer = reply("compressed answer", model="test-model")
+            answer.usage = {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}
+            if stream:
+                chunk = {"choices": [{"index": 0, "delta": {"content": "compressed answer"},
+                                      "finish_reason": "stop"}], "model": "test-model"}
+                data = b"data: " + json.dumps(chunk).encode() + b"\n\ndata: [DONE]\n\n"
+            else:
+                data = json.dumps(_completion(answer, "chatcmpl-gzip")).encode()
+            body = packer.compress(data)
+            body += packer.flush()
+        else:
+            status = how.status
+            body = _gzip_zeros(how.decoded_mib)
+        self.send_response(status)
+        self.send_header("Content-Type", "text/event-stream" if stream and status == 200
+                         else "application/json")
+        self.send_header("Content-Encoding", "gzip")
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        try:
+            self.wfile.write(body)
+            self.wfile.flush()
+        except OSError:
+            pass  # the client gave up
+
+
+@functools.lru_cache(maxsize=4)
+def _gzip_zeros(mebibytes: int) -> bytes:
+    """A gzip stream of `mebibytes` MiB of zeros (~1 KB per MiB), made once per size."""
+    import zlib
+
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)
+    zeros = b"\0" * (1 << 20)
+    return b"".join(packer.compress(zeros) for _ in range(mebibytes)) + packer.flush()
 
 
 MAX_REQUEST_BYTES = 64 * 1024 * 1024  # a fake server for tests: refuse absurd bodies

@@ -67,6 +67,22 @@ def test_mailto_delivers_an_email_to_a_real_smtp_server():
     assert "Your morning summary: all quiet." in parts[0]
 
 
+def test_a_models_title_and_message_cannot_add_recipients_or_headers():
+    """channel_send's title becomes the Subject line and its message the body: CR/LF in them
+    must not start new headers (a Bcc) or end the SMTP data early."""
+    with SmtpReceiver() as smtp:
+        config = config_with(mail={"url": f"mailto://127.0.0.1:{smtp.port}?to=me@example.com"
+                                          f"&from=jarvis@example.com", "confirm": False})
+        result = run(ChannelSendTool(config=config), channel="mail",
+                     title="Hi\r\nBcc: evil@example.com\r\nX-Injected: 1",
+                     message="text\r\n.\r\nMAIL FROM:<evil@example.com>\r\nRCPT TO:<e@x>\r\n")
+    assert result.success, result.content
+    (sender, recipients, message), = smtp.messages
+    assert sender == "jarvis@example.com" and recipients == ["me@example.com"]
+    assert message["Bcc"] is None and message["X-Injected"] is None
+    assert "evil@example.com" in message["Subject"]  # folded into the one Subject line
+
+
 def test_secrets_come_from_the_environment(monkeypatch):
     monkeypatch.setenv("HOOK_PATH", "s3cret-path")
     with serving({"/s3cret-path": lambda s: Reply(200, "ok")}) as server:

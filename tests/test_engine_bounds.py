@@ -301,3 +301,50 @@ def test_trickled_headers_leave_no_request_thread_behind():
         # deadline, ends too (its socket is shut), rather than one per call piling up.
         wait_for(lambda: not helpers(), timeout=5, what="the request threads to end")
         engine.close()
+
+
+@pytest.mark.parametrize("status", [500, 200])
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_gzip_bomb_is_cut_at_max_response_bytes_after_decoding(status, stream):
+    # 256 KB on the wire, 256 MiB decoded. The openai client reads an error body whole
+    # itself, decoded by httpx: the budget counted the wire bytes, so 1 MB became 1 GB in
+    # memory (a 64 MB one, 64 GB). Now the body is decoded under the budget.
+    limit = 1024 * 1024
+    with FakeOpenAIServer([Misbehave("gzip_bomb", status=status, decoded_mib=256)]) as server:
+        engine = engine_for(server, "openai", timeout=20.0, max_response_bytes=limit)
+        started = time.monotonic()
+        with pytest.raises(EngineError) as caught:
+            ask(engine, stream)
+        took = time.monotonic() - started
+        engine.close()
+    assert f"larger than {limit} bytes" in str(caught.value), str(caught.value)[:300]
+    assert took < 10, took
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_gzip_encoded_answer_is_still_read(client, stream):
+    with FakeOpenAIServer([Misbehave("gzip")]) as server:
+        engine = engine_for(server, client, timeout=10.0)
+        if client == "http":  # the built-in client asks for no encoding: an honest error
+            with pytest.raises(EngineError):
+                ask(engine, stream)
+        else:
+            assert ask(engine, stream) == "compressed answer"
+        engine.close()
+
+
+def test_the_async_client_decodes_under_the_budget_too():
+    import asyncio
+
+    limit = 1024 * 1024
+    with FakeOpenAIServer([Misbehave("gzip_bomb", decoded_mib=256)]) as server:
+        engine = engine_for(server, "openai", timeout=20.0, max_response_bytes=limit)
+
+        async def call():
+            return await engine.async_client.chat.completions.create(
+                model="test-model", messages=[{"role": "user", "content": "hi"}])
+
+        with pytest.raises(Exception, match=f"larger than {limit} bytes"):
+            asyncio.run(call())
+        engine.close()

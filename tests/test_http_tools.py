@@ -39,6 +39,16 @@ def test_get_returns_json_text_with_status_and_headers_in_metadata():
     assert server.seen[0].headers["accept"] == "application/json"
 
 
+def test_query_adds_to_the_urls_own_query_string():
+    # httpx's params= replaced the URL's query: `?page=2` was silently dropped.
+    routes = {"/api": lambda s: Reply(200, json.dumps(s.query), content_type="application/json")}
+    with serving(routes) as server:
+        result = call(HttpRequestTool(allowed_hosts=[server.hostport]),
+                      url=server.url("/api?page=2&sort=old"), query={"sort": "new", "n": 3})
+    assert result.success, result.content
+    assert json.loads(result.content) == {"page": ["2"], "sort": ["new"], "n": ["3"]}
+
+
 def test_loopback_is_refused_unless_allowed_and_the_message_names_the_setting():
     with serving({"/": lambda s: Reply(200, "hi")}) as server:
         result = call(HttpRequestTool(), url=server.url("/"))

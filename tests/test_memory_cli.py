@@ -233,3 +233,24 @@ def test_indexing_a_folder_leaves_its_secrets_out_of_memory(cli_env: dict[str, s
     assert [h["content"].strip() for h in hits] == ["the plan mentions a walrus"]
     named = jarvis(cli_env, "index", str(notes / "server.pem"), "--json")
     assert json.loads(named.stdout)["indexed"] == 1
+
+
+def test_indexing_the_workspace_leaves_the_config_file_out(cli_env: dict[str, str],
+                                                           tmp_path: Path):
+    """`jarvis memory index .` in the workspace indexed config.toml, and a model's
+    memory_search then read its MCP tokens, which file_read refuses. Named on the command
+    line, the config file is indexed (the person asked for it)."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "config.toml").write_text(
+        '[mcp.servers.gh]\ncommand = "x"\nenv = { GH_PAT = "ghp_walrusTOKEN" }\n')
+    (ws / "config.toml.bak").write_text('GH_PAT = "ghp_walrusTOKEN"\n')
+    (ws / "notes.md").write_text("a note about the walrus\n")
+    result = jarvis(cli_env, "index", ".", "--json", cwd=ws)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["indexed"] == 1 and summary["skipped_denied"] == 2, summary
+    hits = json.loads(jarvis(cli_env, "search", "walrus", "--json", cwd=ws).stdout)
+    assert [h["content"].strip() for h in hits] == ["a note about the walrus"]
+    named = jarvis(cli_env, "index", "config.toml", "--json", cwd=ws)
+    assert json.loads(named.stdout)["indexed"] == 1

@@ -89,6 +89,26 @@ def test_a_dripping_server_cannot_outlast_the_deadline(script, timeout):
     assert took < timeout + 1.2, took  # was: headers never (the executor abandoned the call)
 
 
+def test_a_body_in_a_million_tiny_chunks_is_refused_quickly():
+    # Each chunk costs the reader ~25 us whatever its size: one-byte chunks kept a thread at
+    # full CPU until the deadline (3,000,000 of them: 18 MB on the wire, under 30 s).
+    def tiny_chunks(conn, stop):
+        with conn, contextlib.suppress(OSError):
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n"
+                         b"Content-Type: text/plain\r\n\r\n" + b"1\r\nx\r\n" * 500_000
+                         + b"0\r\n\r\n")
+            stop.wait(5)
+
+    with raw_server(tiny_chunks) as port:
+        tool = HttpRequestTool(allowed_hosts=[f"127.0.0.1:{port}"], timeout=30)
+        started = time.monotonic()
+        result = call(tool, {"url": f"http://127.0.0.1:{port}/"})
+        took = time.monotonic() - started
+    assert not result.success and "pieces" in result.content, result.content[:200]
+    assert took < 6, took
+
+
 def test_many_unanswering_addresses_share_the_one_deadline():
     # A name whose records all point at addresses that never answer a SYN (here: loopback
     # listeners with a full accept queue): each connect used to get its own 10 s.
@@ -175,6 +195,21 @@ def test_a_page_with_too_many_elements_gets_plain_text_in_bounded_time():
     assert "too many elements" in result.content
 
 
+def test_a_page_of_many_tiny_tables_under_the_element_cap_is_read_quickly():
+    # 6,000 two-cell tables: 24,000 elements (under MAX_ELEMENTS), 264 KB. trafilatura's
+    # justext fallback walked the run of short cells once per cell: 34 s of CPU.
+    page = ("<html><head><title>Tables</title></head><body>"
+            + "<table><tr><td>a</td><td>b</td></tr></table>" * 6_000 + "</body></html>")
+    with serving({"/": lambda s: Reply(200, page, content_type="text/html")}) as server:
+        started = time.monotonic()
+        result = call(WebFetchTool(allowed_hosts=[server.hostport]), {"url": server.url("/")})
+        took = time.monotonic() - started
+    assert result.success, result.content
+    assert result.metadata["plain_text_fallback"] is False  # still trafilatura's extraction
+    assert result.content.startswith("# Tables\n") and "a\nb\na\nb" in result.content
+    assert took < 8, took
+
+
 # --- arguments that used to escape as exceptions ---------------------------------------------
 @pytest.mark.parametrize("headers", [{"Hoſt": "evil"}, {"X-Note": "☃"}, {"X Note": "a"}])
 def test_non_ascii_or_malformed_header_names_and_values_are_invalid_arguments(headers):
@@ -233,6 +268,12 @@ def test_a_json_body_with_nan_is_an_invalid_argument():
     ("[2606:4700:0::1111]:80", "http://[2606:4700::1111]/"),
     ("93.184.215.14", "http://example.test/"),  # the name resolves to the blocked address
     ("[2606:4700::1111]", "http://v6.example.test/"),
+    # A name written in Unicode is the IDNA name in a URL's host: `bücher.example` blocked
+    # nothing (the URL's host is xn--bcher-kva.example).
+    ("bücher.example", "http://bücher.example/"),
+    ("BÜCHER.example:80", "http://xn--bcher-kva.example/"),
+    ("*.bücher.example", "http://www.BÜCHER.example./"),
+    ("*.evil.example.", "http://a.evil.example/"),  # a trailing dot on a wildcard
 ])
 def test_blocked_addresses_hold_whatever_the_spelling_or_name(blocked, url):
     def resolver(host, port):
@@ -240,6 +281,14 @@ def test_blocked_addresses_hold_whatever_the_spelling_or_name(blocked, url):
 
     with pytest.raises(BlockedURLError, match="blocked_hosts"):
         check_url(url, NetPolicy.make(blocked_hosts=[blocked]), resolver)
+
+
+def test_an_allowed_host_written_in_unicode_is_reached():
+    with serving({"/": lambda s: Reply(200, "hallo")}) as server:
+        client = SafeHttpClient(NetPolicy.make([f"bücher.test:{server.port}"]),
+                                resolver=lambda host, port: ["127.0.0.1"])
+        response = client.request("GET", f"http://bücher.test:{server.port}/")
+    assert response.body == b"hallo" and server.seen[0].headers["host"].startswith("xn--")
 
 
 def test_a_blocked_address_wins_over_an_allowed_name():

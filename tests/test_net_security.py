@@ -210,9 +210,17 @@ def test_credentials_are_not_carried_to_another_origin():
     with serving({"/": lambda s: Reply(200, "b")}) as b_server, \
             serving({"/": lambda s: Reply(307, headers={"Location": b_server.url("/")})}) as a:
         client = SafeHttpClient(NetPolicy.make([a.hostport, b_server.hostport]))
-        client.request("GET", a.url("/"), headers={"Authorization": "Bearer s3cret"})
+        # web_search's Brave backend sends its key as X-Subscription-Token: a redirect from
+        # the API host to another used to hand it over (only Authorization/Cookie were dropped).
+        client.request("GET", a.url("/"), headers={
+            "Authorization": "Bearer s3cret", "X-Subscription-Token": "brave-key",
+            "X-Api-Key": "k", "Cookie": "sid=1", "X-Request-Id": "keep-me"})
     assert a.seen[0].headers["authorization"] == "Bearer s3cret"
-    assert "authorization" not in b_server.seen[0].headers
+    assert a.seen[0].headers["x-subscription-token"] == "brave-key"
+    seen_by_b = b_server.seen[0].headers
+    for name in ("authorization", "x-subscription-token", "x-api-key", "cookie"):
+        assert name not in seen_by_b, name
+    assert seen_by_b["x-request-id"] == "keep-me"  # not a credential: still sent
 
 
 def test_a_303_turns_a_post_into_a_get_without_the_body():

@@ -362,6 +362,24 @@ def test_the_config_file_itself_is_a_secret(workspace: Path, cli_env: dict[str, 
     assert jarvis(cli_env, "tools", "run", "file_read", '{"path": "README.md"}').returncode == 0
 
 
+def test_copies_of_the_config_file_are_secrets_too(workspace: Path) -> None:
+    """An editor's `config.toml~` or a `config.toml.bak` next to it holds the same MCP tokens
+    (they were read in clear: only the exact path was refused)."""
+    from jarvis.core.config import load_config
+
+    text = '[mcp.servers.gh]\ncommand = "x"\nenv = { GH_PAT = "TOKEN-in-config" }\n'
+    (workspace / "config.toml").write_text(text)
+    for name in ("config.toml~", "config.toml.bak", "Config.TOML.orig", "config.toml.swp"):
+        (workspace / name).write_text(text)
+    (workspace / "config.toml.md").write_text("notes about the config\n")
+    reader = FileReadTool(config=load_config(workspace / "config.toml"))
+    for name in ("config.toml~", "config.toml.bak", "Config.TOML.orig", "config.toml.swp"):
+        result = run(reader, path=str(workspace / name))
+        assert result.error_type is ErrorType.DENIED, (name, result.content)
+        assert "TOKEN" not in result.content and "the jarvis config file" in result.content
+    assert run(reader, path=str(workspace / "config.toml.md")).success
+
+
 
 def test_jarvis_ask_cannot_read_a_key_for_the_model(fake_home: Path, cli_env: dict[str, str],
                                                     tmp_path: Path) -> None:
@@ -450,7 +468,10 @@ def test_racing_a_folder_above_the_allowed_folder_never_leaks(tmp_path: Path, im
 @pytest.mark.parametrize("name", ["key.pem.", "key.pem ", "server.key~", "id_rsa.bak",
                                   "cert.pem.orig", "deploy.KEY.old", "\uff49d_rsa",
                                   "\uff0eenv", "prod.tfstate", "ssh_host_ed25519_key",
-                                  "shadow-", "creds.keytab", "htpasswd"])
+                                  "shadow-", "creds.keytab", "htpasswd",
+                                  # secrets without a key-ish extension or a leading dot
+                                  "prod.env", "terraform.tfvars", "secrets.yaml",
+                                  "Secrets.JSON.bak", "token.json", "office.ovpn"])
 def test_secret_rules_see_through_copies_case_and_look_alikes(tmp_path: Path, name: str):
     """A backup copy (`~`, `.bak`, `.orig`, trailing dots or spaces), another case or a
     full-width look-alike of a secret's name is the same secret."""
@@ -562,6 +583,35 @@ def test_memory_index_walk_is_bounded_by_entries_not_only_files(tmp_path: Path, 
         assert result.success, result.content
         assert result.metadata["stopped_early"] is True, result.content
         assert result.metadata["indexed"] == 1 and "limit" in result.content
+    finally:
+        store.close()
+
+
+def test_memory_index_walk_is_bounded_in_depth(tmp_path: Path):
+    """Every file's path is resolved component by component, so a chain of one-letter folders
+    (each with a file) cost depth x depth lstat calls: 1,992 levels took 167 s. Folders more
+    than MAX_WALK_DEPTH levels down are not walked, and the summary says so."""
+    import time
+
+    from jarvis.memory import SQLiteMemory, indexer
+
+    ws = tmp_path / "ws"
+    folder = ws
+    for _ in range(indexer.MAX_WALK_DEPTH + 200):
+        folder = folder / "a"
+        folder.mkdir(parents=True)
+        (folder / "f.md").write_text("deep\n")
+    store = SQLiteMemory(tmp_path / "m.db")
+    try:
+        started = time.monotonic()
+        result = _index_tool(store, ws, max_files=10_000).execute(
+            ToolCall("c", "memory_index", {"path": str(ws)}))
+        took = time.monotonic() - started
+        assert result.success, result.content
+        assert result.metadata["indexed"] == indexer.MAX_WALK_DEPTH, result.content
+        assert result.metadata["skipped_deep"] == 1
+        assert f"more than {indexer.MAX_WALK_DEPTH} levels deep not walked" in result.content
+        assert took < 10, took
     finally:
         store.close()
 

@@ -192,3 +192,31 @@ def test_config_show_hides_pass_names_and_webhook_paths(tmp_path: Path,
         for shown in ("https://hooks.slack.com/***", "https://alerts.example.com/***",
                       "https://discord.com/api/webhooks/***", "north", "on"):
             assert shown in proc.stdout, shown
+
+
+def test_an_engine_url_with_a_password_is_masked_in_errors_and_the_run_log(cli_env) -> None:
+    """A remote engine behind basic auth (`https://user:pw@host/v1`) or a `?key=` in its URL:
+    the failure `jarvis ask` prints, its --json, and the run log show the URL masked."""
+    import socket
+
+    from jarvis.engine.openai_compat import OpenAICompatEngine
+    from jarvis.errors import EngineError
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    host = f"http://admin:pw-SECRET-1@127.0.0.1:{port}/v1?key=key-SECRET-2"
+    engine = OpenAICompatEngine("vllm", host, model="m", max_retries=0, timeout=2.0)
+    with pytest.raises(EngineError) as caught:
+        engine.generate([{"role": "user", "content": "hi"}])
+    assert "SECRET" not in str(caught.value) and "admin:***@" in str(caught.value)
+    assert "SECRET" not in repr(engine)
+    for args in (["ask", "hi"], ["ask", "--json", "hi"]):
+        out = subprocess.run([sys.executable, "-m", "jarvis.cli", *args, "--engine", "vllm",
+                              "--host", host], capture_output=True, text=True, env=cli_env,
+                             timeout=60)
+        assert out.returncode != 0 and "cannot reach vllm" in out.stderr, out.stderr
+        assert "SECRET" not in out.stdout + out.stderr
+    runs = subprocess.run([sys.executable, "-m", "jarvis.cli", "runs", "list", "--json"],
+                          capture_output=True, text=True, env=cli_env, timeout=60)
+    assert runs.returncode == 0 and "SECRET" not in runs.stdout

@@ -59,6 +59,23 @@ def test_http10_request_without_host_is_refused() -> None:
         assert answer.startswith(b"HTTP/1.1 421"), answer[:80]
 
 
+def test_content_length_with_transfer_encoding_is_refused_and_the_connection_closed() -> None:
+    """Request smuggling: h11 reads the chunked framing (an empty body here) and served the
+    bytes a Content-Length-reading proxy took for the body as a second request."""
+    with FakeOpenAIServer(["should never run"]) as fake, running(fake=fake) as server:
+        port = int(server.url.rsplit(":", 1)[1])
+        smuggled = b"GET /jarvis/tools HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+        body = b"0\r\n\r\n" + smuggled
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+            sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                         b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
+                         b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+            answer = _read_all(sock)
+        assert answer.startswith(b"HTTP/1.1 400"), answer[:80]
+        assert b"not both" in answer and answer.count(b"HTTP/1.1 ") == 1, answer
+        assert fake.requests == []
+
+
 def test_foreign_origin_and_text_plain_posts_are_refused() -> None:
     with FakeOpenAIServer(["should never run"]) as fake, running(fake=fake) as server:
         url = server.url + "/v1/chat/completions"
@@ -94,6 +111,38 @@ def test_allowed_origins_and_api_key_relax_the_checks() -> None:
         assert httpx.get(server.url + "/jarvis/tools", headers=named).status_code == 401
         r = httpx.get(server.url + "/jarvis/tools", headers={**named, "X-API-Key": key})
         assert r.status_code == 200
+
+
+def _unauthenticated_body_is_refused_at_once(port: int, path: bytes) -> None:
+    """A client without the key announces a big body and sends ten bytes of it: it gets 401
+    at once, instead of the server holding the connection and buffering the body first."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(b"POST " + path + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                     b"Content-Type: application/json\r\nContent-Length: 900000\r\n\r\n"
+                     + b"{" * 10)
+        started = time.monotonic()
+        sock.settimeout(3)
+        answer = sock.recv(65536)
+        assert answer.startswith(b"HTTP/1.1 401"), answer[:80]
+        assert time.monotonic() - started < 2
+
+
+def test_without_the_api_key_no_body_is_read() -> None:
+    # Before: the guard (in front of the key check) read and buffered up to max_body_bytes
+    # for up to body_timeout for anyone, so 512 keyless connections held 512 MiB, or CPU.
+    with FakeOpenAIServer(["should never run"]) as fake, \
+            running(ServeSettings(api_key="long-enough-key"), fake=fake) as server:
+        _unauthenticated_body_is_refused_at_once(_port(server.url), b"/v1/chat/completions")
+        assert fake.requests == []
+
+
+def test_mcp_http_without_the_api_key_reads_no_body(cli_env, tmp_path: Path) -> None:
+    cli_env = {**cli_env, "JARVIS_API_KEY": "long-enough-key"}
+    with mcp_http(cli_env, tmp_path / "ws", "127.0.0.1") as base:
+        _unauthenticated_body_is_refused_at_once(_port(base), b"/mcp")
+        ok = httpx.post(base + "/mcp", json=INIT, headers={**MCP_HEADERS,
+                                                           "X-API-Key": "long-enough-key"})
+        assert ok.status_code == 200, ok.text
 
 
 @pytest.mark.parametrize("body", [

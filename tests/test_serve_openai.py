@@ -90,6 +90,12 @@ def test_bad_chat_requests_are_4xx_with_openai_errors() -> None:
         assert raw.status_code == 400 and "not valid JSON" in raw.json()["error"]["message"]
         raw = httpx.post(server.url + "/v1/chat/completions", json={"model": "simple"})
         assert raw.status_code == 400 and "messages" in raw.json()["error"]["message"]
+        for huge in (b"9" * 4000, b"1e999", b"-1", b"2.5"):  # valid JSON, not a token count
+            raw = httpx.post(server.url + "/v1/chat/completions", headers={
+                "Content-Type": "application/json"}, content=b'{"model": "simple", "messages": '
+                b'[{"role": "user", "content": "x"}], "max_tokens": ' + huge + b"}")
+            assert raw.status_code == 400, (huge[:10], raw.text[:200])
+            assert "max_tokens must be a whole number" in raw.json()["error"]["message"]
 
 
 def test_engine_failure_is_a_clear_502() -> None:

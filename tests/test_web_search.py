@@ -105,6 +105,30 @@ def test_a_rejected_key_and_an_unreachable_backend_name_the_setting():
     assert "check [tools.web_search] base_url" in result.content
 
 
+def test_secrets_in_base_url_never_reach_the_model():
+    """A password or ?token= in base_url is the user's: the failure a model reads (and the run
+    log keeps) shows the URL masked."""
+    body = fixture("search/searxng.json")
+    with serving({"/search": lambda s: Reply(502, "bad gateway")}) as server:
+        port = server.port
+        failed = search(WebSearchTool(backend="searxng",
+                                      base_url=f"http://127.0.0.1:{port}/?token=tok-SECRET-1"),
+                        query="x")
+        # A base_url with a query gets /search in its path, not after its query.
+        assert server.seen[0].path == "/search" and server.seen[0].query["token"] == [
+            "tok-SECRET-1"]
+    assert not failed.success and "answered HTTP 502" in failed.content
+    assert "SECRET" not in failed.content and "token=***" in failed.content
+    for base_url in (f"http://admin:pw-SECRET-2@127.0.0.1:{port}/",  # refused: userinfo
+                     f"http://127.0.0.1:{port}/?api_key=key-SECRET-3"):  # gone: unreachable
+        failed = search(WebSearchTool(backend="searxng", base_url=base_url), query="x")
+        assert not failed.success and "SECRET" not in failed.content, failed.content
+        assert "***" in failed.content
+    with serving({"/search": lambda s: Reply(200, body, content_type="application/json")}) as ok:
+        found = search(WebSearchTool(backend="searxng", base_url=ok.url("/?token=t")), query="x")
+    assert found.success and ok.seen[0].query["token"] == ["t"]
+
+
 def test_searxng_without_base_url_or_json_format_says_how_to_fix_it():
     result = search(WebSearchTool(backend="searxng"), query="x")
     assert not result.success and "set [tools.web_search] base_url" in result.content

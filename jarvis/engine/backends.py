@@ -80,6 +80,8 @@ def check_base_url(engine: str, url: str) -> None:
         port_ok = False
     if (parts.scheme not in ("http", "https") or not parts.hostname or not port_ok
             or any(ch.isspace() or ord(ch) < 32 for ch in url)):
-        raise ConfigError(f"{engine}: {url!r} is not a usable server address; give it as "
+        from jarvis.security.redact import redact_url
+
+        raise ConfigError(f"{engine}: {redact_url(url)!r} is not a usable server address; give it as "
                           "http://HOST:PORT (e.g. http://localhost:8000) with --host, the "
                           "engine's *_HOST variable or config.toml")

@@ -101,7 +101,9 @@ def discover_engine(config: Any, timeout: float | None = None) -> ProbeResult:
     names = ", ".join(dict.fromkeys(r.backend for r in results))
     error = EngineError(f"no inference engine is reachable (tried {names}); start one, or pass "
                         f"-e/--engine NAME and --host URL (--verbose shows details)")
-    tried = "\n".join(f"  {r.backend} at {r.url}: {r.error}" for r in results)
+    from jarvis.security.redact import redact_url
+
+    tried = "\n".join(f"  {r.backend} at {redact_url(r.url)}: {r.error}" for r in results)
     hints = "\n".join(f"  {n}: {BACKENDS[n].start_hint}" for n in LOCAL_BACKENDS)
     error.details = (f"tried:\n{tried}\nstart one:\n{hints}\nor point jarvis at a running one: "
                      f"-e/--engine NAME or JARVIS_ENGINE, and its host with --host, OLLAMA_HOST, "

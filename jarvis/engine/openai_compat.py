@@ -104,6 +104,11 @@ class OpenAICompatEngine:
         self.host = host or spec.default_host
         self.base_url = base_url(spec, self.host)
         check_base_url(backend, self.base_url)
+        from jarvis.security.redact import redact_url
+
+        # What errors, events and the run log show: a password or ?key= in the engine's URL
+        # (a remote server behind basic auth) is not for every reader of an error.
+        self.shown_url = redact_url(self.base_url)
         key = api_key or (os.environ.get(spec.api_key_env) if spec.api_key_env else None)
         if not key and backend == "openai" and self.base_url.startswith("https://api.openai.com"):
             raise EngineError("the openai engine needs an API key: set OPENAI_API_KEY, or point "
@@ -128,7 +133,7 @@ class OpenAICompatEngine:
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
-        return f"OpenAICompatEngine({self.engine_id!r}, {self.base_url!r}, client={self.client_kind!r})"
+        return f"OpenAICompatEngine({self.engine_id!r}, {self.shown_url!r}, client={self.client_kind!r})"
 
     # --- transports --------------------------------------------------------------------------
     @property
@@ -184,7 +189,7 @@ class OpenAICompatEngine:
                 max_tokens: int | None) -> dict[str, Any]:
         name = model or self.model
         if not name:
-            raise EngineError(f"no model given for {self.engine_id} at {self.base_url}: pass "
+            raise EngineError(f"no model given for {self.engine_id} at {self.shown_url}: pass "
                               f"-m/--model or set JARVIS_MODEL")
         params: dict[str, Any] = {"model": name,
                                   "messages": to_wire(messages, images=self.accepts_images(name))}
@@ -287,23 +292,23 @@ class OpenAICompatEngine:
         except WireError as exc:
             if exc.kind in ("timeout", "too_large"):
                 self._classify(exc, params, self.max_retries)  # raises the clear EngineError
-            raise EngineError(f"the stream from {self.engine_id} at {self.base_url} broke off: "
+            raise EngineError(f"the stream from {self.engine_id} at {self.shown_url} broke off: "
                               f"{exc.message}") from exc
         except (AttributeError, TypeError) as exc:  # a chunk whose parts have the wrong shapes
-            raise EngineError(f"the stream from {self.engine_id} at {self.base_url} is not an "
+            raise EngineError(f"the stream from {self.engine_id} at {self.shown_url} is not an "
                               f"OpenAI chat-completion stream: {exc}") from exc
         finally:
             close = getattr(chunks, "close", None)
             if close is not None:
                 close()
         if not answered:
-            raise EngineError(f"{self.engine_id} at {self.base_url} answered a streaming request "
+            raise EngineError(f"{self.engine_id} at {self.shown_url} answered a streaming request "
                               "without any stream events (is it an OpenAI-compatible server? "
                               "--no-stream may work)")
         for c in calls.values():
             c["name"], c["arguments"] = "".join(c["name"]), "".join(c["arguments"])
         if any(not c["name"] for c in calls.values()):
-            raise EngineError(f"{self.engine_id} at {self.base_url} streamed a tool call that "
+            raise EngineError(f"{self.engine_id} at {self.shown_url} streamed a tool call that "
                               f"names no function (model {model_name})")
         tool_calls = [ToolCall(id=c["id"] or f"call_{uuid.uuid4().hex[:12]}", name=c["name"],
                                arguments=c["arguments"] or "{}")
@@ -315,20 +320,20 @@ class OpenAICompatEngine:
     def _parse(self, data: dict[str, Any], params: dict[str, Any]) -> GenerateResult:
         choices = data.get("choices")
         if not choices or not isinstance(choices[0], dict):
-            raise EngineError(f"{self.engine_id} at {self.base_url} answered without any choices "
+            raise EngineError(f"{self.engine_id} at {self.shown_url} answered without any choices "
                               f"(model {params['model']})")
         choice = choices[0]
         message = choice.get("message") or {}
         raw_calls = message.get("tool_calls") if isinstance(message, dict) else None
         if not isinstance(message, dict) or not isinstance(raw_calls or [], list):
-            raise EngineError(f"{self.engine_id} at {self.base_url} answered with a malformed "
+            raise EngineError(f"{self.engine_id} at {self.shown_url} answered with a malformed "
                               f"message (model {params['model']}): {str(message)[:200]}")
         tool_calls = []
         for tc in raw_calls or ():
             fn = tc.get("function") if isinstance(tc, dict) else None
             if not isinstance(fn, dict) or not fn.get("name"):
                 # Dropping it would turn the turn into an empty answer.
-                raise EngineError(f"{self.engine_id} at {self.base_url} answered with a tool call "
+                raise EngineError(f"{self.engine_id} at {self.shown_url} answered with a tool call "
                                   f"that names no function (model {params['model']}): "
                                   f"{str(tc)[:200]}")
             arguments = fn.get("arguments")
@@ -368,7 +373,7 @@ class OpenAICompatEngine:
         """Seconds to wait before retrying `exc`, or raise the EngineError that explains it."""
         if not isinstance(exc, WireError):
             raise exc
-        where = f"{self.engine_id} at {self.base_url}"
+        where = f"{self.engine_id} at {self.shown_url}"
         if exc.kind == "timeout":
             raise EngineError(f"{where} did not answer in time ({exc.message}; model "
                               f"{params['model']}); raise [engine] timeout or use a smaller "
@@ -447,7 +452,7 @@ class OpenAICompatEngine:
             return self.backend.default_model  # another OpenAI-compatible service: ask it
         models = self.list_models()
         if not models:
-            raise EngineError(f"{self.engine_id} at {self.base_url} lists no models; "
+            raise EngineError(f"{self.engine_id} at {self.shown_url} lists no models; "
                               f"{self.backend.start_hint}")
         return models[0]
 

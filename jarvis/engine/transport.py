@@ -20,7 +20,15 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
-from jarvis.engine.wire import Deadline, WireError, read_body, sse_events, too_large
+from jarvis.engine.wire import (
+    ACCEPT_ENCODING,
+    BodyDecoder,
+    Deadline,
+    WireError,
+    read_body,
+    sse_events,
+    too_large,
+)
 
 MAX_ERROR_BODY = 64_000
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024  # default [engine] max_response_bytes
@@ -414,10 +422,12 @@ def _bounded_transport(limit: int) -> Any:
     httpx = importlib.import_module(DefaultHttpxClient.__mro__[1].__module__.split(".")[0])
 
     class Capped(httpx.SyncByteStream):
-        def __init__(self, stream: Any, deadline: Deadline | None, streamed: bool) -> None:
+        def __init__(self, stream: Any, deadline: Deadline | None, streamed: bool,
+                     decoder: BodyDecoder) -> None:
             self.stream = stream
             self.deadline = deadline
             self.streamed = streamed
+            self.decoder = decoder
 
         def __iter__(self) -> Iterator[bytes]:
             size = 0
@@ -427,7 +437,7 @@ def _bounded_transport(limit: int) -> Any:
                 size += len(chunk)
                 if size > limit:
                     raise too_large(limit, streamed=self.streamed)
-                yield chunk
+                yield self.decoder.decode(chunk) if self.decoder.active else chunk
 
         def close(self) -> None:
             self.stream.close()
@@ -447,9 +457,15 @@ def _bounded_transport(limit: int) -> Any:
                         outer(name, info)
 
                 request.extensions = {**request.extensions, "trace": trace}
+            request.headers["Accept-Encoding"] = ACCEPT_ENCODING
             response = super().handle_request(request)
             streamed = response.headers.get("content-type", "").startswith("text/event-stream")
-            response.stream = Capped(response.stream, deadline, streamed)
+            try:
+                decoder = _take_encoding(response, limit, streamed)
+            except WireError:
+                response.close()
+                raise
+            response.stream = Capped(response.stream, deadline, streamed, decoder)
             return response
 
     return Bounded(limits=DEFAULT_CONNECTION_LIMITS)
@@ -466,9 +482,10 @@ def bounded_async_client(limit: int) -> Any:
     httpx = importlib.import_module(DefaultAsyncHttpxClient.__mro__[1].__module__.split(".")[0])
 
     class Capped(httpx.AsyncByteStream):
-        def __init__(self, stream: Any, streamed: bool) -> None:
+        def __init__(self, stream: Any, streamed: bool, decoder: BodyDecoder) -> None:
             self.stream = stream
             self.streamed = streamed
+            self.decoder = decoder
 
         async def __aiter__(self) -> Any:
             size = 0
@@ -476,19 +493,36 @@ def bounded_async_client(limit: int) -> Any:
                 size += len(chunk)
                 if size > limit:
                     raise too_large(limit, streamed=self.streamed)
-                yield chunk
+                yield self.decoder.decode(chunk) if self.decoder.active else chunk
 
         async def aclose(self) -> None:
             await self.stream.aclose()
 
     class Bounded(httpx.AsyncHTTPTransport):
         async def handle_async_request(self, request: Any) -> Any:
+            request.headers["Accept-Encoding"] = ACCEPT_ENCODING
             response = await super().handle_async_request(request)
             streamed = response.headers.get("content-type", "").startswith("text/event-stream")
-            response.stream = Capped(response.stream, streamed)
+            try:
+                decoder = _take_encoding(response, limit, streamed)
+            except WireError:
+                await response.aclose()
+                raise
+            response.stream = Capped(response.stream, streamed, decoder)
             return response
 
     return DefaultAsyncHttpxClient(transport=Bounded(limits=DEFAULT_CONNECTION_LIMITS))
+
+
+def _take_encoding(response: Any, limit: int, streamed: bool) -> BodyDecoder:
+    """The bounded decoder for the response's Content-Encoding, which is then removed from
+    its headers so that httpx does not decode the body again (unbounded)."""
+    decoder = BodyDecoder(response.headers.get("content-encoding", ""), limit, streamed)
+    if "content-encoding" in response.headers:
+        del response.headers["content-encoding"]
+    if decoder.active and "content-length" in response.headers:
+        del response.headers["content-length"]  # it counted the encoded bytes
+    return decoder
 
 
 def _socket_of(response: Any) -> Any:

@@ -16,6 +16,7 @@ import json
 import socket
 import threading
 import time
+import zlib
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -96,6 +97,65 @@ def too_large(limit: int, streamed: bool) -> WireError:
     what = "streamed reply" if streamed else "reply"
     return WireError("too_large", f"the {what} is larger than {limit} bytes (the limit is "
                                   f"[engine] max_response_bytes)")
+
+
+ACCEPT_ENCODING = "gzip, deflate"  # what the openai transports ask for: BodyDecoder reads both
+
+
+class BodyDecoder:
+    """Decodes a reply's Content-Encoding (gzip, deflate, stacked) with at most `limit`
+    decoded bytes, so the byte budget holds for what a body *becomes*: left to httpx, a 1 MB
+    gzip error body (which the openai client reads whole, itself) became 1 GB in memory, and
+    the budget only counted the 1 MB on the wire. An encoding it cannot bound (br, zstd: not
+    asked for) is a protocol error."""
+
+    def __init__(self, header: str, limit: int, streamed: bool) -> None:
+        layers = [e.strip().lower() for e in header.split(",") if e.strip()]
+        layers = [e for e in layers if e != "identity"]
+        unknown = [e for e in layers if e not in ("gzip", "x-gzip", "deflate")]
+        if unknown:
+            raise WireError("protocol", f"the reply's Content-Encoding {unknown[0][:40]!r} was "
+                                        f"not asked for (jarvis asks for {ACCEPT_ENCODING})")
+        # The last encoding applied is listed last: decode in reverse. 47: a gzip or zlib
+        # header, detected; a deflate body without one (raw) is retried as such.
+        self._layers = [[zlib.decompressobj(47), e == "deflate", True] for e in reversed(layers)]
+        self.limit = limit
+        self.streamed = streamed
+        self.size = 0
+
+    @property
+    def active(self) -> bool:
+        return bool(self._layers)
+
+    def decode(self, data: bytes) -> bytes:
+        for layer in self._layers:
+            if not data:
+                break
+            data = self._feed(layer, data)
+        self.size += len(data)
+        if self.size > self.limit:
+            raise too_large(self.limit, streamed=self.streamed)
+        return data
+
+    def _feed(self, layer: list[Any], data: bytes) -> bytes:
+        decoder, deflate, first = layer
+        room = self.limit - self.size + 1
+        try:
+            out = decoder.decompress(data, room)
+        except zlib.error as exc:
+            if not (deflate and first):
+                raise WireError("protocol", f"the reply's compressed body is corrupt: "
+                                            f"{exc}") from None
+            layer[0] = decoder = zlib.decompressobj(-zlib.MAX_WBITS)  # raw deflate
+            try:
+                out = decoder.decompress(data, room)
+            except zlib.error as raw_exc:
+                raise WireError("protocol", f"the reply's compressed body is corrupt: "
+                                            f"{raw_exc}") from None
+        layer[2] = False
+        if decoder.unconsumed_tail or len(out) >= room:
+            raise too_large(self.limit, streamed=self.streamed)
+        return out
 
 
 def read_body(chunks: Iterable[bytes], deadline: Deadline, limit: int) -> bytes:

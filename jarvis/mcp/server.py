@@ -282,15 +282,17 @@ def http_app(server: Any, host: str, api_key: str | None, config: Any) -> Any:
     from jarvis.server.guard import guard_app
 
     app = server.streamable_http_app(host=host, transport_security=transport_security(host))
+    serve = getattr(config, "serve", None)
+    guarded: Any = guard_app(app, api_key=api_key,
+                             allowed_origins=getattr(serve, "allowed_origins", []) or [],
+                             max_body_bytes=4 * 1_048_576,
+                             body_timeout=getattr(serve, "body_timeout", 30.0))
     if api_key:
         from jarvis.server.http import ApiKeyMiddleware
 
-        app = ApiKeyMiddleware(app, api_key)
-    serve = getattr(config, "serve", None)
-    return guard_app(app, api_key=api_key,
-                     allowed_origins=getattr(serve, "allowed_origins", []) or [],
-                     max_body_bytes=4 * 1_048_576,
-                     body_timeout=getattr(serve, "body_timeout", 30.0))
+        # The key first: without it, no body is buffered (the guard reads up to 4 MiB).
+        guarded = ApiKeyMiddleware(guarded, api_key)
+    return guarded
 
 
 def run_http(tools: list[BaseTool], config: Any, approved: set[str], host: str, port: int,

@@ -33,7 +33,14 @@ from typing import Any
 from jarvis.errors import UserError
 from jarvis.memory.chunking import chunk_text
 from jarvis.memory.sqlite import FileDocument, SQLiteMemory
-from jarvis.security.paths import FileTooLarge, NotAFile, PathChanged, PathDenied, PathPolicy
+from jarvis.security.paths import (
+    FileTooLarge,
+    NotAFile,
+    PathChanged,
+    PathDenied,
+    PathPolicy,
+    jarvis_secret_files,
+)
 
 MAX_FILE_BYTES = 10_000_000
 SKIP_DIRS = frozenset({"node_modules", "__pycache__", "venv", "site-packages", "dist-packages"})
@@ -46,6 +53,11 @@ MAX_ERRORS_KEPT = 20
 # of empty folders or a folder of a million hidden files holds no file to count, yet costs a
 # walk of all of it.
 MAX_WALK_ENTRIES = 20_000
+# ...and by depth: every file's path is resolved component by component (a symlink on the way
+# must be seen), so a file's cost grows with its depth and a chain of 2,000 one-letter folders
+# (each with a file) cost 2,000 x 2,000 lstat calls: 167 s for one memory_index call. Deeper
+# folders are not walked (and counted).
+MAX_WALK_DEPTH = 40
 
 Progress = Callable[[int, int, str], None]
 
@@ -60,6 +72,7 @@ class IndexSummary:
     skipped_binary: int = 0
     skipped_large: int = 0
     skipped_denied: int = 0
+    skipped_deep: int = 0
     removed: int = 0
     chunks_added: int = 0
     bytes_indexed: int = 0
@@ -85,6 +98,8 @@ class IndexSummary:
                              (self.skipped_large, "too large skipped"),
                              (self.skipped_denied, "refused by the path policy (outside the allowed "
                                                         "folders, secrets, hard links)"),
+                             (self.skipped_deep, f"folders more than {MAX_WALK_DEPTH} levels "
+                                                 f"deep not walked"),
                              (self.removed, "removed (gone from disk)"),
                              (self.error_count, "failed")):
             if count:
@@ -100,11 +115,12 @@ def _walk(root: Path, summary: IndexSummary, max_entries: int | None = None
           ) -> Iterator[Path]:
     """Files under `root`, sorted, folder by folder (top down), without hidden entries or
     tool folders; symlinked folders are not followed (a loop or a link out of the tree cannot
-    widen the walk). After `max_entries` folder entries the walk stops (stopped_early)."""
+    widen the walk). After `max_entries` folder entries the walk stops (stopped_early), and
+    with a limit, folders more than MAX_WALK_DEPTH levels down are not walked (skipped_deep)."""
     seen = 0
-    stack = [str(root)]
+    stack = [(str(root), 0)]
     while stack:
-        folder = stack.pop()
+        folder, depth = stack.pop()
         entries = []
         try:
             with os.scandir(folder) as listing:
@@ -129,10 +145,13 @@ def _walk(root: Path, summary: IndexSummary, max_entries: int | None = None
             if not is_dir:
                 files.append(entry.path)  # a symlink to a file: the policy checks its target
             elif not linked and entry.name not in SKIP_DIRS:
+                if max_entries is not None and depth >= MAX_WALK_DEPTH:
+                    summary.skipped_deep += 1
+                    continue
                 dirs.append(entry.path)
         for name in sorted(files):
             yield Path(name)
-        stack.extend(sorted(dirs, reverse=True))
+        stack.extend((d, depth + 1) for d in sorted(dirs, reverse=True))
 
 
 def collect(paths: Iterable[str | os.PathLike[str]]) -> list[tuple[Path, bool]]:
@@ -209,10 +228,14 @@ def index_paths(memory: SQLiteMemory | Any, paths: Iterable[str | os.PathLike[st
     roots = collect(paths)
     if policy is None and allowed_dirs is not None:
         policy = PathPolicy(allowed_dirs)
+        policy.secret_files.update(jarvis_secret_files())
     elif policy is None:
         policy = PathPolicy([r for r, folder in roots if folder],
                             [r for r, folder in roots if not folder], setting="the command line",
                             outside_hint="name it on the command line to index it")
+        # A person's `jarvis memory index .` in the workspace indexed config.toml, and a
+        # model's memory_search then read its MCP tokens (file_read refuses that file).
+        policy.secret_files.update(jarvis_secret_files())
     for root, _ in roots:
         policy.check(str(root))  # PathDenied (a PermissionError) before anything is read
     # Listing first gives the progress bar its total; it is cheap next to reading files.

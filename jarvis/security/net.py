@@ -8,12 +8,15 @@ unicast address by our own tables (Python's `ipaddress` flags are not trusted: 3
 goes to the address that was checked (a pinned httpcore network backend), while the URL, the
 Host header and TLS SNI keep the name, so a rebinding resolver cannot swap in 127.0.0.1 between
 the check and the connect. Proxies from the environment are ignored for the same reason.
+When a redirect leaves the origin, credentials are dropped: Authorization, Cookie and any
+header named like a secret (X-Api-Key, Brave's X-Subscription-Token).
 
 The user opens exceptions with `allowed_hosts` (exact `host` or `host:port`; that is how tests
 reach loopback servers) and closes more with `blocked_hosts` (`host`, `host:port` or
-`*.domain`; blocked wins). Bodies are streamed and cut at `max_bytes`, gzip/deflate included
-(decoded with a bounded decompressor, so a compression bomb stops at the cap); the whole call,
-redirects included, has one deadline.
+`*.domain`; blocked wins; a name in Unicode is compared in its IDNA form, as URLs are).
+Bodies are streamed and cut at `max_bytes`, gzip/deflate included (decoded with a bounded
+decompressor, so a compression bomb stops at the cap), in a bounded number of pieces; the
+whole call, redirects included, has one deadline.
 
 httpx and httpcore are imported only when a request is made.
 """
@@ -33,11 +36,13 @@ from typing import Any
 from urllib.parse import urljoin
 
 from jarvis.errors import JarvisError
+from jarvis.security.redact import is_secret_name
 
 DEFAULT_MAX_BYTES = 1_048_576
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_MAX_REDIRECTS = 5
 MAX_URL_CHARS = 8_192
+MIN_BODY_PIECES = 65_536  # pieces (chunks, reads) a body may come in, at the least
 REDIRECT_STATUSES = (301, 302, 303, 307, 308)
 USER_AGENT = "jarvis/0.1 (+https://github.com/jarvis)"
 # Headers a caller (a model) may not set: they would let it lie about the target or framing.
@@ -179,6 +184,28 @@ def _host_key(entry: str) -> tuple[str, int | None]:
     return canonical_host(entry), None
 
 
+def _policy_entry(entry: str) -> str:
+    """A host entry as URLs are compared: lowercase, and a non-ASCII name in its IDNA form
+    (`bücher.example` -> `xn--bcher-kva.example`), the form httpx gives a URL's host; without
+    it `blocked_hosts = ["bücher.example"]` blocked nothing. A name IDNA refuses is kept as
+    written (no URL host can equal it)."""
+    entry = entry.strip().lower()
+    if entry.isascii():
+        return entry
+    prefix = "*." if entry.startswith("*.") else "." if entry.startswith(".") else ""
+    rest = entry[len(prefix):]
+    host, sep, port = rest.rpartition(":") if rest.count(":") == 1 else (rest, "", "")
+    if sep and not port.isdigit():
+        host, sep, port = rest, "", ""
+    import httpx
+
+    try:
+        host = httpx.URL(f"http://{host}/").raw_host.decode("ascii")
+    except (httpx.InvalidURL, ValueError, UnicodeError):
+        return entry
+    return f"{prefix}{host}{sep}{port}"
+
+
 @dataclass(frozen=True, slots=True)
 class NetPolicy:
     """Where requests may go, how much they may read, and how long they may take."""
@@ -190,6 +217,11 @@ class NetPolicy:
     max_redirects: int = DEFAULT_MAX_REDIRECTS
     setting: str = "[tools.http_request] allowed_hosts"  # named in refusals: where to allow
 
+    def __post_init__(self) -> None:
+        for name in ("allowed_hosts", "blocked_hosts"):
+            object.__setattr__(self, name, tuple(_policy_entry(str(e))
+                                                 for e in getattr(self, name)))
+
     @classmethod
     def make(cls, allowed_hosts: Iterable[str] | str | None = None,
              blocked_hosts: Iterable[str] | str | None = None, **limits: Any) -> NetPolicy:
@@ -198,7 +230,7 @@ class NetPolicy:
                 return ()
             if isinstance(value, str):
                 value = [value]
-            return tuple(str(v).strip().lower() for v in value if str(v).strip())
+            return tuple(str(v) for v in value if str(v).strip())
 
         return cls(norm(allowed_hosts), norm(blocked_hosts),
                    **{k: v for k, v in limits.items() if v is not None})
@@ -213,7 +245,7 @@ class NetPolicy:
     def is_blocked(self, host: str, port: int) -> bool:
         for entry in self.blocked_hosts:
             if entry.startswith("*.") or entry.startswith("."):
-                suffix = "." + entry.lstrip("*.")
+                suffix = "." + entry.lstrip("*.").rstrip(".")
                 if host.endswith(suffix) or host == suffix[1:]:
                     return True
                 continue
@@ -547,14 +579,19 @@ class SafeHttpClient:
                 if first_origin is None:
                     first_origin = origin
                 elif origin != first_origin:
-                    # Credentials chosen for one site must not be handed to another.
-                    for key in [k for k in send_headers if k.lower() in ("authorization", "cookie")]:
+                    # Credentials chosen for one site must not be handed to another: not
+                    # only Authorization and Cookie (what httpx and curl drop) but any header
+                    # named like a secret, e.g. Brave's X-Subscription-Token or X-Api-Key.
+                    for key in [k for k in send_headers if _credential_header(k)]:
                         del send_headers[key]
                 left = deadline - time.monotonic()
+                # httpx's `params=` replaces the URL's own query (`?a=1` and params {b: 2}
+                # sent only b=2, silently); merged, the URL keeps it and params add to it.
+                send_url = (httpx.URL(target.url).copy_merge_params(params)
+                            if params and not redirects else target.url)
                 try:
                     request = client.build_request(
-                        method, target.url, headers=send_headers,
-                        params=params if not redirects else None, content=content,
+                        method, send_url, headers=send_headers, content=content,
                         timeout=httpx.Timeout(left, connect=min(left, 10.0)))
                     response = client.send(request, stream=True)
                 except httpx.TimeoutException:
@@ -587,6 +624,10 @@ class SafeHttpClient:
                     response.close()
 
 
+def _credential_header(name: str) -> bool:
+    return name.lower() in ("authorization", "cookie") or is_secret_name(name)
+
+
 def _read_body(response: Any, limit: int, deadline: float, total: float) -> tuple[bytes, bool]:
     """At most `limit` decoded bytes of the body; True when more was there."""
     import httpx
@@ -597,10 +638,19 @@ def _read_body(response: Any, limit: int, deadline: float, total: float) -> tupl
         decoder = zlib.decompressobj(47)  # 47: gzip or zlib header, detected
     chunks: list[bytes] = []
     size = 0
+    # Each piece costs ~25 us of Python whatever its size: 3,000,000 one-byte chunks (18 MB
+    # on the wire, 3 MB of body) kept a thread at full CPU until the deadline. Pieces are
+    # bounded too, so that only a body of under 16 bytes a piece on average meets the bound.
+    max_pieces = max(MIN_BODY_PIECES, limit // 16)
+    pieces = 0
     try:
         for raw in response.iter_raw():  # as received: a chunk size would wait to fill it
             if time.monotonic() > deadline:
                 raise FetchError(f"reading the body took longer than {total:g} s (the deadline)")
+            pieces += 1
+            if pieces > max_pieces:
+                raise FetchError(f"the server sent the body in more than {max_pieces} pieces "
+                                 f"({size} bytes so far); refused")
             data = raw
             if decoder is not None:
                 try:

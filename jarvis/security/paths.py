@@ -67,6 +67,11 @@ SECRET_RULES: tuple[tuple[str, str], ...] = (
     ("gshadow", "system password hashes"),
     ("master.passwd", "system password hashes"),
     ("ssh_host_*_key", "SSH host keys"),
+    ("*.env", "environment files (KEY=value secrets, e.g. prod.env)"),
+    ("*.tfvars", "Terraform variables (often secrets in clear)"),
+    ("secrets.*", "secret files (secrets.yaml, secrets.json, ...)"),
+    ("token.json", "OAuth tokens"),
+    ("*.ovpn", "VPN profiles (they embed private keys)"),
 )
 # A copy of a secret is a secret: `server.key~`, `id_rsa.bak`, `cert.pem.orig`, `shadow-`.
 BACKUP_SUFFIXES = (".bak", ".backup", ".old", ".orig", ".save", ".sav", ".tmp", ".copy",
@@ -116,6 +121,24 @@ def workspace_folder(config: Any = None) -> Path:
 
     found = config_file(config)
     return found.parent if found is not None else jarvis_home()
+
+
+def jarvis_secret_files(config: Any = None) -> dict[Path, str]:
+    """jarvis's own files that hold secrets, refused by name below any allowed folder: the
+    config file in use (MCP env and headers) and $JARVIS_HOME/mcp."""
+    from jarvis.core.paths import jarvis_home
+
+    files: dict[Path, str] = {}
+    found = config_file(config)
+    if found is not None:
+        files[Path(os.path.realpath(found))] = (
+            "the jarvis config file: it can hold MCP tokens and headers")
+    # jarvis.mcp.cache keeps its state there (it sits above this module, so the folder is
+    # named here): stdio servers' stderr logs and cached tool lists. Without a config.toml
+    # the workspace *is* $JARVIS_HOME.
+    files[Path(os.path.realpath(jarvis_home() / "mcp"))] = (
+        "jarvis's MCP state: server logs can hold tokens")
+    return files
 
 
 def resolve_dirs(dirs: Iterable[str | os.PathLike[str]] | str | os.PathLike[str] | None,
@@ -168,6 +191,16 @@ def secret_rule(parts: Iterable[str]) -> tuple[str, str] | None:
     return None
 
 
+def _copy_of(path: Path, secret: Path) -> bool:
+    """Whether `path` is a copy of the secret file `secret` by name, in the same folder: an
+    editor's `config.toml~`, a `config.toml.bak`, or the name in another case (the same
+    secrets, under a name no exact comparison catches)."""
+    if path.parent != secret.parent:
+        return False
+    wanted = _folded(secret.name)
+    return any(name == wanted for name in _names(_folded(path.name)))
+
+
 def _under(path: str, folder: str) -> bool:
     """Whether `path` is `folder` or inside it, comparing whole components (both resolved
     and absolute); a string test, because pathlib's is_relative_to dominated a read."""
@@ -213,16 +246,7 @@ class PathPolicy:
         found = config_file(config)
         policy = cls([found.parent if found is not None else workspace_folder(config), *listed],
                      resolve_dirs(allowed_secret_paths) or [], setting=setting)
-        if found is not None:
-            policy.secret_files[Path(os.path.realpath(found))] = (
-                "the jarvis config file: it can hold MCP tokens and headers")
-        from jarvis.core.paths import jarvis_home
-
-        # jarvis.mcp.cache keeps its state there (it sits above this module, so the folder
-        # is named here): stdio servers' stderr logs and cached tool lists. Without a
-        # config.toml the workspace *is* $JARVIS_HOME.
-        policy.secret_files[Path(os.path.realpath(jarvis_home() / "mcp"))] = (
-            "jarvis's MCP state: server logs can hold tokens")
+        policy.secret_files.update(jarvis_secret_files(config))
         return policy
 
     def describe(self) -> str:
@@ -266,7 +290,7 @@ class PathPolicy:
         rule = secret_rule(parts) if self.secrets else None
         if rule is None:
             for secret, why in self.secret_files.items():
-                if _under(real, str(secret)):
+                if _under(real, str(secret)) or _copy_of(resolved, secret):
                     rule = (secret.name, why)
                     break
         if rule is not None:

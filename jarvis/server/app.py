@@ -232,11 +232,14 @@ def build_app(settings: ServeSettings | None = None, *, config: Any = None, tool
     app.state.ors = env
     app.state.chat = chat
     app.state.settings = settings
-    if settings.api_key:
-        app.add_middleware(ApiKeyMiddleware, api_key=settings.api_key)
-    # Added last, so it runs first: Host/Origin/Content-Type and the body deadline come before
-    # the API key check and any route.
+    # Host/Origin/Content-Type checks and the bounded body read come before any route...
     app.add_middleware(RequestGuard, loopback_only=not settings.api_key,
                        allowed_origins=settings.allowed_origins,
                        max_body_bytes=settings.max_body_bytes, body_timeout=settings.body_timeout)
+    if settings.api_key:
+        # ...and the API key before them (added last, it runs first): the guard buffers a
+        # body of up to max_body_bytes for up to body_timeout, which a client without the key
+        # must not make a network-facing server do (512 connections x 1 MiB, or a body in
+        # one-byte chunks: 11 s of the server's CPU each).
+        app.add_middleware(ApiKeyMiddleware, api_key=settings.api_key)
     return app

@@ -16,8 +16,13 @@ POST). So, before any route runs:
   Content-Type header is a 400;
 - WebSocket handshakes get the same Host and Origin checks (the same-origin policy does not
   cover them);
+- a request with both Content-Length and Transfer-Encoding is refused and its connection
+  closed (what a proxy in front took for its body cannot be served as a request of its own);
 - the body is read under a deadline (`body_timeout`, 408) and a size cap (413) before the app
   sees it, so a client trickling a body cannot hold a request open forever.
+
+With an API key, the key check (jarvis.server.http.ApiKeyMiddleware) runs in front of this
+guard, so no body is read for a client without the key.
 
 Header deadlines and the connection cap live in `jarvis.server.runner` (they are about the
 connection, not a request).
@@ -119,6 +124,15 @@ class RequestGuard:
                 return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        if _header(scope, b"content-length") is not None and \
+                _header(scope, b"transfer-encoding") is not None:
+            # Two framings: h11 reads the chunked one and kept the connection open, so what a
+            # proxy in front took for this request's body was served as a request of its own
+            # (smuggling). RFC 9112 6.1: refuse, and close the connection.
+            await error_response(scope["path"], 400, "a request may carry Content-Length or "
+                                 "Transfer-Encoding, not both", code="forbidden_request",
+                                 headers={"Connection": "close"})(scope, receive, send)
             return
         problem = self._refusal(scope)
         if problem is not None:

@@ -36,6 +36,8 @@ _IGNORED = {"n", "stream_options", "user", "top_p", "presence_penalty", "frequen
             "service_tier", "reasoning_effort", "modalities", "prediction", "audio"}
 _KNOWN = {"model", "messages", "stream", "temperature", "max_tokens", "tools"} | _IGNORED
 
+MAX_TOKENS = 1_000_000  # longest reply a client may ask for (no model writes more)
+
 
 def _text(content: Any, where: str) -> str:
     """Message content as text: a string or a list of text parts."""
@@ -145,8 +147,10 @@ class ChatAPI:
             options["temperature"] = float(temperature)
         max_tokens = body.get("max_tokens", body.get("max_completion_tokens"))
         if max_tokens is not None:
-            if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-                raise ApiError(400, "max_tokens must be a positive integer")
+            # Bounded here: a 4,000-digit number is valid JSON and was handed to the engine.
+            if (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)
+                    or not 1 <= max_tokens <= MAX_TOKENS):
+                raise ApiError(400, f"max_tokens must be a whole number from 1 to {MAX_TOKENS}")
             options["max_tokens"] = max_tokens
         stream_options = body.get("stream_options")
         if stream_options is not None and not isinstance(stream_options, dict):

@@ -37,6 +37,12 @@ _TITLE = re.compile(r"<title[^<>]{0,200}>([^<]{0,2000})</title>", re.I)
 # 150,000 paragraphs held a thread for minutes; above this many elements the page's text is
 # taken in one linear pass instead.
 MAX_ELEMENTS = 25_000
+# trafilatura's fallbacks (readability and justext, run when its own extraction looks short)
+# are quadratic in short blocks: justext looks for each short paragraph's nearest good or bad
+# neighbour by walking the run of short ones, so 6,000 tiny tables (24,000 elements, 264 KB)
+# took 34 s. Above this many elements only trafilatura's own extractor runs (`fast`), which
+# stays linear (that page: under 1 s); the pages people read are far below it.
+FAST_ELEMENTS = 4_000
 _NOT_TEXT = ("script", "style", "noscript", "template", "svg", "math", "iframe", "object",
              "nav", "header", "footer", "aside", "form", "button", "select", "head")
 _META_CHARSET = re.compile(rb"""<meta[^>]{0,200}?charset=["']?([A-Za-z0-9_-]{1,40})""", re.I)
@@ -72,7 +78,8 @@ def html_to_text(page: str, url: str) -> tuple[str, str, bool]:
     from trafilatura.utils import load_html
 
     tree = load_html(page)
-    if tree is not None and sum(1 for _ in tree.iter()) > MAX_ELEMENTS:
+    elements = sum(1 for _ in tree.iter()) if tree is not None else 0
+    if elements > MAX_ELEMENTS:
         title = next((" ".join(t.text_content().split()) for t in tree.iter("title")), "")
         text = plain_text(tree)
         note = (f"[this page has too many elements (over {MAX_ELEMENTS:,}) for main-text "
@@ -81,7 +88,7 @@ def html_to_text(page: str, url: str) -> tuple[str, str, bool]:
 
     text = trafilatura.extract(page, url=url, output_format="markdown", include_links=False,
                                include_images=False, include_tables=True, favor_recall=True,
-                               include_comments=False) or ""
+                               include_comments=False, fast=elements > FAST_ELEMENTS) or ""
     title = ""
     meta = trafilatura.extract_metadata(page, default_url=url)
     if meta is not None and meta.title:

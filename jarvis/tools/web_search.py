@@ -218,43 +218,51 @@ class WebSearchTool(BaseTool):
         import httpx
 
         from jarvis.security.net import BlockedURLError, FetchError, NetPolicy, SafeHttpClient
+        from jarvis.security.redact import redact_url
 
+        # What the model (and the run log) read: base_url's password or ?token= is the
+        # user's secret, not the model's.
+        shown = redact_url(url)
         try:
             parsed = httpx.URL(url)
             host = parsed.raw_host.decode("ascii").lower()
             port = parsed.port or (443 if parsed.scheme == "https" else 80)
         except (httpx.InvalidURL, ValueError, TypeError):
-            raise SearchError(f"[tools.web_search] base_url {url!r} is not a valid URL") from None
+            raise SearchError(f"[tools.web_search] base_url {shown!r} is not a valid URL") from None
         where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         client = SafeHttpClient(NetPolicy.make([where], timeout=self.timeout,
                                                max_bytes=4_194_304))
         try:
             response = client.request(method, url, **kwargs)
         except (BlockedURLError, FetchError) as exc:
-            raise SearchError(f"web_search backend {self.backend} at {url} is unreachable: {exc}; "
+            raise SearchError(f"web_search backend {self.backend} at {shown} is unreachable: {exc}; "
                               f"check [tools.web_search] base_url") from None
         if response.status in (401, 403):
             raise SearchError(f"web_search backend {self.backend} refused the API key (HTTP "
                               f"{response.status}); check [tools.web_search] api_key")
         if response.status >= 400:
-            raise SearchError(f"web_search backend {self.backend} at {url} answered HTTP "
+            raise SearchError(f"web_search backend {self.backend} at {shown} answered HTTP "
                               f"{response.status} {response.reason}")
         try:
             data = json.loads(response.body.decode("utf-8", errors="replace"))
         except (ValueError, RecursionError):
             hint = (" (SearXNG must allow the json format: search.formats in settings.yml)"
                     if self.backend == "searxng" else "")
-            raise SearchError(f"web_search backend {self.backend} at {url} did not answer "
+            raise SearchError(f"web_search backend {self.backend} at {shown} did not answer "
                               f"JSON{hint}") from None
         if not isinstance(data, dict):
-            raise SearchError(f"web_search backend {self.backend} at {url} answered JSON that "
+            raise SearchError(f"web_search backend {self.backend} at {shown} answered JSON that "
                               f"is not a results object")
         return data
 
     def _searxng(self, query: str, count: int) -> list[SearchResult]:
-        url = self._endpoint().rstrip("/")
-        if not url.endswith("/search"):
-            url += "/search"
+        from urllib.parse import urlsplit, urlunsplit
+
+        parts = urlsplit(self._endpoint())
+        path = parts.path.rstrip("/")
+        if not path.endswith("/search"):  # the path's end: a base_url may carry a ?query
+            path += "/search"
+        url = urlunsplit(parts._replace(path=path))
         data = self._call("GET", url, params={"q": query, "format": "json",
                                               "safesearch": {"off": 0, "moderate": 1,
                                                              "strict": 2}.get(self.safesearch, 1)},
