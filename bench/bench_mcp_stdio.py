@@ -13,6 +13,7 @@ byte once and drops (without keeping) a message over `max_message_mb`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -58,23 +59,20 @@ def main() -> None:
             "sdk": stdio_client(params, errlog=devnull),
             "jarvis": bounded_stdio_client(params, devnull, server="big", max_bytes=1 << 30),
         }
-        sessions = {}
-        for name, transport in transports.items():
-            read, write = await transport.__aenter__()
-            session = ClientSession(read, write)
-            await session.__aenter__()
-            await session.initialize()
-            sessions[name] = (transport, session)
-        for size in sizes:
-            for _ in range(args.rounds):
-                for name, (_, session) in sessions.items():
-                    started = time.perf_counter()
-                    result = await session.call_tool("text", {"mb": size})
-                    times.setdefault((name, size), []).append(time.perf_counter() - started)
-                    assert len(result.content[0].text) == size * 1024 * 1024
-        for transport, session in sessions.values():
-            await session.__aexit__(None, None, None)
-            await transport.__aexit__(None, None, None)
+        async with contextlib.AsyncExitStack() as stack:  # closed in reverse order
+            sessions = {}
+            for name, transport in transports.items():
+                read, write = await stack.enter_async_context(transport)
+                session = await stack.enter_async_context(ClientSession(read, write))
+                await session.initialize()
+                sessions[name] = session
+            for size in sizes:
+                for _ in range(args.rounds):
+                    for name, session in sessions.items():
+                        started = time.perf_counter()
+                        result = await session.call_tool("text", {"mb": size})
+                        times.setdefault((name, size), []).append(time.perf_counter() - started)
+                        assert len(result.content[0].text) == size * 1024 * 1024
         return times
 
     times = anyio.run(run)

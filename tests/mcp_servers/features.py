@@ -193,6 +193,9 @@ def serve_http(port_file: str, sse: bool) -> None:
     # A server started again on the port of one that was killed (a restart) can bind it.
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", opts.port))
+    # Listening before the port file appears: a client that reads it connects at once (a
+    # bound socket that is not yet listening refuses, and uvicorn listens only once serving).
+    sock.listen(128)
     port = sock.getsockname()[1]
     starlette_app = app.sse_app(host="127.0.0.1") if sse else app.streamable_http_app(host="127.0.0.1")
     if opts.token:

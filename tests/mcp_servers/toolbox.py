@@ -142,6 +142,7 @@ def serve_http(port_file: str) -> None:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
+    sock.listen(128)  # before the port file appears: a client reading it connects at once
     port = sock.getsockname()[1]
     starlette_app = app.streamable_http_app(host="127.0.0.1")
     server = uvicorn.Server(uvicorn.Config(starlette_app, log_level="warning"))
