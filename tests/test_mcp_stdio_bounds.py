@@ -91,3 +91,60 @@ def test_a_reply_over_max_message_mb_fails_at_once_and_the_server_still_answers(
         assert hello.success and "hello" in hello.content, hello.content
     finally:
         made.close()
+
+
+# --- the same bounds over HTTP (jarvis/mcp/http_bounds.py) ---------------------------------
+def test_an_http_reply_over_max_message_mb_is_dropped_and_the_next_call_reconnects(
+        tmp_path: Path) -> None:
+    from mcp_support import HttpFeatures
+
+    server = HttpFeatures(tmp_path)  # notes://huge is 300 000 characters
+    path = write_config(tmp_path, {"web": {"url": server.url, "max_message_mb": 0.1}})
+    made = McpManager(load_config(path))
+    try:
+        tool = McpReadResourceTool(manager=made)
+        huge = tool.execute(server="web", uri="notes://huge")
+        assert not huge.success, huge.content
+        assert "over 0.1 MB" in huge.content and "max_message_mb of [mcp.servers.web]" in (
+            huge.content), huge.content
+        readme = tool.execute(server="web", uri="notes://readme")
+        assert readme.success and "Read me first." in readme.content, readme.content
+    finally:
+        made.close()
+        server.close()
+
+
+def test_a_compressed_http_reply_is_refused_not_inflated(tmp_path: Path) -> None:
+    # jarvis asks for no compression; a server that compresses anyway (a 1 MB gzip body can
+    # inflate to gigabytes) is refused before a byte is inflated.
+    import gzip
+    import http.server
+    import threading
+
+    body = gzip.compress(b'{"jsonrpc":"2.0","id":1,"result":{}}' + b" " * 10_000_000)
+
+    class Gzipping(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+            self.rfile.read(int(self.headers.get("content-length", 0)))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Encoding", "gzip")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Gzipping)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{httpd.server_address[1]}/mcp"
+    path = write_config(tmp_path, {"z": {"url": url, "connect_timeout": 10}})
+    made = McpManager(load_config(path))
+    try:
+        reason = made.refresh()["z"]
+        assert reason and "Content-Encoding 'gzip'" in reason, reason
+    finally:
+        made.close()
+        httpd.shutdown()
+        httpd.server_close()

@@ -253,9 +253,10 @@ class McpServerConfig(_Section):
                         "folders the file tools may read (MCP roots)")
     elicitation: bool = Field(True, description="let the server ask the user questions on the "
                               "terminal (refused when not interactive)")
-    max_message_mb: float = Field(32.0, gt=0, le=1024, description="largest message a stdio "
-                                  "server may send, in MB; a larger one is dropped and the call "
-                                  "it answers fails saying so")
+    max_message_mb: float = Field(32.0, gt=0, le=1024, description="largest message the "
+                                  "server may send, in MB (stdio: a line; HTTP: a JSON body or "
+                                  "an SSE event); a larger one is dropped and the call it "
+                                  "answers fails saying so")
 
     def model_post_init(self, __context: Any) -> None:
         if self.protocol not in ("auto", "legacy"):

@@ -127,6 +127,7 @@ class ServerConnection:
             config.transport == "auto" and bool(config.url)
             and urlsplit(config.url).path.rstrip("/").endswith("/sse"))
         self.last_http: tuple[int, str, str] | None = None  # status, url, www-authenticate
+        self.refused: str | None = None  # why jarvis's HTTP transport refused a reply
         self._fell_back = False  # switched to SSE after streamable HTTP was refused
         self.failed_at = 0.0  # when connecting last failed (epoch seconds)
         self._fresh = False  # tools were just listed by the connect (no second tools/list)
@@ -253,12 +254,20 @@ class ServerConnection:
                                       response.headers.get("www-authenticate", ""))
 
             hooks = {"response": [record]}
+            from jarvis.mcp.http_bounds import bounded_http_transport
+
+            bound = int(cfg.max_message_mb * 1024 * 1024)
+
+            def refused(reason: str) -> None:
+                self.refused = reason
             if self.sse:
                 from mcp.client.sse import sse_client
 
                 def factory(headers: Any = None, timeout: Any = None, auth: Any = None) -> Any:
                     return httpx2.AsyncClient(headers=headers, timeout=timeout, auth=auth,
-                                              event_hooks=hooks)
+                                              event_hooks=hooks,
+                                              transport=bounded_http_transport(
+                                                  self.name, bound, refused))
 
                 return sse_client(cfg.url, headers=_expand(cfg.headers),
                                   timeout=cfg.connect_timeout, sse_read_timeout=3600.0,
@@ -267,7 +276,7 @@ class ServerConnection:
 
             http = await stack.enter_async_context(httpx2.AsyncClient(
                 headers=_expand(cfg.headers), timeout=httpx2.Timeout(cfg.connect_timeout, read=None),
-                event_hooks=hooks))
+                event_hooks=hooks, transport=bounded_http_transport(self.name, bound, refused)))
             return streamable_http_client(cfg.url, http_client=http)
         from mcp import StdioServerParameters
 
@@ -528,7 +537,8 @@ class ServerConnection:
             return await send()
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED:
-                reason = "connection closed during the call (the server crashed or exited)"
+                reason = self._take_refusal() or ("connection closed during the call (the "
+                                                  "server crashed or exited)")
                 self.drop(reason)
                 raise McpServerError(self.name, self._with_stderr(reason)) from None
             raise McpCallError(exc.code, exc.message) from None
@@ -538,9 +548,13 @@ class ServerConnection:
         except (McpServerError, McpCallError, McpCallTimeout):
             raise
         except Exception as exc:  # noqa: BLE001 - broken pipes, HTTP errors, groups of them
-            reason = describe(exc)
+            reason = self._take_refusal() or describe(exc)
             self.drop(reason)
             raise McpServerError(self.name, self._with_stderr(reason)) from None
+
+    def _take_refusal(self) -> str | None:
+        reason, self.refused = self.refused, None
+        return reason
 
     # --- resources and prompts -------------------------------------------------------
     async def list_resources(self, timeout: float) -> dict[str, list[Any]]:

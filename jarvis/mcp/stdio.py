@@ -29,6 +29,10 @@ KILL_SECONDS = 2.0   # between SIGTERM and SIGKILL to its process group
 FLUSH_SECONDS = 0.5  # for messages already accepted to reach the server at shutdown
 
 
+def megabytes(size: int) -> str:
+    return f"{size / (1024 * 1024):.3g}"
+
+
 class Oversized:
     """Stands for a message over the limit: its size and the first bytes, where its id is."""
 
@@ -79,8 +83,8 @@ def refusal(message: Oversized, server: str, max_bytes: int) -> Any:
         request_id = json.loads(found.group(1))
     except ValueError:
         return None
-    text = (f"MCP server {server!r} sent a message of over {max_bytes // (1024 * 1024)} MB "
-            f"({message.size // (1024 * 1024)} MB); it was dropped. Raise max_message_mb of "
+    text = (f"MCP server {server!r} sent a message of over {megabytes(max_bytes)} MB "
+            f"({megabytes(message.size)} MB); it was dropped. Raise max_message_mb of "
             f"[mcp.servers.{server}] if that server's replies are really this large")
     return SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id,
                                        error=ErrorData(code=-32603, message=text)))
