@@ -206,9 +206,25 @@ def test_fifo_and_device_refused_by_both_openers(tmp_path: Path, impl: str):
     assert time.perf_counter() - started < 1.0
 
 
-def _race(tmp_path: Path, read, seconds: float) -> dict[str, int]:
+RACE_LIMIT = 60.0  # seconds a race may go on past its minimum, waiting to be `enough`
+
+
+def _race_until(seconds: float, enough, step) -> None:
+    """Call `step()` for at least `seconds`, then on until `enough()` (the race really
+    happened: reads landed on both sides of a swap), failing after RACE_LIMIT more seconds.
+    A fixed window alone is flaky: on a loaded machine the reader or the swapper may get so
+    little CPU in it that one side of the race is never seen."""
+    start = time.monotonic()
+    while time.monotonic() - start < seconds or not enough():
+        if time.monotonic() - start > seconds + RACE_LIMIT:
+            raise AssertionError(f"the race did not happen within {seconds + RACE_LIMIT} s")
+        step()
+
+
+def _race(tmp_path: Path, read, seconds: float, enough=lambda counts: True) -> dict[str, int]:
     """Swap a directory component for a symlink to an outside folder, over and over, while
-    `read(path)` runs; count what the reads returned."""
+    `read(path)` runs (at least `seconds`, then until `enough(counts)`); count what the reads
+    returned."""
     root = tmp_path / "root"
     data = root / "data"
     (data / "sub").mkdir(parents=True)
@@ -231,20 +247,23 @@ def _race(tmp_path: Path, read, seconds: float) -> dict[str, int]:
     counts = {"inside": 0, "refused": 0, "leaked": 0}
     thread = threading.Thread(target=swapper, daemon=True)
     thread.start()
-    deadline = time.monotonic() + seconds
     target = str(data / "sub" / "f.txt")
+
+    def step() -> None:
+        content = read(target)
+        if content is None:
+            counts["refused"] += 1
+        elif "LEAK" in content:
+            counts["leaked"] += 1
+        else:
+            counts["inside"] += 1
+
     try:
-        while time.monotonic() < deadline:
-            content = read(target)
-            if content is None:
-                counts["refused"] += 1
-            elif "LEAK" in content:
-                counts["leaked"] += 1
-            else:
-                counts["inside"] += 1
+        _race_until(seconds, lambda: enough({**counts, "swaps": swaps}), step)
     finally:
         stop.set()
-        thread.join(5)
+        thread.join(30)
+    assert not thread.is_alive(), "the swapper did not stop: the tree is not settled"
     counts["swaps"] = swaps
     return counts
 
@@ -257,7 +276,8 @@ def test_racing_symlink_swap_never_leaks(tmp_path: Path, impl: str):
         result = executor.execute(ToolCall("c", "file_read", {"path": path}))
         return result.content if result.success else None
 
-    counts = _race(tmp_path, read, seconds=1.5)
+    counts = _race(tmp_path, read, seconds=1.5, enough=lambda c: (
+        c["inside"] > 0 and c["refused"] > 0 and c["swaps"] > 100))
     print(impl, counts)
     assert counts["leaked"] == 0, counts
     assert counts["inside"] > 0 and counts["refused"] > 0 and counts["swaps"] > 100, counts
@@ -274,7 +294,8 @@ def test_racing_symlink_swap_never_leaks_into_memory(tmp_path: Path, impl: str):
             result = tool.execute(path=str(Path(path).parent.parent))  # index the folder
             return "indexed" if result.success else None
 
-        counts = _race(tmp_path, read, seconds=1.5)
+        counts = _race(tmp_path, read, seconds=1.5,
+                       enough=lambda c: c["inside"] > 0 and c["swaps"] > 10)
         leaked = [r for r in store.retrieve("LEAK", top_k=20) if "LEAK" in r.content]
         assert leaked == [], counts
         assert counts["inside"] > 0 and counts["swaps"] > 10, counts
@@ -450,17 +471,19 @@ def test_racing_a_folder_above_the_allowed_folder_never_leaks(tmp_path: Path, im
     counts = {"inside": 0, "refused": 0, "leaked": 0}
     thread = threading.Thread(target=swapper, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 3.0
+
+    def step() -> None:
+        result = executor.execute(ToolCall("c", "file_read",
+                                           {"path": str(tmp_path / "ws" / "data" / "f.txt")}))
+        key = "refused" if not result.success else (
+            "leaked" if "LEAK" in result.content else "inside")
+        counts[key] += 1
+
     try:
-        while time.monotonic() < deadline:
-            result = executor.execute(ToolCall("c", "file_read",
-                                               {"path": str(tmp_path / "ws" / "data" / "f.txt")}))
-            key = "refused" if not result.success else (
-                "leaked" if "LEAK" in result.content else "inside")
-            counts[key] += 1
+        _race_until(3.0, lambda: counts["inside"] > 0 and swaps > 100, step)
     finally:
         stop.set()
-        thread.join(5)
+        thread.join(30)
     assert counts["leaked"] == 0, counts
     assert counts["inside"] > 0 and swaps > 100, (counts, swaps)
 
