@@ -94,6 +94,23 @@ async def hang(seconds: float = 3600) -> str:
     return "woke up"
 
 
+_meetings: dict[str, tuple[list[int], asyncio.Event]] = {}
+
+
+@app.tool()
+async def meet(key: str, parties: int) -> str:
+    """Wait until `parties` calls with this key are in progress at once (at most 10 s)."""
+    arrived, everyone = _meetings.setdefault(key, ([0], asyncio.Event()))
+    arrived[0] += 1
+    if arrived[0] >= parties:
+        everyone.set()
+    try:
+        await asyncio.wait_for(everyone.wait(), 10)
+    except asyncio.TimeoutError:
+        return f"alone: {arrived[0]} of {parties} arrived"
+    return "met"
+
+
 @app.tool()
 def sleep_ms(ms: int) -> str:
     """Sleep for `ms` milliseconds, then answer."""
