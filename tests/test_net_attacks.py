@@ -81,12 +81,15 @@ def drip_body(conn, stop):
 def test_a_dripping_server_cannot_outlast_the_deadline(script, timeout):
     with raw_server(script) as port:
         tool = HttpRequestTool(allowed_hosts=[f"127.0.0.1:{port}"], timeout=timeout)
+        import httpx  # noqa: F401 - imported by the first request: not part of what is timed
         started = time.monotonic()
         result = call(tool, {"url": f"http://127.0.0.1:{port}/"})
         took = time.monotonic() - started
     assert not result.success and result.error_type.value == "transport", result.content
     assert "timed out" in result.content or "deadline" in result.content
-    assert took < timeout + 1.2, took  # was: headers never (the executor abandoned the call)
+    # was: headers never (the executor abandoned the call), the body 100 x 1.9 s; the margin
+    # is for a loaded machine.
+    assert took < timeout + 4, took  # the executor would abandon it at timeout + 5
 
 
 def test_a_body_in_a_million_tiny_chunks_is_refused_quickly():
@@ -114,7 +117,7 @@ def test_many_unanswering_addresses_share_the_one_deadline():
     # listeners with a full accept queue): each connect used to get its own 10 s.
     port = None
     listeners, fillers = [], []
-    for last in range(2, 6):
+    for last in range(2, 8):
         sock = socket.socket()
         sock.bind((f"127.0.0.{last}", port or 0))
         port = sock.getsockname()[1]
@@ -127,9 +130,10 @@ def test_many_unanswering_addresses_share_the_one_deadline():
                 filler.connect((f"127.0.0.{last}", port))
             fillers.append(filler)
     time.sleep(0.2)  # let the fillers' handshakes land in the queues
-    addresses = [f"127.0.0.{last}" for last in range(2, 6)]
+    addresses = [f"127.0.0.{last}" for last in range(2, 8)]
     client = SafeHttpClient(NetPolicy.make([f"slow.test:{port}"], timeout=1.5),
                             resolver=lambda host, p: addresses)
+    import httpx  # noqa: F401 - imported by the first request: not part of what is timed
     try:
         started = time.monotonic()
         with pytest.raises(FetchError, match="timed out"):
@@ -138,7 +142,9 @@ def test_many_unanswering_addresses_share_the_one_deadline():
     finally:
         for sock in listeners + fillers:
             sock.close()
-    assert took < 3.0, took  # was: 1.5 s per address
+    # was: 1.5 s per address, 9 s for the six; the margin over the 1.5 s deadline is for a
+    # loaded machine (3.4 s was seen with 4 addresses on a busy 2-core CI).
+    assert took < 5.0, took
 
 
 # --- hostile charsets and pages ----------------------------------------------------------
