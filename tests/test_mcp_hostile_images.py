@@ -244,7 +244,8 @@ def test_resources_with_many_images_or_a_bad_blob_from_a_real_server(tmp_path: P
     try:
         tool = McpReadResourceTool(manager=made)
         many = tool.execute(server="h", uri="images://many")
-        assert many.success and 1 <= len(many.images()) <= 16
+        assert many.success and len(many.images()) == 16, many.content  # 5 large, 11 small
+        assert "not shown: over" in many.content and "not shown: more than 16 images" in many.content
         assert sum(len(i.data) for i in many.images()) <= 8_000_000
         bad = tool.execute(server="h", uri="blobs://bad")
         assert bad.images() == [] and "not shown: its data is not base64" in bad.content

@@ -1,7 +1,7 @@
 """An MCP server (official SDK) that lies about images, for the attack tests: images that are
 URLs, not base64, not images at all, mislabelled, too many or too big; resources with a blob
-that is not base64 or 24 large images; sampling requests that are too large or carry a bad
-image; a prompt with a huge argument list. Over stdio."""
+that is not base64 or 40 images (8 large); sampling requests that are too large or carry a
+bad image; a prompt with a huge argument list. Over stdio."""
 
 from __future__ import annotations
 
@@ -41,9 +41,14 @@ class Hostile(MCPServer):
             return ReadResourceResult(contents=[BlobResourceContents(
                 uri=uri, blob="not base64!", mime_type="image/png")])
         if uri == "images://many":
-            blob = base64.b64encode(PNG + bytes(512 * 1024)).decode()
+            # 8 large images (11 MB, over the client's 8 MB bound), then 32 small ones (over its
+            # 16-image bound). Not 40 large: a 56 MB line took over 30 s on a loaded machine
+            # (with the SDK's quadratic stdio reader), and is over max_message_mb (32) now.
+            large = base64.b64encode(PNG + bytes(1024 * 1024)).decode()
+            small = base64.b64encode(PNG).decode()
             return ReadResourceResult(contents=[BlobResourceContents(
-                uri=f"images://many/{i}", blob=blob, mime_type="image/png") for i in range(24)])
+                uri=f"images://many/{i}", blob=large if i < 8 else small, mime_type="image/png")
+                for i in range(40)])
         return await super()._handle_read_resource(ctx, params)
 
 

@@ -106,7 +106,7 @@ async def meet(key: str, parties: int) -> str:
         everyone.set()
     try:
         await asyncio.wait_for(everyone.wait(), 10)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         return f"alone: {arrived[0]} of {parties} arrived"
     return "met"
 
