@@ -4,12 +4,12 @@ server for json:// and ntfy:// webhooks. Asserts what arrived, not what was call
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 
 import pytest
 from net_support import Reply, SmtpReceiver, serving
+from ports import closed_port
 
 from jarvis.channels.channels import ChannelError, channel_status, mask_url, send
 from jarvis.core.config import JarvisConfig, load_config
@@ -21,12 +21,6 @@ from jarvis.tools.executor import ToolExecutor
 
 def config_with(**channels):
     return JarvisConfig.model_validate({"channels": channels})
-
-
-def closed_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run(tool, approver=None, **arguments):

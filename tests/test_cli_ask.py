@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import os
 import pty
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from ports import closed_port
 
 from jarvis.testing import FakeOpenAIServer, HTTPFailure, reply, tool_call
 
@@ -21,12 +21,6 @@ LOCAL = ("OLLAMA_HOST", "VLLM_HOST", "LLAMACPP_HOST", "LMSTUDIO_HOST", "SGLANG_H
 def jarvis(env: dict[str, str], *args: str, timeout: float = 30) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "jarvis.cli", *args], env=env, text=True,
                           capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
-
-
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
@@ -101,7 +95,7 @@ def test_react_agent_prints_only_the_final_answer(env):
 
 def test_no_engine_reachable_fails_fast_and_says_what_it_tried(cli_env):
     for var in LOCAL:
-        cli_env[var] = f"http://127.0.0.1:{_closed_port()}"
+        cli_env[var] = f"http://127.0.0.1:{closed_port()}"
     start = time.perf_counter()
     jarvis(cli_env, "config", "show")  # start-up and config loading, for comparison
     baseline = time.perf_counter() - start
@@ -115,13 +109,14 @@ def test_no_engine_reachable_fails_fast_and_says_what_it_tried(cli_env):
     verbose = jarvis(cli_env, "ask", "--verbose", "hello")
     assert verbose.returncode == out.returncode
     assert cli_env["OLLAMA_HOST"] in verbose.stderr and "ollama serve" in verbose.stderr
-    # Under 1.5 s on an idle machine (bench/bench_agent.py); here, on a shared one, the part
-    # beyond plain start-up must stay well under a second (probes are bounded at 0.4 s).
-    assert elapsed < 1.5 or elapsed - baseline < 1.0, (elapsed, baseline)
+    # Under 1.5 s on an idle machine (bench/bench_agent.py); here, on a shared and loaded
+    # one, the part beyond plain start-up (probes bounded at 0.4 s, and `ask`'s own imports)
+    # must stay within a few seconds: no retries, no waiting out connect timeouts.
+    assert elapsed < 1.5 or elapsed - baseline < 3.0, (elapsed, baseline)
 
 
 def test_unknown_tool_or_agent_is_an_error_listing_valid_names(env):
-    env["VLLM_HOST"] = f"http://127.0.0.1:{_closed_port()}"  # never contacted
+    env["VLLM_HOST"] = f"http://127.0.0.1:{closed_port()}"  # never contacted
     out = jarvis(env, "ask", "--tools", "calculater", "x")
     assert out.returncode == 2 and "unknown tool 'calculater'" in out.stderr
     assert "calculator" in out.stderr and "Traceback" not in out.stderr

@@ -127,7 +127,7 @@ def test_the_timeout_argument_bounds_the_call():
     release = threading.Event()
 
     def slow(seen):
-        release.wait(5)
+        release.wait(30)
         return Reply(200, "late")
 
     with serving({"/slow": slow}) as server:
@@ -137,7 +137,7 @@ def test_the_timeout_argument_bounds_the_call():
         took = time.monotonic() - started
         release.set()
     assert not result.success and result.error_type.value == "transport"
-    assert "timed out" in result.content and took < 3
+    assert "timed out" in result.content and took < 5  # not the 30 s; room for a loaded machine
 
 
 def test_cli_lists_and_runs_the_new_tools(cli_env, tmp_path):

@@ -283,21 +283,21 @@ def test_a_slow_drip_body_is_stopped_by_the_total_deadline():
             client.request("GET", server.url("/slow"))
         took = time.monotonic() - started
         stop.set()
-    assert took < 3
+    assert took < 5  # the drip never ends; the margin over 1 s is for a loaded machine
 
 
 def test_a_hanging_resolver_is_bounded_by_the_deadline():
     release = threading.Event()
 
     def hanging(host, port):
-        release.wait(10)
+        release.wait(30)
         return ["93.184.215.14"]
 
     started = time.monotonic()
     with pytest.raises(FetchError, match="resolving"):
         SafeHttpClient(NetPolicy(timeout=0.5), resolver=hanging).request("GET", "http://slow.example/")
     release.set()
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 5  # not the resolver's 30 s; room for a loaded machine
 
 
 def test_headers_that_would_lie_about_the_target_are_refused():

@@ -346,9 +346,9 @@ def test_once_dispatches_what_is_due_and_a_down_ledger_is_one_line(env, api, pg_
     for t in tasks:
         wait_for(lambda t=t: succeeded(pg_url, t.id), timeout=30, what="the dispatched run")
 
-    from servers import free_port
+    from ports import closed_port
 
-    down = dict(cli_env, JARVIS_SCHEDULER_STORE=f"postgresql://jarvis:s3cret@127.0.0.1:{free_port()}/x")
+    down = dict(cli_env, JARVIS_SCHEDULER_STORE=f"postgresql://jarvis:s3cret@127.0.0.1:{closed_port()}/x")
     listed = jarvis(down, "schedule", "list")
     assert listed.returncode != 0 and "Traceback" not in listed.stderr
     assert "cannot connect to the scheduler store postgresql://jarvis:***@" in listed.stderr

@@ -5,7 +5,6 @@ delivery never loses the answer."""
 from __future__ import annotations
 
 import json
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from net_support import Reply, SmtpReceiver, serving
+from ports import closed_port
 from scheduler_support import TESTS, ScriptRunner
 
 from jarvis.channels.delivery import ChannelNotifier
@@ -22,12 +22,6 @@ from jarvis.scheduler.runner import RunOutcome
 from jarvis.scheduler.scheduler import TaskScheduler
 from jarvis.scheduler.store import SchedulerStore
 from jarvis.scheduler.tools import ScheduleTaskTool
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def scheduler_for(tmp_path: Path, channels: dict, **kwargs) -> TaskScheduler:

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from servers import free_port
+from ports import closed_port
 
 from jarvis.scheduler.ledger import redact, redact_error
 from jarvis.scheduler.store_postgres import PostgresStore, StoreUnavailable
@@ -46,7 +46,7 @@ def test_cli_errors_show_no_store_password(cli_env, command):
            "JARVIS_SCHEDULER_STORE": "postgresql://u:pa%zzsecretword@127.0.0.1:1/db"
                                      "?sslpassword=topsecret9",
            "JARVIS_SCHEDULER_RUNNER": "celery",
-           "JARVIS_CELERY_BROKER": f"redis://:brokersecret1@127.0.0.1:{free_port()}/0"}
+           "JARVIS_CELERY_BROKER": f"redis://:brokersecret1@127.0.0.1:{closed_port()}/0"}
     out = subprocess.run([sys.executable, "-m", "jarvis.cli", *command], env=env,
                          capture_output=True, text=True, timeout=60)
     assert out.returncode != 0
@@ -58,7 +58,7 @@ def test_cli_errors_show_no_store_password(cli_env, command):
 def test_cli_error_shows_no_broker_password(cli_env, pg_url):
     env = {**cli_env, "JARVIS_SCHEDULER_STORE": pg_url + "?sslpassword=topsecret9",
            "JARVIS_SCHEDULER_RUNNER": "celery",
-           "JARVIS_CELERY_BROKER": f"redis://:brokersecret1@127.0.0.1:{free_port()}/0"}
+           "JARVIS_CELERY_BROKER": f"redis://:brokersecret1@127.0.0.1:{closed_port()}/0"}
     out = subprocess.run([sys.executable, "-m", "jarvis.cli", "worker"], env=env,
                          capture_output=True, text=True, timeout=60)
     text = out.stdout + out.stderr
