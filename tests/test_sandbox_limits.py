@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 from sandbox_support import call, descendants, parents, wait_until_gone
@@ -225,26 +226,33 @@ def test_doctor_warns_of_other_processes_running_as_the_sandbox_uid(cli_env) -> 
     # of a sandbox that is running, nor the sandbox's code (in a user namespace of its own).
     from jarvis.sandbox import SandboxedPython, SandboxPolicy
 
+    # A uid of this test's own: tests running alongside run PostgreSQL as 65534 ("nobody"),
+    # which would crowd the sleeper below out of the five processes doctor names.
+    uid = 64_917
+    config = Path(cli_env["JARVIS_HOME"]) / "doctor-uid.toml"
+    config.write_text(f"[sandbox]\nuid = {uid}\n")
+    env = dict(cli_env, JARVIS_CONFIG=str(config))
+
     def doctor(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "jarvis.cli", "doctor", *args],
-                              env=cli_env, capture_output=True, text=True, timeout=60)
+                              env=env, capture_output=True, text=True, timeout=60)
 
-    other = subprocess.Popen(["sleep", "60"], user=HOST_UID, group=HOST_UID, extra_groups=[])
-    sandbox = SandboxedPython(SandboxPolicy(isolation="bwrap"))
+    other = subprocess.Popen(["sleep", "60"], user=uid, group=uid, extra_groups=[])
+    sandbox = SandboxedPython(SandboxPolicy(isolation="bwrap", uid=uid))
     try:
         assert sandbox.run("x = 1").ok
-        # bubblewrap's monitor (host uid 65534, in jarvis's user namespace) up to the worker
+        # bubblewrap's monitor (the host uid, in jarvis's user namespace) up to the worker
         table, top = parents(), sandbox.pid
         while table.get(top, os.getpid()) != os.getpid():
             top = table[top]
         sandbox_pids = {top} | descendants(top)
-        assert any(_uids(pid) == {HOST_UID} for pid in sandbox_pids), sandbox_pids
+        assert any(_uids(pid) == {uid} for pid in sandbox_pids), sandbox_pids
         shared = json.loads(doctor("--json").stdout)["sandbox"]["threads"]["shared_with"]
         pids = {entry["pid"] for entry in shared}
         assert {"pid": other.pid, "name": "sleep"} in shared, shared
         assert not pids & sandbox_pids, (shared, sandbox_pids)
         line = next(x for x in doctor().stdout.splitlines() if "threads and processes" in x)
-        assert f"WARNING: other processes run as host uid {HOST_UID} (" in line, line
+        assert f"WARNING: other processes run as host uid {uid} (" in line, line
         assert f"{other.pid} sleep" in line and "set [sandbox] uid" in line, line
     finally:
         sandbox.close()
