@@ -48,6 +48,22 @@ def descendants(root: int | None = None) -> set[int]:
     return found
 
 
+def new_descendants(before: set[int]) -> set[int]:
+    """Processes this test started: children of this process not in `before` (a snapshot of
+    `descendants()`), with everything below them. Children that earlier tests' processes
+    start meanwhile (a session's PostgreSQL forking a backend or an autovacuum worker) are
+    not this test's."""
+    table = parents()
+    me = os.getpid()
+    found = {pid for pid, ppid in table.items() if ppid == me and pid not in before}
+    frontier = set(found)
+    while frontier:
+        children = {pid for pid, ppid in table.items() if ppid in frontier and pid not in found}
+        found |= children
+        frontier = children
+    return found
+
+
 def wait_until_gone(pids: set[int], timeout: float = 10.0) -> set[int]:
     """Wait for `pids` to end; returns those still alive after `timeout` seconds."""
     deadline = time.monotonic() + timeout

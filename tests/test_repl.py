@@ -8,7 +8,7 @@ import sys
 import time
 
 import pytest
-from sandbox_support import descendants, wait_until_gone
+from sandbox_support import descendants, new_descendants, wait_until_gone
 
 from jarvis.core.types import ToolCall
 from jarvis.errors import ConfigError
@@ -194,6 +194,7 @@ def test_sdk_ask_releases_the_runs_interpreter_when_it_ends() -> None:
     from jarvis.sdk import Jarvis
     from jarvis.testing import ScriptedEngine, reply, tool_call
 
+    before = descendants()  # e.g. a session's PostgreSQL server from an earlier test
     engine = ScriptedEngine([
         reply(tool_calls=[tool_call("repl", {"code": "import os\nx = os.getpid()"})]),
         reply(tool_calls=[tool_call("repl", {"code": "x"})]),
@@ -209,7 +210,7 @@ def test_sdk_ask_releases_the_runs_interpreter_when_it_ends() -> None:
     assert int(results[1]["content"]) > 0  # state survived between the two calls of the run
     run_id = results[0]["metadata"]["run_id"]
     assert run_id not in default_manager().owners()  # and the interpreter ended with the run
-    assert not descendants()  # no sandbox process is left
+    assert not new_descendants(before)  # no sandbox process is left
 
 
 @pytest.mark.parametrize("ending", ["exit", "sigkill"])

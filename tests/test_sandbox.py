@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from sandbox_support import call, descendants, pid_alive, wait_until_gone
+from sandbox_support import call, descendants, new_descendants, pid_alive, wait_until_gone
 
 from jarvis.resources import default_manager, release_run
 from jarvis.tools.code_interpreter import CodeInterpreterTool
@@ -51,7 +51,7 @@ def nothing_left_behind():
     before = descendants()
     started = time.monotonic()
     yield
-    left = wait_until_gone(descendants() - before, timeout=10)
+    left = wait_until_gone(new_descendants(before), timeout=10)
     assert not left, f"processes left behind: {sorted(left)}"
     assert time.monotonic() - started < 120, "the test was not bounded in time"
 
@@ -491,7 +491,7 @@ def test_threads_and_forks_are_gone_after_a_code_interpreter_call(run: Run) -> N
     result = run.once(BURN + "'returned'")
     assert result.success and "BlockingIOError" in result.content, result.content
     # The call killed its whole sandbox: nothing of it is left, burning or not.
-    assert not wait_until_gone(descendants() - before, timeout=5)
+    assert not wait_until_gone(new_descendants(before), timeout=5)
     jarvis_still_answers(run)
 
 
@@ -520,7 +520,7 @@ def test_repl_threads_are_frozen_between_calls_and_counted_in_the_cpu_limit(
 def test_the_sandbox_ends_when_its_session_ends(run: Run) -> None:
     before = descendants()
     assert run.repl(BURN + "1").success
-    started = descendants() - before
+    started = new_descendants(before)
     assert len(started) >= 2  # the launcher/bwrap and the interpreter at least
     run.close()
     assert not wait_until_gone(started, timeout=5)

@@ -20,7 +20,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from sandbox_support import call, descendants, parents, wait_until_gone
+from sandbox_support import call, descendants, new_descendants, parents, wait_until_gone
 
 from jarvis.resources import release_run
 from jarvis.tools.code_interpreter import CodeInterpreterTool
@@ -66,7 +66,7 @@ def mechanism(request: pytest.FixtureRequest) -> str:
 def nothing_left_behind():
     before = descendants()
     yield
-    left = wait_until_gone(descendants() - before, timeout=10)
+    left = wait_until_gone(new_descendants(before), timeout=10)
     assert not left, f"processes left behind: {sorted(left)}"
 
 
@@ -94,7 +94,7 @@ def watch(run_call, before: set[int]) -> tuple[object, int, set[int]]:
     worker.start()
     most, uids = 0, set()
     while worker.is_alive():
-        count, seen = tasks_of(descendants() - before)
+        count, seen = tasks_of(new_descendants(before))
         most, uids = max(most, count), uids | seen
         time.sleep(0.02)
     worker.join()
@@ -138,7 +138,7 @@ def test_a_bomb_stays_within_max_threads_and_jarvis_goes_on(mechanism: str, bomb
             assert most <= MAX_THREADS + 1 + idle, (most, result.content)
             assert uids == {HOST_UID}, uids  # never the host's root
             if name == "code_interpreter":  # the call ended its whole sandbox
-                assert not wait_until_gone(descendants() - before, timeout=10)
+                assert not wait_until_gone(new_descendants(before), timeout=10)
         # jarvis keeps working: the repl's state survived its bomb, and a fresh call runs.
         kept = call(executor, "repl", "keep")
         assert kept.success and kept.content.strip() == "'state'", kept.content
@@ -162,10 +162,10 @@ def test_a_repl_sessions_threads_are_gone_when_it_ends(mechanism: str) -> None:
     try:
         result = call(executor, "repl", THREAD_BOMB.rsplit("\nraise", 1)[0] + "\nstarted")
         assert result.success and MAX_THREADS - 8 <= int(result.content) < MAX_THREADS
-        assert tasks_of(descendants() - before)[0] >= MAX_THREADS - 8
+        assert tasks_of(new_descendants(before))[0] >= MAX_THREADS - 8
     finally:
         release_run(f"bound-end-{mechanism}")
-    assert not wait_until_gone(descendants() - before, timeout=10)
+    assert not wait_until_gone(new_descendants(before), timeout=10)
 
 
 def test_the_sandbox_refuses_to_start_where_threads_would_not_be_bounded(
@@ -719,7 +719,7 @@ def test_no_process_of_the_sandbox_uid_reaches_jarvis_folder_through_the_launche
     before = descendants()
     proc = SandboxedPython(SandboxPolicy(isolation=mechanism))
     try:
-        pids = descendants() - before
+        pids = new_descendants(before)
         assert len(pids) >= 2, pids  # the launcher outside, the sandbox inside
         done = subprocess.run([sys.executable, "-I", "-S", "-c", CWD_PROBE, *map(str, pids)],
                               capture_output=True, text=True, timeout=30)
