@@ -146,6 +146,11 @@ class Daemon:
     def stop(self, sig: int | None = None, timeout: float = 15.0) -> int:
         import signal
 
+        # A daemon still starting up (Python and jarvis importing: seconds on a loaded
+        # machine) has no signal handler yet: SIGTERM would kill it (-15), not stop it.
+        wait_for(lambda: self.proc.poll() is not None
+                 or any(" started on " in line for line in list(self.lines)),
+                 30, "the daemon to finish starting (or exit)")
         if self.proc.poll() is None:
             self.proc.send_signal(sig or signal.SIGTERM)
         try:
