@@ -75,9 +75,11 @@ def test_a_run_timed_out_at_the_end_of_once_is_still_delivered(setup):
 def test_a_delivery_that_cannot_finish_in_time_is_recorded_as_not_sent(setup):
     configure, due, runs, _ = setup
     # A receiver that is down for now: the channel's retries would wait 30 s, then 60 s...
+    # The pass has 5 s for deliveries: the first attempt fits even on a loaded machine (with
+    # 1 s it sometimes never reached the receiver), the retries do not.
     with serving({"/hook": lambda seen: Reply(503, "busy")}) as server:
         env = configure(server.hostport, retries=3, backoff=30, shutdown_timeout=0.2,
-                        shutdown_delivery_seconds=1)
+                        shutdown_delivery_seconds=5)
         task_id = due("sleep 30", timeout_seconds=0.5)
         started = time.monotonic()
         once = jarvis(env, "scheduler", "start", "--once", *RUNNER)
@@ -88,7 +90,7 @@ def test_a_delivery_that_cannot_finish_in_time_is_recorded_as_not_sent(setup):
     delivery = record["delivery"]  # ...and the record says it did not get through, and why
     assert delivery["status"] == "not_sent" and delivery["channel"] == "hook", delivery
     assert delivery["error"] == ("not delivered: the --once pass ended before the delivery was "
-                                 "done (it had 1 s, [scheduler] shutdown_delivery_seconds)")
+                                 "done (it had 5 s, [scheduler] shutdown_delivery_seconds)")
     assert f"run {record['run_id']} was NOT delivered to channel hook" in once.stderr
     assert "delivery to hook: not_sent" in once.stdout
     assert took < 20  # bounded: the channel's retries did not hold the pass
@@ -138,8 +140,10 @@ def test_sigterm_records_a_stuck_delivery_as_not_sent_and_delivers_interrupted_r
         return Reply(200, "ok")
 
     with serving({"/hook": receiver}) as server:
+        # 5 s for deliveries at shutdown: the interrupted run's fits even on a loaded
+        # machine, the finished run's retry (30 s away) does not.
         env = configure(server.hostport, retries=2, backoff=30, shutdown_timeout=0.3,
-                        shutdown_delivery_seconds=1)
+                        shutdown_delivery_seconds=5)
         hung = due("hang-first 60")
         done = due("echo finished")
         daemon = Daemon(env)
