@@ -35,10 +35,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _port_open(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.2)
-        return s.connect_ex(("127.0.0.1", port)) == 0
+def _redis_pid(port: int) -> int | None:
+    """The process id of the Redis server answering on `port` (None: none answers)."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as s:
+            s.sendall(b"INFO server\r\n")
+            data = b""
+            while b"process_id:" not in data or not data.split(b"process_id:", 1)[1].count(b"\r\n"):
+                chunk = s.recv(65536)
+                if not chunk:
+                    return None
+                data += chunk
+    except OSError:
+        return None
+    return int(data.split(b"process_id:", 1)[1].split(b"\r\n", 1)[0])
 
 
 class Server:
@@ -91,7 +101,9 @@ def start_redis() -> Server:
         log.close()
         server = Server("redis-server", folder, proc, port, f"redis://127.0.0.1:{port}/0")
         try:
-            _wait_ready(server, lambda p=port: _port_open(p))
+            # Ready when *this* redis answers: another process may have taken the port between
+            # free_port() and redis binding it (then redis exits, and the port is open anyway).
+            _wait_ready(server, lambda p=port, pid=proc.pid: _redis_pid(p) == pid)
             return server
         except AssertionError:
             server.stop()
