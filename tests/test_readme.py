@@ -41,7 +41,7 @@ def test_offline_ask_demo(tmp_path: Path, cli_env: dict[str, str]) -> None:
     proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True,
                           env=_env(cli_env), cwd=tmp_path, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    # The server prints its URL first; the answer is the last line.
+    # The answer is the last line (the server writes its URL to server.url).
     assert proc.stdout.strip().splitlines()[-1] == "15% of 340 is 51."
     assert "[tool] calculator" in proc.stderr
 
