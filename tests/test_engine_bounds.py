@@ -165,14 +165,14 @@ def test_the_async_client_caps_the_reply_size_too():
 
     limit = 256 * 1024
     with FakeOpenAIServer([Misbehave("flood", seconds=30, chunk=4096)]) as server:
-        engine = engine_for(server, "openai", timeout=5.0, max_response_bytes=limit)
+        engine = engine_for(server, "openai", timeout=30.0, max_response_bytes=limit)
         started = time.monotonic()
         with pytest.raises(EngineError) as caught:
             asyncio.run(engine.agenerate([{"role": "user", "content": "hi"}]))
         took = time.monotonic() - started
         asyncio.run(engine.aclose())
     assert f"larger than {limit} bytes" in str(caught.value), caught.value
-    assert took < 5, took
+    assert took < 10, took  # the cap, well before the 30 s timeout (was 5 s, and bound 5 s)
 
 
 def test_misbehaviour_can_be_scripted_as_json_for_a_server_in_another_process():
@@ -299,7 +299,7 @@ def test_trickled_headers_leave_no_request_thread_behind():
                 ask(engine, stream=False)
         # The openai client's request thread, which the caller stopped waiting for at the
         # deadline, ends too (its socket is shut), rather than one per call piling up.
-        wait_for(lambda: not helpers(), timeout=5, what="the request threads to end")
+        wait_for(lambda: not helpers(), timeout=15, what="the request threads to end")
         engine.close()
 
 
