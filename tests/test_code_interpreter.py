@@ -57,7 +57,7 @@ def test_requires_confirmation_unless_configured() -> None:
 
 
 def test_pool_limits_concurrent_interpreters() -> None:
-    tool = CodeInterpreterTool(timeout=5.0, max_processes=1, acquire_timeout=0.3,
+    tool = CodeInterpreterTool(timeout=30.0, max_processes=1, acquire_timeout=0.3,
                                requires_confirmation=False)
     manager = ResourceManager()
     started = threading.Event()
@@ -77,7 +77,7 @@ def test_pool_limits_concurrent_interpreters() -> None:
         time.sleep(0.01)
     assert pool.live == 1
     busy = tool.invoke({"code": "1"}, ToolContext(resources=manager))
-    t.join(10)
+    t.join(40)
     manager.close()
     assert not busy.success and "in use" in busy.content
     assert results["slow"].success and results["slow"].content.strip() == "'done'"

@@ -31,8 +31,9 @@ from jarvis.tools.executor import ToolExecutor
 def manager(tmp_path: Path):
     (tmp_path / "docs").mkdir()
     path = write_config(tmp_path, {
-        # `slow` gets 1 s without progress; everything else the default 30 s (a loaded machine).
-        "f": features_server(tool_timeouts={"slow": 1}, max_timeout=4, sampling=True),
+        # `slow` gets 2 s without progress (1.5 s more than a step: room for a late progress
+        # report on a loaded machine); everything else the default 30 s.
+        "f": features_server(tool_timeouts={"slow": 2}, max_timeout=6, sampling=True),
         # The handshake era: server-to-client requests instead of input-required results.
         "old": features_server(protocol="legacy", sampling=True),
         "plain": features_server(roots=False),  # sampling off by default
@@ -55,8 +56,8 @@ def test_progress_goes_to_the_event_bus_and_keeps_a_call_alive(manager: McpManag
     bus = EventBus()
     seen: list[dict] = []
     bus.subscribe(EventType.TOOL_PROGRESS, lambda e: seen.append(e.data))
-    # 6 steps of 0.4 s: 2.4 s in all, more than the 1 s timeout, each step reported.
-    result = run("f__slow", {"steps": 6, "delay": 0.4}, bus)
+    # 6 steps of 0.5 s: 3 s in all, more than the 2 s timeout, each step reported.
+    result = run("f__slow", {"steps": 6, "delay": 0.5}, bus)
     assert result.success, result.content
     assert result.content == "done after 6 steps"
     assert [d["progress"] for d in seen] == [1, 2, 3, 4, 5, 6]
@@ -69,8 +70,8 @@ def test_progress_cannot_stretch_a_call_past_max_timeout(manager: McpManager) ->
     result = run("f__slow", {"steps": 100, "delay": 0.3})  # would take 30 s
     took = time.monotonic() - start
     assert not result.success and result.error_type is ErrorType.TIMEOUT
-    assert "max_timeout is 4 s" in result.content
-    assert 3.5 < took < 20.0  # kept going past the 1 s timeout, stopped at max_timeout
+    assert "max_timeout is 6 s" in result.content
+    assert 5.5 < took < 20.0  # kept going past the 2 s timeout, stopped at max_timeout
     assert run("f__slow", {"steps": 1, "delay": 0}).success  # reconnected
 
 
