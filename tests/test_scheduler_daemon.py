@@ -70,7 +70,9 @@ def test_idle_daemon_says_so_then_runs_a_task_added_while_it_sleeps(env, api, db
     scheduled_for, started_at, answer, run_log_id = rows[0]
     assert answer == "hello" and run_log_id.startswith("log-")
     assert scheduled_for == pytest.approx(task.next_run)
-    assert started_at - scheduled_for < 1.5  # noticed within the poll interval, not later
+    # Noticed within the poll interval (0.5 s), with room for a loaded machine: not on some
+    # longer sleep.
+    assert started_at - scheduled_for < 3.0
     assert d.stop(signal.SIGTERM) == 0
     assert "stopped" in d.text() and "Traceback" not in d.text()
 
