@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from mcp_support import cli, pid_alive, stdio_server, write_config
+from ports import closed_port
 from waiting import wait_for
 
 
@@ -272,10 +273,7 @@ def test_mcp_serve_stdio_keeps_tool_prints_off_the_wire(tmp_path: Path, cli_env)
 def test_mcp_list_hides_secrets_in_targets_and_errors(tmp_path: Path, cli_env) -> None:
     """`jarvis mcp list` shows each server's command line or URL: tokens in args, URL
     passwords and query keys are masked as in `jarvis config show`, in errors too."""
-    port = socket.socket()
-    port.bind(("127.0.0.1", 0))
-    closed = port.getsockname()[1]
-    port.close()  # nothing listens there: the connection fails at once
+    closed = closed_port()  # nothing listens there: the connection fails at once
     write_config(tmp_path, {
         "web": {"url": f"http://user:SECRET-U1@127.0.0.1:{closed}/mcp?api_key=SECRET-U2"},
         "local": {"command": sys.executable,
