@@ -15,6 +15,18 @@ def one_line(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def shown_data(text: str) -> str:
+    """Untrusted output (a tool's result, a server's resource) for stdout: exact when piped,
+    its escape sequences made visible when stdout is a terminal (they would act on it)."""
+    from jarvis.core.terminal import visible
+
+    try:
+        tty = sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    return visible(text) if tty else text
+
+
 def echo_json(data: Any) -> None:
     """Print data as JSON on stdout."""
     click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
@@ -29,10 +41,13 @@ def terminal_approver(assume_yes: bool) -> Any:
         return None
 
     def ask(spec: Any, arguments: dict[str, Any]) -> bool:
-        shown = json.dumps(arguments, ensure_ascii=False)
-        if len(shown) > 500:
-            shown = shown[:500] + "..."
-        return click.confirm(f"Allow tool {spec.name} with {shown}?", default=False, err=True)
+        from jarvis.core.terminal import visible
+
+        # The arguments are the model's: JSON escapes C0 controls but not C1 ones or bidi
+        # overrides, which could make the prompt show other arguments than the call's.
+        shown = visible(json.dumps(arguments, ensure_ascii=False), 500, one_line=True)
+        return click.confirm(f"Allow tool {visible(spec.name, 100, one_line=True)} with "
+                             f"{shown}?", default=False, err=True)
 
     return ask
 
@@ -46,12 +61,14 @@ def load_cli_config() -> Any:
 def show_progress(bus: Any) -> None:
     """Print tools' progress reports (TOOL_PROGRESS events) on stderr, one line each."""
     from jarvis.core.events import EventType
+    from jarvis.core.terminal import visible
 
     def report(event: Any) -> None:
         data = event.data
         total = data.get("total")
         amount = f"{data.get('progress'):g}" + (f"/{total:g}" if total else "")
         message = f" {data['message']}" if data.get("message") else ""
-        click.echo(f"[progress] {data.get('tool')} {amount}{message}", err=True)
+        click.echo(visible(f"[progress] {data.get('tool')} {amount}{message}", 600,
+                           one_line=True), err=True)
 
     bus.subscribe(EventType.TOOL_PROGRESS, report)

@@ -13,7 +13,8 @@ from typing import Any
 
 import click
 
-from jarvis.commands._common import echo_json, show_progress, terminal_approver
+from jarvis.commands._common import echo_json, show_progress, shown_data, terminal_approver
+from jarvis.core.terminal import visible
 
 PREVIEW_CHARS = 200
 STOPPED_EXIT_CODE = 3  # max_turns or the loop guard ended the run without an answer
@@ -66,7 +67,8 @@ def _read_query(query: tuple[str, ...]) -> str:
 def _preview(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
     text = " ".join(text.split())
-    return text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS] + "..."
+    text = text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS] + "..."
+    return visible(text, PREVIEW_CHARS + 40, one_line=True)  # a model's or a tool's text
 
 
 def _show_events(bus: Any, status: _Status, system: Any) -> None:
@@ -75,7 +77,8 @@ def _show_events(bus: Any, status: _Status, system: Any) -> None:
     def start(event: Any) -> None:
         data = event.data
         status.clear()
-        click.echo(f"[tool] {data['tool_name']} {_preview(data.get('arguments') or {})}", err=True)
+        name = visible(data['tool_name'], 100, one_line=True)  # the model's, maybe unknown
+        click.echo(f"[tool] {name} {_preview(data.get('arguments') or {})}", err=True)
 
     def end(event: Any) -> None:
         data = event.data
@@ -84,7 +87,8 @@ def _show_events(bus: Any, status: _Status, system: Any) -> None:
         content = _preview(result.content) if result is not None else ""
         latency = data.get("latency") or 0.0
         status.clear()
-        click.echo(f"[tool] {data['tool_name']} {mark} {content} ({latency * 1000:.1f} ms)", err=True)
+        name = visible(data['tool_name'], 100, one_line=True)
+        click.echo(f"[tool] {name} {mark} {content} ({latency * 1000:.1f} ms)", err=True)
 
     def run_start(event: Any) -> None:
         sources = event.data.get("context_sources") or []
@@ -130,7 +134,9 @@ class _Stdout:
     def __call__(self, text: str) -> None:
         if self.status is not None:
             self.status.clear()
-        sys.stdout.write(text)
+        # Per delta is enough: every unsafe character is escaped on its own, so a sequence
+        # split across deltas is escaped in both halves.
+        sys.stdout.write(shown_data(text))
         sys.stdout.flush()
         self.wrote = True
         self.last = text[-1:] or self.last
@@ -201,7 +207,7 @@ def ask(ctx: click.Context, query: tuple[str, ...], agent: str | None, tools: st
     elif streaming and stdout.wrote:
         stdout.finish()
     elif not stopped:  # a stop has no answer: stdout stays for answers
-        click.echo(result["content"])
+        click.echo(shown_data(result["content"]))
     if meta.get("max_turns_exceeded"):
         click.echo(f"Error: stopped at max_turns ({result['turns']} turns) without a final "
                    f"answer; raise it with --max-turns (exit code {STOPPED_EXIT_CODE})", err=True)

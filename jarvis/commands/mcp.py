@@ -8,7 +8,8 @@ from typing import Any
 
 import click
 
-from jarvis.commands._common import echo_json, load_cli_config
+from jarvis.commands._common import echo_json, load_cli_config, shown_data
+from jarvis.core.terminal import visible
 
 
 @click.group()
@@ -52,17 +53,23 @@ def list_servers(as_json: bool, cached: bool) -> None:
         for i, row in enumerate(rows):
             if i:
                 click.echo("")
-            click.echo(f"{row['name']}  [{row['status']}]  {row['transport']}: {row['target']}")
+            # Everything a server wrote is shown with its escape sequences made visible: a
+            # listing on the terminal must not clear the screen or retitle the window.
+            click.echo(f"{row['name']}  [{row['status']}]  {row['transport']}: "
+                       f"{visible(row['target'], one_line=True)}")
             if row["error"]:
-                click.echo(f"  error: {row['error']}")
+                click.echo(f"  error: {visible(row['error'], one_line=True)}")
             for tool in row["tools"]:
                 flag = " [confirm]" if tool["requires_confirmation"] else ""
                 first = tool["description"].splitlines()[0] if tool["description"] else ""
-                click.echo(f"  {tool['name']}{flag}  {first}")
+                click.echo(f"  {tool['name']}{flag}  {visible(first, 300, one_line=True)}")
             if row["hidden_tools"]:
-                click.echo(f"  (not exposed by include/exclude: {', '.join(row['hidden_tools'])})")
+                click.echo(f"  (not exposed by include/exclude: "
+                           f"{visible(', '.join(row['hidden_tools']), one_line=True)})")
             for conflict in row["conflicts"]:
-                click.echo(f"  (skipped, name taken: {conflict})")
+                click.echo(f"  (skipped, name taken: {visible(conflict, one_line=True)})")
+            for skipped in row.get("skipped") or ():
+                click.echo(f"  (skipped: {visible(skipped, one_line=True)})")
             if row["status"] == "cached" and not row["tools"]:
                 click.echo("  (no tools)")
             if row["status"] == "not started":
@@ -92,9 +99,10 @@ def _ask(server: str, what: Any) -> Any:
     try:
         return what()
     except McpCallError as exc:
-        click.echo(f"error: MCP server {server!r} refused: {exc}", err=True)
+        click.echo(f"error: MCP server {server!r} refused: {visible(exc, one_line=True)}",
+                   err=True)
     except (McpServerError, McpCallTimeout) as exc:
-        click.echo(f"error: {exc}", err=True)
+        click.echo(f"error: {visible(exc, one_line=True)}", err=True)
     sys.exit(1)
 
 
@@ -120,10 +128,10 @@ def resources(server: str, as_json: bool) -> None:
     for row in rows["resources"]:
         about = row.get("description") or row.get("title") or row.get("name") or ""
         mime = f" ({row['mimeType']})" if row.get("mimeType") else ""
-        click.echo(f"{row['uri']}{mime}  {about}".rstrip())
+        click.echo(visible(f"{row['uri']}{mime}  {about}".rstrip(), one_line=True))
     for row in rows["templates"]:
         about = row.get("description") or row.get("title") or row.get("name") or ""
-        click.echo(f"{row['uriTemplate']}  [template]  {about}".rstrip())
+        click.echo(visible(f"{row['uriTemplate']}  [template]  {about}".rstrip(), one_line=True))
     if not rows["resources"] and not rows["templates"]:
         click.echo(f"(MCP server {server!r} offers no resources)")
 
@@ -171,10 +179,11 @@ def read(server: str, uri: str, as_json: bool, output: str | None) -> None:
     for item in contents:
         text = getattr(item, "text", None)
         if text is not None:
-            click.echo(text)
+            click.echo(shown_data(text))
         else:
             size = base64_size(getattr(item, "blob", "") or "")
-            click.echo(f"[binary {item.mime_type or 'data'}, {size} bytes: use -o FILE or --json]")
+            mime = visible(item.mime_type or "data", 100, one_line=True)
+            click.echo(f"[binary {mime}, {size} bytes: use -o FILE or --json]")
 
 
 MAX_SHOWN_ARGUMENTS = 20
@@ -209,7 +218,8 @@ def prompts(server: str, as_json: bool) -> None:
         about = " ".join(str(row.get("description") or "").split())
         if len(about) > MAX_SHOWN_DESCRIPTION:
             about = about[:MAX_SHOWN_DESCRIPTION] + "..."
-        click.echo(f"{row['name'][:MAX_SHOWN_NAME]}({args})  {about}".rstrip())
+        click.echo(visible(f"{row['name'][:MAX_SHOWN_NAME]}({args})  {about}".rstrip(),
+                           one_line=True))
     if not rows:
         click.echo(f"(MCP server {server!r} offers no prompts)")
 
@@ -243,7 +253,8 @@ def prompt(server: str, name: str, arguments: tuple[str, ...], as_json: bool) ->
     for message in messages:
         content = message.get("content") or {}
         text = content.get("text") if isinstance(content, dict) else None
-        click.echo(f"[{message.get('role')}] {text if text is not None else json_text(content)}")
+        shown = text if text is not None else json_text(content)
+        click.echo(shown_data(f"[{message.get('role')}] {shown}"))
 
 
 def json_text(value: Any) -> str:

@@ -8,7 +8,14 @@ from typing import Any
 
 import click
 
-from jarvis.commands._common import echo_json, load_cli_config, show_progress, terminal_approver
+from jarvis.commands._common import (
+    echo_json,
+    load_cli_config,
+    show_progress,
+    shown_data,
+    terminal_approver,
+)
+from jarvis.core.terminal import visible
 
 
 def _catalog(names: list[str] | None = None, config: Any = None) -> list:
@@ -59,7 +66,8 @@ def list_tools(as_json: bool) -> None:
                  " [confirm per call]" if r.get("confirmation") else "")
         first_line = r["description"].splitlines()[0] if r["description"] else ""
         click.echo(f"{r['name']:<{width}}  {r['category'] or '-':<11} "
-                   f"${r['cost_estimate']:.4f} ~{r['latency_estimate']:g}s{flags}  {first_line}")
+                   f"${r['cost_estimate']:.4f} ~{r['latency_estimate']:g}s{flags}  "
+                   f"{visible(first_line, 300, one_line=True)}")
 
 
 @tools.command("show")
@@ -76,7 +84,7 @@ def show_tool(name: str, as_json: bool) -> None:
         echo_json(spec)
         return
     click.echo(f"{spec['name']}  ({spec['category'] or 'uncategorized'})")
-    click.echo(spec["description"])
+    click.echo(visible(spec["description"]))
     click.echo(f"cost estimate: ${spec['cost_estimate']:.4f} per call")
     click.echo(f"latency estimate: {spec['latency_estimate']:g} s")
     click.echo(f"requires confirmation: {'yes' if spec['requires_confirmation'] else 'no'}")
@@ -87,7 +95,7 @@ def show_tool(name: str, as_json: bool) -> None:
 
         click.echo(f"sandbox: {describe(sandbox)}")
     click.echo("parameters (JSON schema):")
-    click.echo(json.dumps(spec["parameters"], indent=2, ensure_ascii=False))
+    click.echo(visible(json.dumps(spec["parameters"], indent=2, ensure_ascii=False)))
 
 
 @tools.command("run")
@@ -126,8 +134,8 @@ def run_tool(name: str, arguments: str, yes: bool, as_json: bool) -> None:
         echo_json(result.to_dict())
     elif result.success:
         # A result that ends its own line (a repl's output) does not get a blank line after it.
-        click.echo(result.content, nl=not result.content.endswith("\n"))
+        click.echo(shown_data(result.content), nl=not result.content.endswith("\n"))
     if not result.success:
         kind = result.error_type.value if result.error_type else "error"
-        click.echo(f"Error ({kind}): {result.content}", err=True)
+        click.echo(f"Error ({kind}): {visible(result.content)}", err=True)
         sys.exit(1)

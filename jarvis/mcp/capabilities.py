@@ -31,6 +31,9 @@ MAX_SAMPLING_CHARS = 200_000  # text over the whole request, system prompt inclu
 MAX_SAMPLING_IMAGES = 8
 MAX_SAMPLING_PER_MINUTE = 30  # sampling requests answered per server and minute
 MAX_ELICIT_FIELDS = 20
+MAX_ELICIT_CHOICES = 100
+MAX_QUESTION_CHARS = 2000  # of a server's question shown on the terminal
+MAX_LABEL_CHARS = 200
 MAX_ANSWER_SECONDS = 600.0  # how long a call waits for the person answering a question
 
 _engine: Any = None
@@ -210,27 +213,38 @@ def _ask_on_terminal(server: str, message: str, schema: dict[str, Any]) -> dict[
     if len(props) > MAX_ELICIT_FIELDS:
         return None
     required = set(schema.get("required") or ())
+    from jarvis.core.terminal import visible
+
     with _ask_lock:
-        click.echo(f"\nMCP server {server!r} asks: {message}", err=True)
+        # The server wrote the question and the labels: their escape sequences are shown, not
+        # run (they could rewrite what the person reads), and their length is bounded.
+        click.echo(f"\nMCP server {server!r} asks: {visible(message, MAX_QUESTION_CHARS)}",
+                   err=True)
         if not click.confirm("Answer?", default=True, err=True):
             return None
         answer: dict[str, Any] = {}
         for name, prop in props.items():
             prop = prop if isinstance(prop, dict) else {}
-            label = str(prop.get("title") or prop.get("description") or name)
+            label = visible(prop.get("title") or prop.get("description") or name,
+                            MAX_LABEL_CHARS, one_line=True)
             kind = prop.get("type")
             if kind == "boolean":
                 answer[name] = click.confirm(label, default=bool(prop.get("default", False)),
                                              err=True)
                 continue
             click_type: Any = {"integer": int, "number": float}.get(str(kind), str)
+            choices: dict[str, str] = {}
             if prop.get("enum"):
-                click_type = click.Choice([str(v) for v in prop["enum"]])
+                choices = {visible(v, MAX_LABEL_CHARS, one_line=True): str(v)
+                           for v in list(prop["enum"])[:MAX_ELICIT_CHOICES]}
+                click_type = click.Choice(list(choices))
             default = prop.get("default")
             value = click.prompt(label, type=click_type, err=True,
                                  default=default if default is not None else
-                                 (None if name in required else ""), show_default=default is not None)
+                                 (None if name in required else ""),
+                                 show_default=(visible(default, MAX_LABEL_CHARS, one_line=True)
+                                               if default is not None else False))
             if value == "" and name not in required:
                 continue
-            answer[name] = value
+            answer[name] = choices.get(value, value) if choices else value
         return answer

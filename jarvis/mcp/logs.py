@@ -46,7 +46,10 @@ class OneLineHandler(logging.Handler):
                 return
             if count == MAX_REPEATS and not _debug():
                 text += " (repeated; further copies are not shown)"
-            line = f"jarvis: mcp: {text}\n"
+            from jarvis.core.terminal import visible
+
+            # A record can quote a server's junk output: its escape sequences are shown, not run.
+            line = f"jarvis: mcp: {visible(text, one_line=True)}\n"
             if _debug() and record.exc_info:
                 import traceback
 

@@ -58,6 +58,7 @@ class ServerState:
     source: str = "none"  # none | cache | live
     registered: dict[str, str] = field(default_factory=dict)  # local name -> remote name
     conflicts: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # tools refused (e.g. schema too large)
     remembered: tuple[str, float] | None = None  # a recent failure (reason, when) from disk
 
     @property
@@ -137,7 +138,12 @@ class McpManager:
                     ToolRegistry.unregister(local)
             state.registered = {}
             state.conflicts = []
+            state.skipped = []
             for local, remote in wanted.items():
+                problem = schema_problem(remote)
+                if problem is not None:
+                    state.skipped.append(f"{local}: {problem}")
+                    continue
                 existing = ToolRegistry._entries.get(local)
                 if existing is not None and not isinstance(existing, McpTool):
                     state.conflicts.append(f"{local} (taken by {ToolRegistry._origins.get(local)})")
@@ -210,6 +216,10 @@ class McpManager:
                 if reason:
                     return f"MCP server {state.name!r} is unavailable: {reason}"
                 if state.tools is not None:
+                    for skipped in state.skipped:
+                        if skipped.startswith(key + ": "):
+                            return f"MCP server {state.name!r} offers {key!r}, but it is not " \
+                                   f"used: {skipped[len(key) + 2:]}"
                     names = ", ".join(sorted(state.registered)) or "(none)"
                     return f"MCP server {state.name!r} has no tool {key!r}; its tools: {names}"
         return None
@@ -360,7 +370,7 @@ class McpManager:
                 tools.append({"name": local, "remote_name": remote_name,
                               "description": (t.description if t else "").strip(),
                               "requires_confirmation": requires_confirmation(cfg, t) if t else False})
-            hidden = sorted(set(remote) - set(state.registered.values()))
+            hidden = sorted(set(remote) - set(selected(cfg, remote)))
             rows.append({
                 "name": state.name,
                 "transport": ("sse" if conn is not None and conn.sse else "http") if cfg.url
@@ -376,9 +386,30 @@ class McpManager:
                 "tools": tools,
                 "hidden_tools": hidden,
                 "conflicts": list(state.conflicts),
+                "skipped": list(state.skipped),
                 "protocol_version": conn.protocol_version if conn else None,
             })
         return rows
+
+
+MAX_SCHEMA_CHARS = 64 * 1024
+
+
+def schema_problem(tool: RemoteTool) -> str | None:
+    """Why a server's tool is not offered to models, or None: its input schema goes into every
+    request that offers the tool, so one of megabytes would cost that on every turn (and the
+    output schema is kept with it)."""
+    for what, schema in (("input", tool.input_schema), ("output", tool.output_schema)):
+        if not schema:
+            continue
+        try:
+            size = len(json.dumps(schema, ensure_ascii=False))
+        except (TypeError, ValueError, RecursionError):
+            return f"its {what} schema is not JSON"
+        if size > MAX_SCHEMA_CHARS:
+            return (f"its {what} schema has {size} characters; the limit is {MAX_SCHEMA_CHARS} "
+                    f"(it would be sent with every request)")
+    return None
 
 
 def call_bound(config: Any, timeout: float) -> float:

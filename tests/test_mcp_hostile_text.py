@@ -1,0 +1,152 @@
+"""Attacks through the text an MCP server writes (tests/mcp_servers/hostile_text.py, official
+SDK): terminal escape sequences in descriptions, progress, errors, results and elicitation
+questions, and a tool whose input schema is 2 MB. Everything runs through the real CLI as a
+subprocess; the terminal cases on a real pseudo-terminal."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from mcp_support import SERVERS, cli, write_config
+
+from jarvis.core.terminal import visible
+
+HOSTILE = SERVERS / "hostile_text.py"
+# What the server's EVIL looks like once made visible (see hostile_text.py).
+SHOWN = "\\x1b[2J\\x1b]0;pwned\\x07\\x9b31m\\u202eevil"
+RAW = ["\x1b", "\x07", "\x9b", "\u202e"]
+
+
+def hostile(**options) -> dict:
+    return {"command": sys.executable, "args": [str(HOSTILE)], **options}
+
+
+def no_raw(text: str) -> bool:
+    return not any(c in text for c in RAW)
+
+
+def on_terminal(args: list[str], env: dict, cwd: Path, answers: list[tuple[bytes, bytes]],
+                stdout_tty: bool = False) -> tuple[bytes, str, int]:
+    """Run `jarvis ARGS` with stdin and stderr (and stdout, if asked) on a pseudo-terminal,
+    answering each prompt when its text appears; (terminal bytes, piped stdout, exit code)."""
+    master, slave = pty.openpty()
+    env = {**env, "PYTHONUNBUFFERED": "1"}
+    env.pop("CI", None)
+    env.pop("JARVIS_CONFIG", None)
+    proc = subprocess.Popen([sys.executable, "-m", "jarvis.cli", *args], stdin=slave,
+                            stderr=slave, stdout=slave if stdout_tty else subprocess.PIPE,
+                            cwd=cwd, env=env)
+    os.close(slave)
+    seen = b""
+    deadline = time.monotonic() + 90
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.5)
+            if ready:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # the child closed the terminal
+                    break
+                if not chunk:
+                    break
+                seen += chunk
+                if answers and answers[0][0] in seen:
+                    os.write(master, answers.pop(0)[1])
+            elif proc.poll() is not None and not ready:
+                break
+        data, _ = proc.communicate(timeout=30)
+        out, code = (data or b"").decode(), proc.returncode
+    finally:
+        proc.kill()
+        os.close(master)
+    return seen, out, code
+
+
+def test_visible_escapes_what_acts_on_a_terminal() -> None:
+    assert visible("a\x1b[31mb\x07c\x9bd\u202ee\u2066f") == "a\\x1b[31mb\\x07c\\x9bd\\u202ee\\u2066f"
+    assert visible("line\r\nnext\tx") == "line\\x0d\nnext\tx"  # \r could rewrite the line
+    assert visible("a\nb\tc", one_line=True) == "a\\x0ab\\x09c"
+    assert visible("é 漢字 🙂") == "é 漢字 🙂"
+    assert visible("x" * 50, 10) == "x" * 10 + "…"
+    assert visible("\x1b" * 50, 10) == "\\x1b\\x1b\\x" + "…"  # escapes count against the limit
+
+
+def test_a_servers_escape_sequences_never_reach_the_terminal(tmp_path: Path, cli_env) -> None:
+    write_config(tmp_path, {"h": hostile()})
+    listed = cli(["mcp", "list"], cli_env, tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    assert no_raw(listed.stdout) and no_raw(listed.stderr)
+    assert f"h__ansi  {SHOWN} Harmless-looking tool." in listed.stdout
+    tools = cli(["tools", "list"], cli_env, tmp_path)
+    assert tools.returncode == 0 and no_raw(tools.stdout), tools.stderr
+    assert SHOWN in tools.stdout
+    shown = cli(["tools", "show", "h__ansi"], cli_env, tmp_path)
+    assert shown.returncode == 0 and no_raw(shown.stdout) and SHOWN in shown.stdout
+
+    # Progress and errors go to stderr, escaped; a result piped to a file stays exact.
+    ran = cli(["tools", "run", "h__ansi", "{}"], cli_env, tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    assert no_raw(ran.stderr) and f"[progress] h__ansi 1/2 half{SHOWN}" in ran.stderr
+    # (click itself drops CSI colour codes when stdout is not a terminal; the rest is as sent)
+    assert ran.stdout == "done\x1b]0;pwned\x07\x9b31m\u202eevil\n"
+    failed = cli(["tools", "run", "h__fail", "{}"], cli_env, tmp_path)
+    assert failed.returncode == 1 and no_raw(failed.stderr)
+    assert f"failed {SHOWN}" in failed.stderr
+
+
+def test_a_result_on_a_terminal_is_shown_escaped(tmp_path: Path, cli_env) -> None:
+    write_config(tmp_path, {"h": hostile()})
+    seen, _, code = on_terminal(["tools", "run", "h__ansi", "{}"], cli_env, tmp_path, [],
+                                stdout_tty=True)
+    assert code == 0, seen
+    text = seen.decode("utf-8", "replace")
+    assert f"done{SHOWN}" in text and no_raw(text), text
+
+
+def test_an_elicitation_question_cannot_drive_the_terminal(tmp_path: Path, cli_env) -> None:
+    write_config(tmp_path, {"h": hostile()})
+    seen, out, code = on_terminal(["tools", "run", "h__ask", "{}"], cli_env, tmp_path,
+                                  [(b"Answer?", b"y\n"), (b"colour", b"teal\n")])
+    text = seen.decode("utf-8", "replace")
+    assert code == 0, text
+    assert out.strip() == "user said: teal"
+    assert f"MCP server 'h' asks: Question {SHOWN} yyy" in text
+    assert f"colour {SHOWN}" in text  # the field's label, escaped too
+    assert no_raw(text), text
+    assert "y" * 2500 not in text  # a 100 000-character question is cut for the terminal
+
+
+def test_the_approval_prompt_shows_a_models_arguments_escaped(tmp_path: Path, cli_env) -> None:
+    # A right-to-left override in the arguments would make the prompt read differently from
+    # the call it approves; a carriage return could overwrite the prompt's line.
+    write_config(tmp_path, {"h": hostile(confirm=["ansi"])})
+    arguments = json.dumps({"path": "safe.txt\u202e\r\x9b2K"}, ensure_ascii=False)
+    seen, out, code = on_terminal(["tools", "run", "h__ansi", arguments], cli_env, tmp_path,
+                                  [(b"[y/N]", b"n\n")])
+    text = seen.decode("utf-8", "replace")
+    assert code == 1 and out == "", text
+    assert 'Allow tool h__ansi with {"path": "safe.txt\\u202e\\r\\x9b2K"}?' in text
+    assert no_raw(text) and "\u202e" not in text, text
+
+
+def test_a_huge_input_schema_is_not_offered_to_models(tmp_path: Path, cli_env) -> None:
+    write_config(tmp_path, {"h": hostile()})
+    listed = cli(["mcp", "list", "--json"], cli_env, tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    (row,) = json.loads(listed.stdout)
+    assert [t["name"] for t in row["tools"]] == ["h__ansi", "h__ask", "h__fail"]
+    (skipped,) = row["skipped"]
+    assert skipped.startswith("h__fat_schema: its input schema has ")
+    assert "the limit is 65536" in skipped
+    assert row["hidden_tools"] == []  # not "hidden by include/exclude": refused, and said so
+    ran = cli(["tools", "run", "h__fat_schema", "{}"], cli_env, tmp_path)
+    assert ran.returncode == 2  # as for any tool that is not available
+    assert "h__fat_schema" in ran.stderr and "the limit is 65536" in ran.stderr
+    assert "Traceback" not in ran.stderr
