@@ -166,6 +166,20 @@ def test_model_interval_and_prompt_limits(tmp_path):
     scheduler.store.close()
 
 
+def test_a_zone_name_that_is_a_folder_is_a_clear_failed_result(tmp_path):
+    # "America" is a folder under zoneinfo: it raised IsADirectoryError (with the install path)
+    # out of the tool instead of an invalid-argument result.
+    scheduler, executor = quota_executor(tmp_path)
+    for zone in ("America", "x" * 64, "../../etc/passwd"):
+        result = executor.execute(schedule(schedule_type="cron", schedule_value="0 9 * * *",
+                                           timezone=zone))
+        assert not result.success and result.error_type.value == "invalid_args", result.content
+        assert result.content.startswith("unknown time zone"), result.content
+        assert "site-packages" not in result.content
+    assert scheduler.list_tasks() == []
+    scheduler.store.close()
+
+
 # --- tool calls per reply --------------------------------------------------------------------------
 
 def test_calls_beyond_the_limit_get_failed_results_the_model_reads():

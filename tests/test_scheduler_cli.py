@@ -60,6 +60,12 @@ def test_schedule_commands_end_to_end(env):
     (["add", "x", "--cron", "0 0 30 2 *"], "can never fire"),
     (["add", "x", "--cron", "99 * * * *"], "invalid cron expression"),
     (["add", "x", "--cron", "0 8 * * *", "--tz", "Nowhere/City"], "unknown time zone"),
+    # Zone names are paths under the zoneinfo folder: a folder, an over-long name, a
+    # traversal and a data file are each an unknown zone, not an OSError traceback.
+    (["add", "x", "--cron", "0 8 * * *", "--tz", "America"], "unknown time zone 'America'"),
+    (["add", "x", "--cron", "0 8 * * *", "--tz", "x" * 300], "unknown time zone"),
+    (["add", "x", "--cron", "0 8 * * *", "--tz", "../../etc/passwd"], "unknown time zone"),
+    (["add", "x", "--cron", "0 8 * * *", "--tz", "zone.tab"], "unknown time zone"),
     (["add", "x"], "give exactly one schedule"),
     (["add", "x", "--every", "60", "--at", "2030-01-01T00:00:00Z"], "give exactly one schedule"),
     (["add", "x", "--every", "0.1"], "interval must be between"),

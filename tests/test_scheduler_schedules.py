@@ -88,6 +88,15 @@ def test_unknown_zone_is_rejected():
         parse_schedule("cron", "0 8 * * *", "Mars/Olympus", now=NOW)
 
 
+@pytest.mark.parametrize("zone", ["America", "Etc", "x" * 300, "../../etc/passwd", "/etc/passwd",
+                                  "zone.tab", "a\x00b", "."])
+def test_a_zone_name_that_is_a_path_is_an_unknown_zone(zone):
+    # A zone name is looked up as a file under the zoneinfo folder: a folder raised
+    # IsADirectoryError and a long name OSError out of schedule_task and `schedule add`.
+    with pytest.raises(UserError, match="unknown time zone"):
+        parse_schedule("cron", "0 8 * * *", zone, now=NOW)
+
+
 def test_interval_bounds_and_steps():
     s = parse_schedule("interval", "3600", now=NOW)
     assert s.next_interval(NOW, NOW) == NOW + 3600

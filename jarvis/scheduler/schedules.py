@@ -163,16 +163,24 @@ def iso(ts: float | None) -> str | None:
         return f"out of range ({ts!r})"
 
 
+MAX_ZONE_NAME = 64
+
+
 def _zone(name: str) -> tzinfo:
     from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
     if name.upper() == "UTC":
         return UTC
+    unknown = ScheduleError(f"unknown time zone {name[:MAX_ZONE_NAME]!r}; use an IANA name "
+                            f"such as Europe/Paris or America/New_York")
+    if len(name) > MAX_ZONE_NAME:  # the longest IANA name has 32 characters
+        raise unknown
     try:
         return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ScheduleError(f"unknown time zone {name!r}; use an IANA name such as "
-                            f"Europe/Paris or America/New_York") from None
+    # A name is a path under the zoneinfo folder: a folder ("America") is IsADirectoryError,
+    # a long one "File name too long"; neither may escape as an OSError traceback.
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        raise unknown from None
 
 
 def _cron_fields(expression: str) -> str:
