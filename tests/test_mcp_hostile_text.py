@@ -14,9 +14,15 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from mcp_support import SERVERS, cli, write_config
+from waiting import wait_for
 
+from jarvis.core.config import load_config
+from jarvis.core.registry import ToolRegistry
 from jarvis.core.terminal import visible
+from jarvis.mcp.manager import McpManager
+from jarvis.tools.executor import ToolExecutor
 
 HOSTILE = SERVERS / "hostile_text.py"
 # What the server's EVIL looks like once made visible (see hostile_text.py).
@@ -141,7 +147,8 @@ def test_a_huge_input_schema_is_not_offered_to_models(tmp_path: Path, cli_env) -
     listed = cli(["mcp", "list", "--json"], cli_env, tmp_path)
     assert listed.returncode == 0, listed.stderr
     (row,) = json.loads(listed.stdout)
-    assert [t["name"] for t in row["tools"]] == ["h__ansi", "h__ask", "h__fail"]
+    assert "h__ansi" in [t["name"] for t in row["tools"]]
+    assert "h__fat_schema" not in [t["name"] for t in row["tools"]]
     (skipped,) = row["skipped"]
     assert skipped.startswith("h__fat_schema: its input schema has ")
     assert "the limit is 65536" in skipped
@@ -150,3 +157,39 @@ def test_a_huge_input_schema_is_not_offered_to_models(tmp_path: Path, cli_env) -
     assert ran.returncode == 2  # as for any tool that is not available
     assert "h__fat_schema" in ran.stderr and "the limit is 65536" in ran.stderr
     assert "Traceback" not in ran.stderr
+
+
+@pytest.mark.parametrize("protocol", ["default", "legacy"])
+def test_a_storm_of_list_changed_notices_costs_a_few_listings(tmp_path: Path, protocol) -> None:
+    # One listing per notice was 500 concurrent tools/list requests (and as many cache writes
+    # and re-registrations) for one call that sends 500 notices.
+    options = {} if protocol == "default" else {"protocol": "legacy"}
+    path = write_config(tmp_path, {"h": hostile(**options)})
+    manager = McpManager(load_config(path))
+    try:
+        assert manager.refresh() == {"h": None}
+        manager.register_known()
+
+        def listings() -> int:
+            result = call("h__listings", {})
+            assert result.success, result.content
+            return int(result.content)
+
+        before = listings()
+        stormed = call("h__storm", {"count": 500})
+        assert stormed.success, stormed.content
+        wait_for(lambda: listings() > before, timeout=60, what="a listing after the notices")
+        # Nothing more than one listing now and one after the pause may follow, however long
+        # we watch (before: hundreds within this window).
+        deadline = time.monotonic() + 4
+        while time.monotonic() < deadline:
+            assert listings() <= before + 2
+            time.sleep(0.2)
+        assert "h__storm" in manager.tool_names("h")  # still registered and serving
+    finally:
+        manager.close()
+
+
+def call(name: str, arguments: dict):
+    tool = ToolRegistry.get(name)
+    return ToolExecutor([tool]).execute({"name": name, "arguments": arguments})

@@ -27,6 +27,7 @@ from jarvis.mcp.procs import MARKER_VAR, akill_tree, new_token
 
 MAX_TOOL_PAGES = 50
 MAX_TOOLS = 2000
+REFRESH_MIN_GAP = 1.0  # seconds between two listings prompted by list_changed notices
 STOP_TIMEOUT = 6.0  # the SDK's stdio shutdown waits up to ~4 s for a stuck server
 STDERR_TAIL_CHARS = 600
 DISCOVER_PROBE_SECONDS = 3.0
@@ -91,6 +92,8 @@ class _Session:
     token: str | None = None
     dropped: str | None = None
     refreshing: set[asyncio.Task[Any]] = field(default_factory=set)
+    refresh_queued: bool = False  # a refresh that has not started listing yet
+    refresh_lock: asyncio.Lock | None = None  # one listing at a time
 
 
 class ServerConnection:
@@ -459,12 +462,30 @@ class ServerConnection:
             return
 
     def _schedule_refresh(self, session: _Session) -> None:
+        """Re-list the tools after a change notice, coalescing a storm of notices.
+
+        A server decides how many notices it sends: one listing per notice was as many
+        concurrent list requests (up to MAX_TOOL_PAGES each), cache writes and re-registrations
+        as notices (500 notices, 500 listings). At most one listing runs and one waits; a notice
+        that comes while one waits is answered by it; listings start at least
+        REFRESH_MIN_GAP seconds apart.
+        """
+        if session.refresh_queued:
+            return
+        session.refresh_queued = True
+        if session.refresh_lock is None:
+            session.refresh_lock = asyncio.Lock()
+        lock = session.refresh_lock
+
         async def refresh() -> None:
-            client = session.client
-            if client is None:
-                return
-            with contextlib.suppress(Exception):
-                self._publish_tools(await self._fetch_tools(client))
+            async with lock:
+                session.refresh_queued = False  # a notice from now on needs another listing
+                client = session.client
+                if client is None:
+                    return
+                with contextlib.suppress(Exception):
+                    self._publish_tools(await self._fetch_tools(client))
+                await asyncio.sleep(REFRESH_MIN_GAP)
 
         task = asyncio.get_running_loop().create_task(refresh())
         session.refreshing.add(task)
