@@ -359,3 +359,17 @@ def test_a_prompt_comes_from_a_file_or_stdin(env, tmp_path):
         assert result.returncode == 2 and message in result.stderr, (args, result.stderr)
         assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
     assert len(json.loads(ok(jarvis(env, "schedule", "list", "--json")))) == 2
+
+
+def test_a_prompt_with_escape_sequences_is_shown_escaped(env):
+    # A model writes the prompts of the tasks it schedules; `schedule show` printed them as they
+    # were, so a task could clear the screen or retitle the window of whoever looks at it.
+    evil = "echo hi\x1b]0;pwned\x07\x9b2J\u202eevil"
+    task_id = json.loads(ok(jarvis(env, "schedule", "add", evil, "--every", "3600",
+                                   "--json")))["task_id"]
+    shown = ok(jarvis(env, "schedule", "show", task_id))
+    assert "prompt: echo hi\\x1b]0;pwned\\x07\\x9b2J\\u202eevil" in shown
+    assert not any(c in shown for c in "\x1b\x07\x9b\u202e")
+    assert json.loads(ok(jarvis(env, "schedule", "show", task_id, "--json")))["prompt"] == evil
+    listed = ok(jarvis(env, "schedule", "list"))
+    assert task_id in listed and not any(c in listed for c in "\x1b\x07\x9b\u202e")

@@ -7,6 +7,7 @@ import sys
 import click
 
 from jarvis.commands._common import echo_json, load_cli_config
+from jarvis.core.terminal import visible
 
 
 @click.group()
@@ -63,10 +64,11 @@ def test_channel(name: str, message: str, title: str) -> None:
     try:
         outcome = send(config, name, message, title)
     except ChannelError as exc:
-        click.echo(f"Error: {exc}", err=True)
+        click.echo(f"Error: {visible(exc)}", err=True)
         sys.exit(2 if "unknown channel" in str(exc) else 1)
     if not outcome.ok:
-        click.echo(f"Error: sending to {name} ({outcome.service}) failed: {outcome.error}",
-                   err=True)
+        # The error can quote the service's reply: shown, never run on the terminal.
+        click.echo(visible(f"Error: sending to {name} ({outcome.service}) failed: "
+                           f"{outcome.error}"), err=True)
         sys.exit(1)
     click.echo(f"sent to {name} ({outcome.service}) in {outcome.seconds:.2f} s")

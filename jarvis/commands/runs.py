@@ -8,6 +8,7 @@ import time
 import click
 
 from jarvis.commands._common import echo_json, load_cli_config, one_line
+from jarvis.core.terminal import visible
 
 
 def _log():
@@ -55,7 +56,7 @@ def list_runs(limit: int, source: str | None, as_json: bool) -> None:
     for row in table:
         cells = [cell.rjust(w) if i in numeric else cell.ljust(w)
                  for i, (cell, w) in enumerate(zip(row, widths, strict=False))]
-        click.echo("  ".join(cells + [row[-1]]).rstrip())
+        click.echo(visible("  ".join(cells + [row[-1]]).rstrip()))
 
 
 def _delivery(config, run: dict) -> dict:
@@ -122,34 +123,38 @@ def show_run(run_id: str, as_json: bool) -> None:
     if as_json:
         echo_json(run)
         return
+
+    def echo(text: str) -> None:
+        click.echo(visible(text))  # a model, a tool, a server or a channel wrote most of it
+
     usage = run["usage"]
-    click.echo(f"run {run['id']}  ({run['status']}, source {run['source']})")
-    click.echo(f"when:    {_when(run['created_at'])}, {run['duration_seconds'] or 0:.2f} s")
-    click.echo(f"agent:   {run['agent']}   engine: {run['engine']}   model: {run['model']}")
-    click.echo(f"turns:   {run['turns']}   tokens: {usage['prompt_tokens']} prompt + "
+    echo(f"run {run['id']}  ({run['status']}, source {run['source']})")
+    echo(f"when:    {_when(run['created_at'])}, {run['duration_seconds'] or 0:.2f} s")
+    echo(f"agent:   {run['agent']}   engine: {run['engine']}   model: {run['model']}")
+    echo(f"turns:   {run['turns']}   tokens: {usage['prompt_tokens']} prompt + "
                f"{usage['completion_tokens']} completion = {usage['total_tokens']}")
-    click.echo(f"query:   {run['query']}")
+    echo(f"query:   {run['query']}")
     if run.get("error"):
-        click.echo(f"error:   {run['error']}")
-    click.echo(f"delivery: {_delivery_line(run['delivery'])}")
+        echo(f"error:   {run['error']}")
+    echo(f"delivery: {_delivery_line(run['delivery'])}")
     meta = run.get("metadata") or {}
     if meta.get("max_turns_exceeded"):
-        click.echo("stopped: at max_turns, before a final answer")
+        echo("stopped: at max_turns, before a final answer")
     elif meta.get("loop_detected"):
-        click.echo("stopped: the model kept repeating the same tool call")
+        echo("stopped: the model kept repeating the same tool call")
     for call in run["tool_calls"]:
         state = "ok" if call["success"] else f"FAILED ({call['error_type']})"
-        click.echo(f"tool:    {call['tool_name']} {json.dumps(call['arguments'], ensure_ascii=False)}"
+        echo(f"tool:    {call['tool_name']} {json.dumps(call['arguments'], ensure_ascii=False)}"
                    f" -> {state}, {(call['latency_seconds'] or 0) * 1000:.1f} ms")
-        click.echo(f"         {call['content']}")
+        echo(f"         {call['content']}")
     if run.get("messages"):
-        click.echo("transcript:")
+        echo("transcript:")
         for m in run["messages"]:
             text = m.get("content") or ""
             if m.get("tool_calls"):
                 calls = ", ".join(f"{c['function']['name']}({c['function']['arguments']})"
                                   for c in m["tool_calls"])
                 text = (text + " " if text else "") + f"[calls {calls}]"
-            click.echo(f"  {m['role']}: {text}")
+            echo(f"  {m['role']}: {text}")
     if run["status"] == "ok":
-        click.echo(f"answer:  {run['content']}")
+        echo(f"answer:  {run['content']}")

@@ -7,7 +7,8 @@ from typing import Any
 
 import click
 
-from jarvis.commands._common import echo_json, load_cli_config, one_line
+from jarvis.commands._common import echo_json, load_cli_config, one_line, shown_data
+from jarvis.core.terminal import visible
 
 
 def _scheduler(runner: str | None = None, config: Any = None, *, dispatch: bool = False,
@@ -244,7 +245,7 @@ def show_task(task_id: str, as_json: bool) -> None:
         echo_json(data)
         return
     for key, value in data.items():
-        click.echo(f"{key}: {value}")
+        click.echo(visible(f"{key}: {value}"))  # a model may have written the prompt
 
 
 def _status_command(name: str, method: str, help_text: str) -> None:
@@ -292,14 +293,15 @@ def run_task(task_id: str, runner: str | None, wait: bool, as_json: bool) -> Non
     if as_json:
         echo_json(run.to_dict())
     elif run.status == "succeeded":
-        click.echo(run.answer or "")
+        click.echo(shown_data(run.answer or ""))
     if run.delivery:
         sent = run.delivery.get("status") == "delivered"
-        click.echo(f"delivery to {run.delivery.get('channel')}: {run.delivery.get('status')}"
-                   + ("" if sent else f" after {run.delivery.get('attempts')} attempt(s): "
-                                      f"{run.delivery.get('error')}"), err=True)
+        click.echo(visible(f"delivery to {run.delivery.get('channel')}: "
+                           f"{run.delivery.get('status')}"
+                           + ("" if sent else f" after {run.delivery.get('attempts')} "
+                              f"attempt(s): {run.delivery.get('error')}")), err=True)
     if run.status != "succeeded":
-        click.echo(f"Error ({run.error_type or 'failed'}): {run.error}", err=True)
+        click.echo(visible(f"Error ({run.error_type or 'failed'}): {run.error}"), err=True)
         sys.exit(1)
 
 
@@ -337,8 +339,8 @@ def list_runs(task_id: str | None, limit: int, run_id: int | None, as_json: bool
         took = f"{data['duration_seconds']:.2f}s" if data["duration_seconds"] is not None else "-"
         if run.delivery:
             detail += f"  [-> {run.delivery.get('channel')}: {run.delivery.get('status')}]"
-        click.echo(f"#{run.id}  {run.task_id}  {run.status:<9}  for {data['scheduled_for']}  "
-                   f"try {run.attempt}  {took:>7}  {detail}")
+        click.echo(visible(f"#{run.id}  {run.task_id}  {run.status:<9}  for "
+                           f"{data['scheduled_for']}  try {run.attempt}  {took:>7}  {detail}"))
 
 
 def _run_log_entry(store: Any, config: Any, run_log_id: str | None) -> dict[str, Any] | None:
@@ -370,7 +372,7 @@ def _show_run(run_id: int, as_json: bool) -> None:
         return
     log_entry = data.pop("log")
     for key, value in data.items():
-        click.echo(f"{key}: {value}")
+        click.echo(visible(f"{key}: {value}"))  # a model may have written the prompt
     if log_entry is None:
         click.echo("log: - (no run log entry here" + (f" for {run.run_log_id})"
                                                        if run.run_log_id else ")"))
@@ -378,9 +380,9 @@ def _show_run(run_id: int, as_json: bool) -> None:
     click.echo(f"log: {log_entry.get('id')} ({log_entry.get('status')}, "
                f"{len(log_entry.get('tool_calls') or [])} tool call(s))")
     for call in log_entry.get("tool_calls") or []:
-        click.echo(f"  tool {call.get('tool_name')}: "
-                   f"{'ok' if call.get('success') else 'failed'}  "
-                   f"{one_line(str(call.get('content') or ''), 60)}")
+        click.echo(visible(f"  tool {call.get('tool_name')}: "
+                           f"{'ok' if call.get('success') else 'failed'}  "
+                           f"{one_line(str(call.get('content') or ''), 60)}"))
 
 
 def _sync_agents(sched: Any, config: Any) -> None:
