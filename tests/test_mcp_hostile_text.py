@@ -149,9 +149,14 @@ def test_a_huge_input_schema_is_not_offered_to_models(tmp_path: Path, cli_env) -
     (row,) = json.loads(listed.stdout)
     assert "h__ansi" in [t["name"] for t in row["tools"]]
     assert "h__fat_schema" not in [t["name"] for t in row["tools"]]
-    (skipped,) = row["skipped"]
-    assert skipped.startswith("h__fat_schema: its input schema has ")
-    assert "the limit is 65536" in skipped
+    fat, *wide = row["skipped"]
+    assert fat.startswith("h__fat_schema: its input schema has ")
+    assert "the limit is 65536" in fat
+    # The 40 tools of ~60 KB each: the first ones fit in the 1 MiB a server's tools may take
+    # in all, the rest are refused and said to be.
+    offered = [t["name"] for t in row["tools"] if t["name"].startswith("h__wide_")]
+    assert 10 <= len(offered) <= 17 and len(offered) + len(wide) == 40, (offered, wide)
+    assert all("the limit per server is 1048576" in w for w in wide)
     assert row["hidden_tools"] == []  # not "hidden by include/exclude": refused, and said so
     ran = cli(["tools", "run", "h__fat_schema", "{}"], cli_env, tmp_path)
     assert ran.returncode == 2  # as for any tool that is not available

@@ -139,11 +139,18 @@ class McpManager:
             state.registered = {}
             state.conflicts = []
             state.skipped = []
+            spent = 0  # characters of specs registered so far: they go with every request
             for local, remote in wanted.items():
                 problem = schema_problem(remote)
+                size = spec_chars(remote) if problem is None else 0
+                if problem is None and spent + size > MAX_SERVER_SPEC_CHARS:
+                    problem = (f"the server's tools before it already take {spent} characters "
+                               f"of descriptions and schemas; the limit per server is "
+                               f"{MAX_SERVER_SPEC_CHARS}")
                 if problem is not None:
                     state.skipped.append(f"{local}: {problem}")
                     continue
+                spent += size
                 existing = ToolRegistry._entries.get(local)
                 if existing is not None and not isinstance(existing, McpTool):
                     state.conflicts.append(f"{local} (taken by {ToolRegistry._origins.get(local)})")
@@ -393,6 +400,16 @@ class McpManager:
 
 
 MAX_SCHEMA_CHARS = 64 * 1024
+MAX_SERVER_SPEC_CHARS = 1024 * 1024  # all of one server's tool specs together
+
+
+def spec_chars(tool: RemoteTool) -> int:
+    """About what a tool costs in every request that offers it (description and schemas)."""
+    size = min(len(tool.description or ""), 4000)
+    for schema in (tool.input_schema, tool.output_schema):
+        if schema:
+            size += len(json.dumps(schema, ensure_ascii=False))
+    return size
 
 
 def schema_problem(tool: RemoteTool) -> str | None:

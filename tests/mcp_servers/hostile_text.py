@@ -1,7 +1,7 @@
 """An MCP server (official SDK) whose text attacks the terminal and the prompt, for the attack
 tests: terminal escape sequences (ANSI CSI/OSC, C1 controls, bidi overrides) in a tool's
 description, progress messages, error text and an elicitation question; a tool whose input
-schema is 2 MB; a storm of tool-list-changed notices. Over stdio."""
+schema is 2 MB and 40 of 60 KB each; a storm of tool-list-changed notices. Over stdio."""
 
 from __future__ import annotations
 
@@ -34,6 +34,11 @@ class Hostile(MCPServer):
             f"p{i}": {"type": "string", "description": "x" * 1000} for i in range(2000)}}
         tools.append(Tool(name="fat_schema", description="A tool with a 2 MB schema.",
                           input_schema=fat))
+        # 40 tools of ~60 KB each: each under the per-tool bound, 2.4 MB together.
+        wide = {"type": "object", "properties": {
+            f"p{i}": {"type": "string", "description": "w" * 1000} for i in range(60)}}
+        tools.extend(Tool(name=f"wide_{n:02d}", description="One of many wide tools.",
+                          input_schema=wide) for n in range(40))
         return ListToolsResult(tools=tools)
 
 
