@@ -198,3 +198,14 @@ def test_a_storm_of_list_changed_notices_costs_a_few_listings(tmp_path: Path, pr
 def call(name: str, arguments: dict):
     tool = ToolRegistry.get(name)
     return ToolExecutor([tool]).execute({"name": name, "arguments": arguments})
+
+
+def test_a_flood_of_progress_reports_is_thinned(tmp_path: Path, cli_env) -> None:
+    # Every report was a stderr line and an event: 5 000 reports, 5 000 lines.
+    write_config(tmp_path, {"h": hostile()})
+    ran = cli(["tools", "run", "h__flood", '{"count": 5000}'], cli_env, tmp_path, timeout=120)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert ran.stdout.strip() == "sent 5000 reports"
+    lines = [line for line in ran.stderr.splitlines() if line.startswith("[progress] h__flood")]
+    assert lines[0] == "[progress] h__flood 1/5000 report 1"  # the first ones pass at once
+    assert 20 <= len(lines) < 1000, len(lines)  # a burst of 20, then 10 a second

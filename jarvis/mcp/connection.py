@@ -27,6 +27,8 @@ from jarvis.mcp.procs import MARKER_VAR, akill_tree, new_token
 
 MAX_TOOL_PAGES = 50
 MAX_TOOLS = 2000
+PROGRESS_BURST = 20  # progress reports passed on at once, then PROGRESS_PER_SECOND
+PROGRESS_PER_SECOND = 10.0
 REFRESH_MIN_GAP = 1.0  # seconds between two listings prompted by list_changed notices
 STOP_TIMEOUT = 6.0  # the SDK's stdio shutdown waits up to ~4 s for a stuck server
 STDERR_TAIL_CHARS = 600
@@ -525,9 +527,21 @@ class ServerConnection:
             def restart() -> float:
                 return min(anyio.current_time() + timeout, start + limit)
 
+            # The server decides how many reports it sends: passed on as a burst of
+            # PROGRESS_BURST, then PROGRESS_PER_SECOND (each is a stderr line and a bus event;
+            # 5 000 reports in one call were 5 000 lines). Every report still keeps it alive.
+            bucket = [float(PROGRESS_BURST), start]
+
             async def progress(value: float, total: float | None, message: str | None) -> None:
                 if self._paused == 0:  # never shortens (an answered question gave more)
                     scope.deadline = max(scope.deadline, restart())
+                now = anyio.current_time()
+                bucket[0] = min(float(PROGRESS_BURST),
+                                bucket[0] + (now - bucket[1]) * PROGRESS_PER_SECOND)
+                bucket[1] = now
+                if bucket[0] < 1:
+                    return
+                bucket[0] -= 1
                 if on_progress is not None:
                     with contextlib.suppress(Exception):
                         on_progress(value, total, message)

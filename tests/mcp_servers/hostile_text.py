@@ -1,7 +1,8 @@
 """An MCP server (official SDK) whose text attacks the terminal and the prompt, for the attack
 tests: terminal escape sequences (ANSI CSI/OSC, C1 controls, bidi overrides) in a tool's
 description, progress messages, error text and an elicitation question; a tool whose input
-schema is 2 MB and 40 of 60 KB each; a storm of tool-list-changed notices. Over stdio."""
+schema is 2 MB and 40 of 60 KB each; a storm of tool-list-changed notices; a flood of
+progress reports. Over stdio."""
 
 from __future__ import annotations
 
@@ -63,6 +64,14 @@ async def storm(count: int, ctx: Context) -> str:
         else:
             await ctx.notify_tools_changed()
     return "stormed"
+
+
+@app.tool()
+async def flood(count: int, ctx: Context) -> str:
+    """Report progress `count` times as fast as possible."""
+    for i in range(count):
+        await ctx.report_progress(i + 1, count, f"report {i + 1}")
+    return f"sent {count} reports"
 
 
 @app.tool()
