@@ -212,3 +212,33 @@ def test_each_client_connection_gets_its_own_repl_released_when_it_ends(tmp_path
     while owners & held() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not owners & held(), (owners, held())
+
+
+def test_requests_of_the_2026_protocol_release_their_run_at_once(tmp_path: Path) -> None:
+    # Each 2026-protocol request is a run of its own; its repl was released only when the
+    # garbage collector freed the request's connection, so four calls held the whole pool of
+    # four interpreters and the fifth waited 30 s and failed ("all 4 ... are in use").
+    import gc
+
+    import anyio
+    from mcp import Client
+
+    (tmp_path / "config.toml").write_text("", encoding="utf-8")
+    config = load_config(tmp_path / "config.toml")
+    tools, approved = select_tools(config, ["repl"])
+    server = build_server(tools, make_executor(tools, config, approved), per_connection=True)
+
+    async def drive() -> list[str]:
+        out = []
+        async with Client(server) as modern:
+            for i in range(8):
+                with anyio.fail_after(25):  # the pool's own wait is 30 s
+                    answer = await modern.call_tool("repl", {"code": f"print({i} * 3)"})
+                out.append("".join(p.text for p in answer.content if p.type == "text").strip())
+        return out
+
+    gc.disable()  # what was released relied on a collection happening to run
+    try:
+        assert anyio.run(drive) == [str(i * 3) for i in range(8)]
+    finally:
+        gc.enable()

@@ -99,11 +99,23 @@ def build_server(tools: list[BaseTool], executor: ToolExecutor, name: str = "jar
     async def call_tool(ctx: Any, params: Any) -> Any:
         call = ToolCall(id=f"mcp_{uuid.uuid4().hex[:12]}", name=params.name,
                         arguments=params.arguments or {})
+        own = executor_for(_connection_of(ctx))
         try:
-            result = await executor_for(_connection_of(ctx)).aexecute(call)
+            result = await own.aexecute(call)
         except Exception as exc:  # noqa: BLE001 - the executor should not raise; never crash the server
             return CallToolResult(content=[TextContent(type="text", text=f"{type(exc).__name__}: {exc}")],
                                   is_error=True)
+        finally:
+            if per_connection and own is not executor and _single_exchange(ctx):
+                # A 2026-protocol request is a run of its own and nothing can come after it:
+                # release its run now. Left to the connection's garbage collection, four such
+                # repl calls held the whole interpreter pool, and the fifth waited 30 s and
+                # failed ("all 4 python-repl resources are in use").
+                import anyio
+
+                from jarvis.resources import release_run
+
+                await anyio.to_thread.run_sync(release_run, own.run_id)
         structured = structured_for(result, params.name in has_output)
         if structured is not None:
             result.metadata["structured_content"] = structured
@@ -114,6 +126,13 @@ def build_server(tools: list[BaseTool], executor: ToolExecutor, name: str = "jar
         handlers = _memory_handlers(memory)
     return Server(name, version=_version(), on_list_tools=list_tools, on_call_tool=call_tool,
                   get_tool_input_schema=schemas.get, **handlers)
+
+
+def _single_exchange(ctx: Any) -> bool:
+    """Whether a request came over the 2026 protocol, which has no sessions."""
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+    return getattr(ctx, "protocol_version", None) in MODERN_PROTOCOL_VERSIONS
 
 
 def _connection_of(ctx: Any) -> Any:
