@@ -214,10 +214,11 @@ def test_each_client_connection_gets_its_own_repl_released_when_it_ends(tmp_path
     assert not owners & held(), (owners, held())
 
 
-def test_requests_of_the_2026_protocol_release_their_run_at_once(tmp_path: Path) -> None:
-    # Each 2026-protocol request is a run of its own; its repl was released only when the
-    # garbage collector freed the request's connection, so four calls held the whole pool of
-    # four interpreters and the fifth waited 30 s and failed ("all 4 ... are in use").
+def test_runs_are_released_when_a_request_or_connection_ends(tmp_path: Path) -> None:
+    # Each 2026-protocol request, and each session, is a run of its own; its repl was released
+    # only when the garbage collector freed the connection, so four calls (or four clients
+    # that had left) held the whole pool of four interpreters, and the fifth waited 30 s and
+    # failed ("all 4 python-repl resources are in use").
     import gc
 
     import anyio
@@ -228,17 +229,29 @@ def test_requests_of_the_2026_protocol_release_their_run_at_once(tmp_path: Path)
     tools, approved = select_tools(config, ["repl"])
     server = build_server(tools, make_executor(tools, config, approved), per_connection=True)
 
+    def text(answer) -> str:
+        return "".join(p.text for p in answer.content if p.type == "text").strip()
+
     async def drive() -> list[str]:
         out = []
         async with Client(server) as modern:
             for i in range(8):
                 with anyio.fail_after(25):  # the pool's own wait is 30 s
-                    answer = await modern.call_tool("repl", {"code": f"print({i} * 3)"})
-                out.append("".join(p.text for p in answer.content if p.type == "text").strip())
+                    out.append(text(await modern.call_tool("repl", {"code": f"print({i} * 3)"})))
+        return out
+
+    async def come_and_go() -> list[str]:
+        # The same with sessions: clients that connect, call and leave, one after another.
+        out = []
+        for i in range(6):
+            async with Client(server, mode="legacy") as client:
+                with anyio.fail_after(25):
+                    out.append(text(await client.call_tool("repl", {"code": f"print({i} + 1)"})))
         return out
 
     gc.disable()  # what was released relied on a collection happening to run
     try:
         assert anyio.run(drive) == [str(i * 3) for i in range(8)]
+        assert anyio.run(come_and_go) == [str(i + 1) for i in range(6)]
     finally:
         gc.enable()

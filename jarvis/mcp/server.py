@@ -178,6 +178,12 @@ def _per_session(executor: ToolExecutor) -> Any:
                 own = copy.copy(executor)
                 own.run_id = f"{base}-{next(numbers)}"
                 connections[connection] = own
+                # Released when the connection closes (the SDK unwinds its exit stack then);
+                # garbage collection alone came late: four clients that had come and gone
+                # held every repl interpreter of the pool. The finalizer stays as a backstop.
+                stack = getattr(connection, "exit_stack", None)
+                if stack is not None:
+                    stack.callback(release, own.run_id)
                 weakref.finalize(connection, release, own.run_id)
             return own
 
