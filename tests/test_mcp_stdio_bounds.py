@@ -1,7 +1,8 @@
-"""jarvis's stdio transport to MCP servers (jarvis/mcp/stdio.py): a message is read in time
-linear in its size (the SDK's reader took time growing with the square of a line: 47 s for a
-56 MB reply), and one over `max_message_mb` is dropped without being kept, the call it answers
-failing at once with a reason, the server still answering the next call."""
+"""jarvis's transports to MCP servers (jarvis/mcp/stdio.py, http_bounds.py): over stdio a
+message is read in time linear in its size (the SDK's reader took time growing with the square
+of a line: 3.7 s for a 16 MB reply against 0.17 s); over stdio and HTTP one over
+`max_message_mb` is dropped without being kept, the call it answers failing at once with a
+reason, the server still answering the next call; a compressed HTTP reply is refused."""
 
 from __future__ import annotations
 
