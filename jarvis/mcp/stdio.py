@@ -3,8 +3,9 @@
 The SDK's `stdio_client` joins each chunk read from the server to the part of the line read so
 far and splits the whole again: time growing with the square of a line (a 16 MB reply took
 3.7 s of the MCP event loop's CPU against 0.17 s here; a 56 MB one, a resource read of 40
-images, ran past a 30 s call timeout on a loaded machine), with no bound on memory. Here a line is kept as a list of pieces, each byte looked at once, and a message over
-`max_bytes` is not kept at all: its bytes are read and dropped, and the request it answers
+images, ran past a 30 s call timeout on a loaded machine), with no bound on memory. Here a
+line is kept as a list of pieces, each byte looked at once, and a message over `max_bytes` is
+not kept at all: its bytes are read and dropped, and the request it answers
 (its id is near the start of any SDK server's reply) gets a JSON-RPC error saying why, so the
 call fails at once instead of at its timeout. Spawning and shutting down do what the SDK's
 does (own process group; close stdin, wait, then SIGTERM and SIGKILL to the whole tree, with
