@@ -7,7 +7,9 @@ import asyncio
 import json
 import socket
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 from mcp_support import cli, pid_alive, stdio_server, write_config
 from ports import closed_port
@@ -104,28 +106,51 @@ def test_mcp_serve_round_trip_over_stdio(tmp_path: Path, cli_env) -> None:
     assert seen["unknown"].is_error and "unknown tool 'no_such_tool'" in seen["unknown"].content[0].text
 
 
-def test_mcp_serve_over_http_with_chosen_tools(tmp_path: Path, cli_env) -> None:
+def serve_http(args: list[str], env: dict[str, str], cwd: Path) -> tuple[Any, str]:
+    """`jarvis mcp serve ... --http 127.0.0.1:0` as a subprocess; (the process, its URL), read
+    from the line it prints on stderr once it listens (port 0: the system picks a free one)."""
+    import queue
+    import re
     import subprocess
+    import threading
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "jarvis.cli", "mcp", "serve", "--tools",
-                             "calculator", "--http", f"127.0.0.1:{port}"], env=cli_env,
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-m", "jarvis.cli", "mcp", "serve", *args,
+                             "--http", "127.0.0.1:0"], env=env, cwd=cwd,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    lines: queue.Queue = queue.Queue()
+
+    def read() -> None:
+        with proc.stderr:  # closed at the end of output, once the server has exited
+            for line in proc.stderr:
+                lines.put(line)
+        lines.put("")
+
+    threading.Thread(target=read, daemon=True).start()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
+        except queue.Empty:
+            break
+        found = re.search(r"over (http://127\.0\.0\.1:\d+/mcp)", line)
+        if found:
+            return proc, found.group(1)
+        if line == "":
+            break
+    proc.kill()
+    raise AssertionError("jarvis mcp serve --http printed no URL")
+
+
+def test_mcp_serve_over_http_with_chosen_tools(tmp_path: Path, cli_env) -> None:
+    proc, url = serve_http(["--tools", "calculator"], cli_env, tmp_path)
     try:
-        def listening() -> bool:
-            with socket.socket() as probe:
-                return probe.connect_ex(("127.0.0.1", port)) == 0
-
-        wait_for(listening, timeout=20)
-        seen = asyncio.run(_drive(f"http://127.0.0.1:{port}/mcp"))
+        seen = asyncio.run(_drive(url))
         assert seen["names"] == ["calculator"]
         assert seen["ok"].content[0].text == "21.0"
         assert seen["bad"].is_error
     finally:
         proc.terminate()
-        proc.communicate(timeout=10)
+        proc.wait(10)
 
 
 def test_mcp_serve_rejects_bad_arguments(tmp_path: Path, cli_env) -> None:
@@ -161,29 +186,17 @@ def test_ask_uses_an_mcp_tool_end_to_end(tmp_path: Path, cli_env) -> None:
 
 
 def test_mcp_serve_over_http_needs_an_api_key_off_loopback(tmp_path: Path, cli_env) -> None:
-    import subprocess
 
     import httpx
 
     refused = cli(["mcp", "serve", "--http", "0.0.0.0:8799"], cli_env, tmp_path)
     assert refused.returncode == 2 and "without an API key" in refused.stderr
     assert "Traceback" not in refused.stderr
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
     server_dir = tmp_path / "server"
     server_dir.mkdir()
-    proc = subprocess.Popen([sys.executable, "-m", "jarvis.cli", "mcp", "serve", "--tools",
-                             "calculator", "--http", f"127.0.0.1:{port}", "--api-key",
-                             "key-12345"], env=cli_env, cwd=server_dir,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc, url = serve_http(["--tools", "calculator", "--api-key", "key-12345"], cli_env,
+                           server_dir)
     try:
-        def listening() -> bool:
-            with socket.socket() as probe:
-                return probe.connect_ex(("127.0.0.1", port)) == 0
-
-        wait_for(listening, timeout=20)
-        url = f"http://127.0.0.1:{port}/mcp"
         anonymous = httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
         assert anonymous.status_code == 401
         # jarvis as the client, sending the key from its config
@@ -195,7 +208,7 @@ def test_mcp_serve_over_http_needs_an_api_key_off_loopback(tmp_path: Path, cli_e
             "keyed__calculator"], row
     finally:
         proc.terminate()
-        proc.communicate(timeout=10)
+        proc.wait(10)
 
 
 def test_mcp_serve_on_a_busy_port_is_one_clear_line(tmp_path: Path, cli_env) -> None:

@@ -72,7 +72,7 @@ def test_naming_a_confirmation_tool_exposes_and_approves_it(tmp_path: Path) -> N
     assert answers[2].is_error and "invalid arguments for calculator" in answers[2].content[0].text
 
 
-@pytest.mark.parametrize("value", ["nowhere", "host:", "host:99999", ":0"])
+@pytest.mark.parametrize("value", ["nowhere", "host:", "host:99999", ":-1", "h:65536"])
 def test_bad_http_address(value: str) -> None:
     with pytest.raises(UserError, match="HOST:PORT"):
         parse_host_port(value)
@@ -82,3 +82,4 @@ def test_http_address() -> None:
     assert parse_host_port("0.0.0.0:8765") == ("0.0.0.0", 8765)
     assert parse_host_port(":8765") == ("127.0.0.1", 8765)
     assert parse_host_port("[::1]:9000") == ("::1", 9000)
+    assert parse_host_port("127.0.0.1:0") == ("127.0.0.1", 0)  # a free port, printed

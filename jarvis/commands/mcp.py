@@ -269,7 +269,8 @@ def json_text(value: Any) -> str:
                    "that need no confirmation). Naming a tool that requires confirmation here "
                    "exposes it and approves its calls.")
 @click.option("--http", "http", default=None, metavar="HOST:PORT",
-              help="Serve streamable HTTP on HOST:PORT (endpoint /mcp) instead of stdio. Without "
+              help="Serve streamable HTTP on HOST:PORT (endpoint /mcp) instead of stdio; port "
+                   "0 takes a free one (the URL is printed on stderr). Without "
                    "--api-key only loopback Host headers are answered (DNS-rebinding protection "
                    "on every loopback address); [serve] header_timeout, body_timeout, "
                    "send_timeout and max_connections apply.")

@@ -23,10 +23,11 @@ from jarvis.tools.executor import ToolExecutor
 
 
 def parse_host_port(value: str) -> tuple[str, int]:
-    """'HOST:PORT' (or ':PORT' for 127.0.0.1) -> (host, port); a bad value is a UserError."""
+    """'HOST:PORT' (or ':PORT' for 127.0.0.1) -> (host, port); a bad value is a UserError.
+    Port 0: a free port the system picks (the URL on stderr says which)."""
     host, sep, port_text = value.rpartition(":")
     host = host.strip("[]") or "127.0.0.1"
-    if not sep or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+    if not sep or not port_text.isdigit() or not 0 <= int(port_text) < 65536:
         raise UserError(f"--http needs HOST:PORT, e.g. 127.0.0.1:8765, got {value!r}")
     return host, int(port_text)
 
