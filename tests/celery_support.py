@@ -8,12 +8,11 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
+from logged_process import LoggedProcess
 from scheduler_support import TESTS
-from waiting import wait_for
 
 
 def scaleout_env(base: dict[str, str], pg_url: str, broker: str, log: Path) -> dict[str, str]:
@@ -27,37 +26,15 @@ def scaleout_env(base: dict[str, str], pg_url: str, broker: str, log: Path) -> d
     return env
 
 
-class Proc:
+class Proc(LoggedProcess):
     """A jarvis subprocess in its own process group, its stderr lines collected as they come."""
 
     def __init__(self, env: dict[str, str], *args: str, cwd: str | None = None) -> None:
         self.args = args
-        self.proc = subprocess.Popen([sys.executable, "-m", "jarvis.cli", *args], env=env, cwd=cwd,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                     start_new_session=True)
-        self.lines: list[str] = []
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        for line in self.proc.stderr:
-            self.lines.append(line.rstrip("\n"))
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def text(self) -> str:
-        return "\n".join(self.lines)
-
-    def wait_for_line(self, needle: str, timeout: float = 30.0) -> str:
-        def found() -> str | None:
-            if self.proc.poll() is not None and not self._reader.is_alive():
-                raise AssertionError(f"{self.args[0]} exited ({self.proc.returncode}) before "
-                                     f"logging {needle!r}:\n{self.text()[-4000:]}")
-            return next((line for line in list(self.lines) if needle in line), None)
-
-        return wait_for(found, timeout, f"log line {needle!r} of {' '.join(self.args)}")
+        super().__init__(subprocess.Popen(
+            [sys.executable, "-m", "jarvis.cli", *args], env=env, cwd=cwd,
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            start_new_session=True), " ".join(args))
 
     def kill9(self) -> None:
         """SIGKILL the whole process group (a worker and its pool processes): a lost machine."""
@@ -83,9 +60,7 @@ class Proc:
         else:  # the group may outlive its leader (pool processes)
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
-        self._reader.join(5)
-        if self.proc.stderr:
-            self.proc.stderr.close()
+        self.close_streams()
 
 
 def worker(env: dict[str, str], *args: str, cwd: str | None = None) -> Proc:

@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from logged_process import LoggedProcess
 from waiting import wait_for
 
 from jarvis.scheduler.runner import RunOutcome
@@ -106,42 +107,19 @@ def jarvis(env: dict[str, str], *args: str, timeout: float = 30) -> subprocess.C
                           capture_output=True, text=True, timeout=timeout)
 
 
-class Daemon:
+class Daemon(LoggedProcess):
     """A `jarvis scheduler start` subprocess whose stderr lines are collected as they come."""
+
+    line_timeout = 15.0
 
     def __init__(self, env: dict[str, str], *args: str, runner: str | None = "scheduler_support:ScriptRunner",
                  cwd: str | None = None, prefix: tuple[str, ...] = ()) -> None:
-        import threading
-
         # `prefix` wraps the daemon, e.g. in `unshare` (then `pid` is unshare's, not the daemon's).
         command = [*prefix, sys.executable, "-m", "jarvis.cli", "scheduler", "start", *args]
         if runner:
             command += ["--runner", runner]
-        self.proc = subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True)
-        self.lines: list[str] = []
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        for line in self.proc.stderr:
-            self.lines.append(line.rstrip("\n"))
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def text(self) -> str:
-        return "\n".join(self.lines)
-
-    def wait_for_line(self, needle: str, timeout: float = 15.0) -> str:
-        def found() -> str | None:
-            if self.proc.poll() is not None and not self._reader.is_alive():
-                raise AssertionError(f"daemon exited ({self.proc.returncode}) before logging "
-                                     f"{needle!r}:\n{self.text()}")
-            return next((line for line in list(self.lines) if needle in line), None)
-
-        return wait_for(found, timeout, f"daemon log line {needle!r}")
+        super().__init__(subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE, text=True), "daemon")
 
     def stop(self, sig: int | None = None, timeout: float = 15.0) -> int:
         import signal
@@ -167,10 +145,7 @@ class Daemon:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
-        self._reader.join(5)
-        for stream in (self.proc.stdout, self.proc.stderr):
-            if stream:
-                stream.close()
+        self.close_streams()
 
 
 def future_at(args: list[str]) -> list[str]:

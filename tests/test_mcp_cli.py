@@ -7,10 +7,9 @@ import asyncio
 import json
 import socket
 import sys
-import time
 from pathlib import Path
-from typing import Any
 
+from logged_process import LoggedProcess
 from mcp_support import cli, pid_alive, stdio_server, write_config
 from ports import closed_port
 from waiting import wait_for
@@ -106,39 +105,18 @@ def test_mcp_serve_round_trip_over_stdio(tmp_path: Path, cli_env) -> None:
     assert seen["unknown"].is_error and "unknown tool 'no_such_tool'" in seen["unknown"].content[0].text
 
 
-def serve_http(args: list[str], env: dict[str, str], cwd: Path) -> tuple[Any, str]:
+def serve_http(args: list[str], env: dict[str, str], cwd: Path) -> tuple[LoggedProcess, str]:
     """`jarvis mcp serve ... --http 127.0.0.1:0` as a subprocess; (the process, its URL), read
     from the line it prints on stderr once it listens (port 0: the system picks a free one)."""
-    import queue
     import re
     import subprocess
-    import threading
 
-    proc = subprocess.Popen([sys.executable, "-m", "jarvis.cli", "mcp", "serve", *args,
-                             "--http", "127.0.0.1:0"], env=env, cwd=cwd,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    lines: queue.Queue = queue.Queue()
-
-    def read() -> None:
-        with proc.stderr:  # closed at the end of output, once the server has exited
-            for line in proc.stderr:
-                lines.put(line)
-        lines.put("")
-
-    threading.Thread(target=read, daemon=True).start()
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
-        except queue.Empty:
-            break
-        found = re.search(r"over (http://127\.0\.0\.1:\d+/mcp)", line)
-        if found:
-            return proc, found.group(1)
-        if line == "":
-            break
-    proc.kill()
-    raise AssertionError("jarvis mcp serve --http printed no URL")
+    served = LoggedProcess(subprocess.Popen(
+        [sys.executable, "-m", "jarvis.cli", "mcp", "serve", *args, "--http", "127.0.0.1:0"],
+        env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True),
+        "jarvis mcp serve")
+    line = served.wait_for_line(" over http://127.0.0.1:")
+    return served, re.search(r"(http://127\.0\.0\.1:\d+/mcp)", line).group(1)
 
 
 def test_mcp_serve_over_http_with_chosen_tools(tmp_path: Path, cli_env) -> None:
@@ -149,8 +127,9 @@ def test_mcp_serve_over_http_with_chosen_tools(tmp_path: Path, cli_env) -> None:
         assert seen["ok"].content[0].text == "21.0"
         assert seen["bad"].is_error
     finally:
-        proc.terminate()
-        proc.wait(10)
+        proc.proc.terminate()
+        proc.proc.wait(10)
+        proc.close_streams()
 
 
 def test_mcp_serve_rejects_bad_arguments(tmp_path: Path, cli_env) -> None:
@@ -207,8 +186,9 @@ def test_mcp_serve_over_http_needs_an_api_key_off_loopback(tmp_path: Path, cli_e
         assert row["status"] == "connected" and [t["name"] for t in row["tools"]] == [
             "keyed__calculator"], row
     finally:
-        proc.terminate()
-        proc.wait(10)
+        proc.proc.terminate()
+        proc.proc.wait(10)
+        proc.close_streams()
 
 
 def test_mcp_serve_on_a_busy_port_is_one_clear_line(tmp_path: Path, cli_env) -> None:
