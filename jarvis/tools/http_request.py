@@ -45,15 +45,30 @@ WEB_ENCODINGS = frozenset(codecs.lookup(name).name for name in (
     "cp950", "euc-jp", "iso2022-jp", "shift_jis", "cp932", "euc-kr", "cp949"))
 
 
-def net_client(tool: str, allowed_hosts: Any, blocked_hosts: Any, max_bytes: int,
-               timeout: float, max_redirects: int) -> Any:
-    """The SafeHttpClient for a tool's settings (shared by http_request and web_fetch)."""
-    from jarvis.security.net import NetPolicy, SafeHttpClient
+class NetTool(BaseTool):
+    """A tool that reaches the network through its own SafeHttpClient (http_request,
+    web_fetch), made from its settings on first use (so building the catalog imports no
+    httpx)."""
 
-    return SafeHttpClient(NetPolicy.make(allowed_hosts, blocked_hosts, max_bytes=int(max_bytes),
-                                         timeout=float(timeout),
-                                         max_redirects=int(max_redirects),
-                                         setting=f"[tools.{tool}] allowed_hosts"))
+    tool_id = ""
+
+    def __init__(self, allowed_hosts: list[str] | None, blocked_hosts: list[str] | None,
+                 max_bytes: int, timeout: float, max_redirects: int) -> None:
+        self._settings = (allowed_hosts, blocked_hosts, max_bytes, timeout, max_redirects)
+        self.timeout = float(timeout)
+        self._client: Any = None
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            from jarvis.security.net import NetPolicy, SafeHttpClient
+
+            allowed, blocked, max_bytes, timeout, max_redirects = self._settings
+            self._client = SafeHttpClient(NetPolicy.make(
+                allowed, blocked, max_bytes=int(max_bytes), timeout=float(timeout),
+                max_redirects=int(max_redirects),
+                setting=f"[tools.{self.tool_id}] allowed_hosts"))
+        return self._client
 
 
 def is_text(content_type: str, body: bytes) -> bool:
@@ -110,7 +125,7 @@ def net_failure(tool: str, exc: Exception) -> ToolResult:
 
 
 @ToolRegistry.register("http_request")
-class HttpRequestTool(BaseTool):
+class HttpRequestTool(NetTool):
     """Make an HTTP request to a public address (SSRF-safe)."""
 
     tool_id = "http_request"
@@ -118,15 +133,7 @@ class HttpRequestTool(BaseTool):
     def __init__(self, allowed_hosts: list[str] | None = None,
                  blocked_hosts: list[str] | None = None, max_bytes: int = 1_048_576,
                  timeout: float = 30.0, max_redirects: int = 5) -> None:
-        self._settings = (allowed_hosts, blocked_hosts, max_bytes, timeout, max_redirects)
-        self.timeout = float(timeout)
-        self._client: Any = None
-
-    @property
-    def client(self) -> Any:
-        if self._client is None:
-            self._client = net_client("http_request", *self._settings)
-        return self._client
+        super().__init__(allowed_hosts, blocked_hosts, max_bytes, timeout, max_redirects)
 
     @property
     def spec(self) -> ToolSpec:

@@ -15,12 +15,11 @@ from typing import Any
 
 from jarvis.core.registry import ToolRegistry
 from jarvis.core.types import ErrorType, ToolResult
-from jarvis.tools.base import BaseTool
 from jarvis.tools.http_request import (
+    NetTool,
     decode,
     describe_binary,
     is_text,
-    net_client,
     net_failure,
     response_metadata,
 )
@@ -99,7 +98,7 @@ def html_to_text(page: str, url: str) -> tuple[str, str, bool]:
 
 
 @ToolRegistry.register("web_fetch")
-class WebFetchTool(BaseTool):
+class WebFetchTool(NetTool):
     """Fetch a web page and return its main text, title and final URL."""
 
     tool_id = "web_fetch"
@@ -107,15 +106,7 @@ class WebFetchTool(BaseTool):
     def __init__(self, allowed_hosts: list[str] | None = None,
                  blocked_hosts: list[str] | None = None, max_bytes: int = 2_097_152,
                  timeout: float = 30.0, max_redirects: int = 5) -> None:
-        self._settings = (allowed_hosts, blocked_hosts, max_bytes, timeout, max_redirects)
-        self.timeout = float(timeout)
-        self._client: Any = None
-
-    @property
-    def client(self) -> Any:
-        if self._client is None:
-            self._client = net_client("web_fetch", *self._settings)
-        return self._client
+        super().__init__(allowed_hosts, blocked_hosts, max_bytes, timeout, max_redirects)
 
     @property
     def spec(self) -> ToolSpec:
