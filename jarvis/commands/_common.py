@@ -72,3 +72,17 @@ def show_progress(bus: Any) -> None:
                            one_line=True), err=True)
 
     bus.subscribe(EventType.TOOL_PROGRESS, report)
+
+
+def log_scheduler_to_stderr(who: str) -> None:
+    """The scheduler's log (logger `jarvis.scheduler`, INFO and up) as timestamped lines on
+    stderr, `TIME jarvis WHO: message`, for the long-running `scheduler start` and `worker`."""
+    import logging
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(f"%(asctime)s jarvis {who}: %(message)s",
+                                           datefmt="%Y-%m-%dT%H:%M:%S"))
+    logger = logging.getLogger("jarvis.scheduler")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False

@@ -7,7 +7,13 @@ from typing import Any
 
 import click
 
-from jarvis.commands._common import echo_json, load_cli_config, one_line, shown_data
+from jarvis.commands._common import (
+    echo_json,
+    load_cli_config,
+    log_scheduler_to_stderr,
+    one_line,
+    shown_data,
+)
 from jarvis.core.terminal import visible
 
 
@@ -419,17 +425,9 @@ def start(once: bool, runner: str | None, max_workers: int | None, poll: float |
     Logs go to stderr. Suitable for systemd or launchd (see docs/scheduler.md); with --once,
     for cron jobs and CI.
     """
-    import logging
-
     from jarvis.scheduler.schedules import iso
 
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s jarvis scheduler: %(message)s",
-                                           datefmt="%Y-%m-%dT%H:%M:%S"))
-    logger = logging.getLogger("jarvis.scheduler")
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    logger.propagate = False
+    log_scheduler_to_stderr("scheduler")
     config = load_cli_config()
     sched = _scheduler(runner, config, dispatch=True, max_workers=max_workers, poll_seconds=poll)
     if sched.dispatcher is not None:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import click
 
-from jarvis.commands._common import load_cli_config
+from jarvis.commands._common import load_cli_config, log_scheduler_to_stderr
 
 
 @click.command()
@@ -35,17 +34,9 @@ def worker(concurrency: int | None, runner: str | None, loglevel: str) -> None:
     run log entry is stored in the ledger, so `jarvis schedule runs --run ID` shows it on any
     machine. See docs/scheduler.md, "Running on several machines".
     """
-    import logging
-
     from jarvis.scheduler.worker import run_worker
 
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s jarvis worker: %(message)s",
-                                           datefmt="%Y-%m-%dT%H:%M:%S"))
-    logger = logging.getLogger("jarvis.scheduler")
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    logger.propagate = False
+    log_scheduler_to_stderr("worker")
     config = load_cli_config()
 
     def factory() -> Any:  # one Jarvis per pool process, built there on its first run
