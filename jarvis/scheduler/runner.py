@@ -135,6 +135,24 @@ class SdkRunner:
         return outcome
 
 
+def start_run(runner: TaskRunner, task: Task, run: Run,
+              name: str) -> tuple[threading.Thread, dict[str, Any]]:
+    """`runner.run(task, run)` on a daemon thread named `name`, started; the box gets its
+    "outcome", or the "error" it raised (recorded, never allowed to stop a daemon or worker).
+    Python cannot stop a thread: the caller waits on it with its own lease and timeout."""
+    box: dict[str, Any] = {}
+
+    def call() -> None:
+        try:
+            box["outcome"] = runner.run(task, run)
+        except BaseException as exc:  # noqa: BLE001 - the caller records it
+            box["error"] = exc
+
+    thread = threading.Thread(target=call, daemon=True, name=name)
+    thread.start()
+    return thread, box
+
+
 def run_metadata(occurrence: Run) -> dict[str, Any]:
     """What a scheduled run tells its tools and agent about itself (ToolContext.metadata and
     the executor's metadata): the idempotency key of the occurrence and the attempt number,

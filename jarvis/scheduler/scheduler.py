@@ -30,7 +30,13 @@ from typing import Any
 from jarvis.errors import EngineError, JarvisError, UserError
 from jarvis.scheduler.ledger import SchedulerLedger, StoreUnavailable, TaskIdTaken
 from jarvis.scheduler.records import CRASH_POLICIES, TASK_STATUSES, Run, Task
-from jarvis.scheduler.runner import FunctionRunner, RunOutcome, SdkRunner, TaskRunner
+from jarvis.scheduler.runner import (
+    FunctionRunner,
+    RunOutcome,
+    SdkRunner,
+    TaskRunner,
+    start_run,
+)
 from jarvis.scheduler.schedules import iso, parse_schedule
 from jarvis.scheduler.store import Claim, QuotaError, TaskBusyError, owner_id, storable
 
@@ -752,17 +758,8 @@ class TaskScheduler:
 
     def _execute_claim(self, claim: Claim) -> Run:
         task, run = claim.task, claim.run
-        box: dict[str, Any] = {}
-
-        def call() -> None:
-            try:
-                box["outcome"] = self.runner.run(task, run)
-            except BaseException as exc:  # recorded, never allowed to stop the daemon
-                box["error"] = exc
-
-        worker = threading.Thread(target=call, daemon=True, name=f"jarvis-task-{task.id}")
         started = time.monotonic()
-        worker.start()
+        worker, box = start_run(self.runner, task, run, f"jarvis-task-{task.id}")
         with self._active_lock:
             self._executing[run.id] = worker
         beat = max(self.lease_seconds / 4, 0.05)

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from jarvis.errors import UserError
-from jarvis.scheduler.runner import RunOutcome, TaskRunner
+from jarvis.scheduler.runner import RunOutcome, TaskRunner, start_run
 
 log = logging.getLogger("jarvis.scheduler.worker")
 
@@ -89,17 +89,8 @@ class Worker:
         task, run = claim.task, claim.run
         log.info("task %s: run %d started (attempt %d, epoch %d, %s)", task.id, run.id,
                  run.attempt, run.epoch, run.idempotency_key)
-        box: dict[str, Any] = {}
-
-        def call() -> None:
-            try:
-                box["outcome"] = self.runner.run(task, run)
-            except BaseException as exc:  # recorded, never allowed to stop the worker
-                box["error"] = exc
-
-        thread = threading.Thread(target=call, daemon=True, name=f"jarvis-run-{run.id}")
         started = time.monotonic()
-        thread.start()
+        thread, box = start_run(self.runner, task, run, f"jarvis-run-{run.id}")
         beat = max(min(self.lease_seconds / 4, 5.0), 0.05)
         owned = True
         while thread.is_alive():
