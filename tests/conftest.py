@@ -75,3 +75,29 @@ def redis_server():
     server = start_redis()
     yield server
     server.stop()
+
+
+# --- the code sandbox's tests (test_sandbox*.py) ---------------------------------------------
+@pytest.fixture(params=["bwrap", "namespaces"])
+def mechanism(request: pytest.FixtureRequest) -> str:
+    """Each sandbox mechanism in turn: bubblewrap and jarvis's own launcher."""
+    return request.param
+
+
+@pytest.fixture
+def nothing_left_behind(request: pytest.FixtureRequest):
+    """Every process a test's sandboxes started is gone when the test ends, and the test took
+    at most its module's MAX_TEST_SECONDS (if it sets one). A sandbox test module uses it on
+    every test (pytestmark usefixtures)."""
+    import time
+
+    from sandbox_support import descendants, new_descendants, wait_until_gone
+
+    limit = getattr(request.module, "MAX_TEST_SECONDS", None)
+    before = descendants()
+    started = time.monotonic()
+    yield
+    left = wait_until_gone(new_descendants(before), timeout=10)
+    assert not left, f"processes left behind: {sorted(left)}"
+    if limit is not None:
+        assert time.monotonic() - started < limit, "the test was not bounded in time"

@@ -27,7 +27,8 @@ from jarvis.tools.code_interpreter import CodeInterpreterTool
 from jarvis.tools.executor import ToolExecutor
 from jarvis.tools.repl import ReplTool
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux sandbox")
+pytestmark = [pytest.mark.usefixtures("nothing_left_behind"),
+              pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux sandbox")]
 
 LIMITS = {"timeout": 20.0, "cpu_seconds": 10, "memory_mb": 512,
           "requires_confirmation": False, "acquire_timeout": 10.0}
@@ -57,17 +58,6 @@ FORK_BOMB = ("import os, time\nforked = refused = 0\nend = time.monotonic() + 1.
              "raise RuntimeError(f'bomb: {forked} started, {refused} refused')")
 
 
-@pytest.fixture(params=["bwrap", "namespaces"])
-def mechanism(request: pytest.FixtureRequest) -> str:
-    return request.param
-
-
-@pytest.fixture(autouse=True)
-def nothing_left_behind():
-    before = descendants()
-    yield
-    left = wait_until_gone(new_descendants(before), timeout=10)
-    assert not left, f"processes left behind: {sorted(left)}"
 
 
 def tasks_of(pids: set[int]) -> tuple[int, set[int]]:

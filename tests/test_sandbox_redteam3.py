@@ -16,32 +16,21 @@ import time
 import tracemalloc
 
 import pytest
-from sandbox_support import call, descendants, wait_until_gone
+from sandbox_support import call, wait_until_gone
 
 from jarvis.sandbox import SandboxedPython, SandboxLimits, SandboxPolicy
 from jarvis.tools.code_interpreter import CodeInterpreterTool
 from jarvis.tools.executor import ToolExecutor
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux sandbox")
+pytestmark = [pytest.mark.usefixtures("nothing_left_behind"),
+              pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux sandbox")]
+MAX_TEST_SECONDS = 60
 
 LIMITS = SandboxLimits(timeout=10.0, cpu_seconds=1, memory_mb=256, max_output_chars=2_000)
 TOOL_LIMITS = {"timeout": 10.0, "cpu_seconds": 1, "memory_mb": 256, "max_output_chars": 2_000,
                "requires_confirmation": False, "acquire_timeout": 10.0}
 
 
-@pytest.fixture(params=["bwrap", "namespaces"])
-def mechanism(request: pytest.FixtureRequest) -> str:
-    return request.param
-
-
-@pytest.fixture(autouse=True)
-def nothing_left_behind():
-    before = descendants()
-    started = time.monotonic()
-    yield
-    left = wait_until_gone(descendants() - before, timeout=10)
-    assert not left, f"processes left behind: {sorted(left)}"
-    assert time.monotonic() - started < 60, "the test was not bounded in time"
 
 
 @pytest.fixture
