@@ -170,6 +170,18 @@ def test_memory_is_not_served_unless_asked_or_already_readable(tmp_path: Path, c
     assert asyncio.run(capabilities("--tools", "memory_search", "--no-memory")) is None
 
 
+def repl_server(tmp_path: Path):
+    """A `jarvis mcp serve --tools repl` server as `--http` builds it (a run per connection)."""
+    (tmp_path / "config.toml").write_text("", encoding="utf-8")
+    config = load_config(tmp_path / "config.toml")
+    tools, approved = select_tools(config, ["repl"])
+    return build_server(tools, make_executor(tools, config, approved), per_connection=True)
+
+
+def text_of(answer) -> str:
+    return "".join(part.text for part in answer.content if part.type == "text")
+
+
 def test_each_client_connection_gets_its_own_repl_released_when_it_ends(tmp_path: Path) -> None:
     # Two clients of one `jarvis mcp serve --http` are two runs: one's repl variables (and its
     # interpreter, its /tmp) are not the other's; a connection's interpreter ends with it. A
@@ -181,13 +193,7 @@ def test_each_client_connection_gets_its_own_repl_released_when_it_ends(tmp_path
 
     from jarvis.resources.manager import default_manager
 
-    (tmp_path / "config.toml").write_text("", encoding="utf-8")
-    config = load_config(tmp_path / "config.toml")
-    tools, approved = select_tools(config, ["repl"])
-    server = build_server(tools, make_executor(tools, config, approved), per_connection=True)
-
-    def text(answer) -> str:
-        return "".join(part.text for part in answer.content if part.type == "text")
+    server = repl_server(tmp_path)
 
     def held() -> set[str]:
         return {key[0] for key in default_manager()._leases if key[0].startswith("mcp-serve-")}
@@ -197,9 +203,9 @@ def test_each_client_connection_gets_its_own_repl_released_when_it_ends(tmp_path
                 Client(server) as modern:
             await one.call_tool("repl", {"code": "secret = 41"})
             await modern.call_tool("repl", {"code": "secret = 7"})
-            seen = [text(await two.call_tool("repl", {"code": "print(secret)"})),
-                    text(await one.call_tool("repl", {"code": "print(secret + 1)"})),
-                    text(await modern.call_tool("repl", {"code": "print(secret)"}))]
+            seen = [text_of(await two.call_tool("repl", {"code": "print(secret)"})),
+                    text_of(await one.call_tool("repl", {"code": "print(secret + 1)"})),
+                    text_of(await modern.call_tool("repl", {"code": "print(secret)"}))]
             owners = held()
         return seen, owners
 
@@ -224,13 +230,10 @@ def test_runs_are_released_when_a_request_or_connection_ends(tmp_path: Path) -> 
     import anyio
     from mcp import Client
 
-    (tmp_path / "config.toml").write_text("", encoding="utf-8")
-    config = load_config(tmp_path / "config.toml")
-    tools, approved = select_tools(config, ["repl"])
-    server = build_server(tools, make_executor(tools, config, approved), per_connection=True)
+    server = repl_server(tmp_path)
 
     def text(answer) -> str:
-        return "".join(p.text for p in answer.content if p.type == "text").strip()
+        return text_of(answer).strip()
 
     async def drive() -> list[str]:
         out = []
