@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from sandbox_support import call, descendants, new_descendants, pid_alive, wait_until_gone
+from sandbox_support import call, descendants, give_to_sandbox, new_descendants, pid_alive, wait_until_gone
 
 from jarvis.resources import default_manager, release_run
 from jarvis.tools.code_interpreter import CodeInterpreterTool
@@ -366,6 +366,9 @@ SECCOMP_DENIED_X86_64 = {  # called with zero arguments: without the filter each
     "memfd_create": 319, "shmget": 29, "shmat": 30, "shmdt": 67, "msgget": 68, "semget": 64,
     # a signal of the code's choosing later (SIGCONT resumed a frozen repl), personas
     "timer_create": 222, "mq_open": 240, "mq_notify": 244, "personality": 135,
+    # quotas of the whole host or of the host uid (test_sandbox_host_resources.py)
+    "io_setup": 206, "inotify_init": 253, "inotify_init1": 294, "epoll_create": 213,
+    "epoll_create1": 291,
 }
 
 
@@ -896,7 +899,8 @@ def test_doctor_probes_the_real_worker_not_just_bwrap(cli_env, tmp_path: Path) -
 
     fake = tmp_path / "bin"
     fake.mkdir()
-    (fake / "bwrap").write_text(f"#!{sys.executable} -I\n" + REFUSE_SECCOMP.replace(
+    # the interpreter itself, not the venv's link to it (the sandbox stages only that file)
+    (fake / "bwrap").write_text(f"#!{os.path.realpath(sys.executable)} -I\n" + REFUSE_SECCOMP.replace(
         "argv = sys.argv[1:]", f"argv = [{shutil.which('bwrap')!r}, *sys.argv[1:]]"))
     (fake / "bwrap").chmod(0o755)
     env = {**cli_env, "PATH": f"{fake}:{cli_env['PATH']}", "JARVIS_SANDBOX": "bwrap"}
@@ -944,7 +948,7 @@ def test_sandbox_config_is_validated_and_reaches_the_tools(tmp_path: Path,
     (shared / "data.txt").write_text("visible")
     out = tmp_path / "out"
     out.mkdir()
-    os.chown(out, 65534, 65534)  # the sandbox's host uid (jarvis runs as root here)
+    give_to_sandbox(out)  # the sandbox's host uid writes there
     config_file = tmp_path / "config.toml"
     config_file.write_text('[sandbox]\nisolation = "namespaces"\nread_only_paths = ["shared"]\n'
                            'writable_paths = ["out"]\nmemory_mb = 300\ntimeout = 7\n'

@@ -1,10 +1,10 @@
 """isolation = "namespaces": build a sandbox with the kernel calls directly (no bubblewrap).
 
 Run as a script (standard library only): `python -I -S unshare_launcher.py '<spec json>'`.
-It creates user, mount, PID, IPC, UTS (and, without network, net) namespaces with unshare(2),
-maps the caller to an unprivileged uid/gid, forks the namespace's init, and there mounts a fresh
-tmpfs root holding only the mount plan (read-only binds, the work tmpfs, a new /proc, a minimal
-/dev), pivot_roots into it, drops every capability and execs the worker. Then it reports the
+It creates user, mount, PID, IPC, UTS, cgroup (and, without network, net) namespaces with
+unshare(2), maps the caller to an unprivileged uid/gid, forks the namespace's init, and there
+mounts a fresh tmpfs root holding only the mount plan (read-only binds, the work tmpfs, a new
+/proc, a minimal /dev), pivot_roots into it, drops every capability and execs the worker. Then it reports the
 init's host pid on the info fd (like bwrap's --info-fd) and waits for it. Both die with their
 parent (PR_SET_PDEATHSIG); killing the init kills everything in the namespace.
 
@@ -14,14 +14,17 @@ and `drop` also serve bubblewrap, in the child jarvis forks before it execs bwra
 """
 
 import ctypes
+import errno
 import json
 import os
+import platform
 import re
 import signal
 import sys
 import tempfile
 
-CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
+CLONE_NEWNS, CLONE_NEWCGROUP = 0x00020000, 0x02000000
+CLONE_NEWUTS, CLONE_NEWIPC = 0x04000000, 0x08000000
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
@@ -29,7 +32,10 @@ MS_NOATIME, MS_NODIRATIME, MS_RELATIME = 1024, 2048, 1 << 21
 MNT_DETACH = 2
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP = 1, 4, 24
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
+# /dev: these devices and links, nothing else (no terminal: see launch.dev_args).
 DEVICES = ("null", "zero", "full", "random", "urandom")
+DEV_LINKS = (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
+             ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2"))
 
 libc = ctypes.CDLL(None, use_errno=True)
 
@@ -164,11 +170,8 @@ def build_root(spec: dict, root: str) -> None:
     mount("tmpfs", root + "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k")
     for name in DEVICES:
         bind("/dev/" + name, f"{root}/dev/{name}", False)
-    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
-                         ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
+    for name, target in DEV_LINKS:
         os.symlink(target, f"{root}/dev/{name}")
-    import platform
-
     old = root + "/.oldroot"
     os.makedirs(old, exist_ok=True)
     check(libc.syscall(SYS_PIVOT_ROOT[platform.machine()], root.encode(), old.encode()),
@@ -218,7 +221,9 @@ def main() -> int:
     # that holds the mount point, to remove it afterwards.
     host_tmp = os.open(os.path.dirname(root), os.O_RDONLY | os.O_DIRECTORY)
     try:
-        flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS
+        # A cgroup namespace as bubblewrap's: the host's cgroup paths stay out of sight.
+        flags = (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS
+                 | CLONE_NEWCGROUP)
         if not spec.get("network"):
             flags |= CLONE_NEWNET
         check(libc.unshare(flags), "unshare")
@@ -266,8 +271,6 @@ def run() -> int:
     try:
         return main()
     except OSError as exc:
-        import errno
-
         hint = {errno.ENOSPC: " (user namespaces are disabled here: user.max_user_namespaces)",
                 errno.EPERM: " (unprivileged user namespaces are not allowed here)"}
         os.write(2, f"sandbox setup failed: {exc}{hint.get(exc.errno, '')}\n".encode())
