@@ -333,18 +333,20 @@ def test_code_cannot_reach_a_loopback_listener(run: Run) -> None:
 
 def test_landlock_and_seccomp_are_in_force(run: Run) -> None:
     # The mounts alone would let the code list / and get ENETUNREACH on connect; Landlock
-    # answers EACCES first. seccomp mode 2 and no_new_privs are visible in /proc.
-    code = ("import os, socket\nout = []\n"
+    # answers EACCES first for files. A TCP socket is refused before Landlock's TCP rule is
+    # reached: seccomp's EPERM (without the network, datagram sockets only). seccomp mode 2
+    # and no_new_privs are visible in /proc.
+    code = ("import errno, os, socket\nout = []\n"
             "try:\n    os.listdir('/')\n    out.append('listed')\n"
-            "except PermissionError:\n    out.append('landlock-fs')\n"
+            "except PermissionError as e:\n    out.append('landlock-fs ' + errno.errorcode[e.errno])\n"
             "try:\n    socket.create_connection(('127.0.0.1', 9), timeout=1)\n"
-            "except PermissionError:\n    out.append('landlock-net')\n"
+            "except PermissionError as e:\n    out.append('no-tcp ' + errno.errorcode[e.errno])\n"
             "except OSError as e:\n    out.append(type(e).__name__)\n"
             "status = dict(l.split(':', 1) for l in open('/proc/self/status').read().splitlines())\n"
             "print(out, status['Seccomp'].strip(), status['NoNewPrivs'].strip())")
     result = run.once(code)
     assert result.success, result.content
-    assert result.content.strip() == "['landlock-fs', 'landlock-net'] 2 1", result.content
+    assert result.content.strip() == "['landlock-fs EACCES', 'no-tcp EPERM'] 2 1", result.content
     proc = run.tools[0].resource_spec().factory()
     try:
         assert proc.protection["landlock"] >= 4 and proc.protection["seccomp"]

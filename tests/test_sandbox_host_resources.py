@@ -195,11 +195,12 @@ try:  # a socket sent inside itself: unreachable, beyond RLIMIT_NOFILE
     out["SCM_RIGHTS"] = "sent"
 except OSError as e:
     out["SCM_RIGHTS"] = errno.errorcode[e.errno]
-try:  # TCP buffers grow by themselves up to tcp_rmem's maximum
-    socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    out["tcp"] = "made"
-except OSError as e:
-    out["tcp"] = errno.errorcode[e.errno]
+for name, kind in (("tcp", socket.SOCK_STREAM), ("sctp", socket.SOCK_SEQPACKET)):
+    try:  # their buffers grow by themselves (tcp_rmem's maximum)
+        socket.socket(socket.AF_INET6, kind, 0)
+        out[name] = "made"
+    except OSError as e:
+        out[name] = errno.errorcode[e.errno]
 parked = 0
 pairs = []
 for _ in range(8):
@@ -224,12 +225,11 @@ def test_socket_and_pipe_buffers_are_bounded(mechanism: str) -> None:
     # Data parked in socket buffers (and sockets passed inside sockets) is kernel memory no
     # process's RLIMIT_AS counts: one paused repl with memory_mb = 512 held 3.1 GB on a host
     # with a raised net.core.wmem_max. Buffers stay at the host's defaults, descriptors cannot
-    # be passed, and TCP (whose buffers grow by themselves) needs network = true.
+    # be passed, and TCP or SCTP (whose buffers grow by themselves) need network = true.
     out = ast.literal_eval(run_once(mechanism, PARK))
-    assert {k: out[k] for k in ("SO_SNDBUF", "SO_RCVBUF", "SO_SNDBUFFORCE", "SO_RCVBUFFORCE",
-                                "SCM_RIGHTS", "tcp")} == dict.fromkeys(
-        ("SO_SNDBUF", "SO_RCVBUF", "SO_SNDBUFFORCE", "SO_RCVBUFFORCE", "SCM_RIGHTS", "tcp"),
-        "EPERM"), out
+    refused = ("SO_SNDBUF", "SO_RCVBUF", "SO_SNDBUFFORCE", "SO_RCVBUFFORCE", "SCM_RIGHTS",
+               "tcp", "sctp")
+    assert {k: out[k] for k in refused} == dict.fromkeys(refused, "EPERM"), out
     # A socket's send buffer may go one write past its size: twice it bounds a socket.
     default = int(Path("/proc/sys/net/core/wmem_default").read_text())
     assert 0 < out["parked"] <= 8 * 2 * default, (out["parked"], default)

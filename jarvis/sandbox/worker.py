@@ -30,8 +30,8 @@ Before any user code runs it:
     the whole host or the host uid (io_setup, inotify, epoll, F_SETPIPE_SZ; RLIMIT_SIGPENDING
     is set low), leases (F_SETLEASE), socket buffers past the host's defaults (SO_SNDBUF,
     SO_RCVBUF and their FORCE forms), socketpairs but AF_UNIX streams, and a session or
-    controlling terminal of its own (setsid, TIOCSCTTY); without the network also TCP and
-    sendmsg/sendmmsg (SCM_RIGHTS). Record locks and flock() succeed and do nothing.
+    controlling terminal of its own (setsid, TIOCSCTTY); without the network also IP sockets
+    but datagram ones (TCP, SCTP) and sendmsg/sendmmsg (SCM_RIGHTS). Record locks and flock() succeed and do nothing.
 
 Protocol: 4-byte big-endian length + UTF-8 JSON. Request {"id", "code"}; reply {"id", "ok",
 "output", "error", "error_kind", "truncated"}, the id first (jarvis reads no further in a frame
@@ -244,7 +244,7 @@ _F_SETSIG = 10
 # _NOOP_LOCKS.
 _F_SETLEASE, _F_SETPIPE_SZ = 1024, 1031
 _LOCKS = (6, 7, 37, 38)
-_SOCK_STREAM, _SOCK_TYPE_MASK = 1, 0xF
+_SOCK_STREAM, _SOCK_DGRAM, _SOCK_TYPE_MASK = 1, 2, 0xF
 _SOL_SOCKET = 1
 _SO_BUFFERS = (7, 8, 32, 33)  # SO_SNDBUF, SO_RCVBUF, SO_SNDBUFFORCE, SO_RCVBUFFORCE
 _TIOCSCTTY = 0x540E
@@ -291,8 +291,8 @@ class _Program:
 
 
 def _seccomp_program(network: bool = True) -> list[tuple[int, int, int, int]] | None:
-    """The filter; `network` False (a sandbox without the network) also refuses TCP sockets
-    and sendmsg/sendmmsg (the only way to pass descriptors)."""
+    """The filter; `network` False (a sandbox without the network) also refuses IP sockets
+    but datagram ones and sendmsg/sendmmsg (the only way to pass descriptors)."""
     arch = _ARCHES.get(platform.machine())
     if arch is None:
         return None
@@ -389,8 +389,9 @@ def _seccomp_program(network: bool = True) -> list[tuple[int, int, int, int]] | 
     # No AF_VSOCK: it ignores network namespaces (before Linux 7.0, and a VM guest's always),
     # so in a VM (Firecracker, Kata) the code reached the VM host's services with network =
     # false. Nor the rest (packet, ALG, XDP, ...): kernel surface the code has no use for.
-    # Without the network, no TCP either: its buffers grow by themselves (tcp_rmem's maximum,
-    # 6 MB a socket) over the sandbox's own loopback where Landlock has no TCP rules.
+    # Without the network, IP sockets are datagram ones only: TCP's buffers grow by themselves
+    # (tcp_rmem's maximum, 6 MB a socket; SCTP's likewise) over the sandbox's own loopback,
+    # and Landlock's network rules cover TCP alone (and need ABI 4).
     p.label("socket")
     p.emit(_LD_W_ABS, 16)                                  # A = domain
     p.emit(_JEQ, _AF_NETLINK, "allow", 0)
@@ -402,7 +403,7 @@ def _seccomp_program(network: bool = True) -> list[tuple[int, int, int, int]] | 
     else:
         p.emit(_LD_W_ABS, 24)                              # A = type
         p.emit(_AND, _SOCK_TYPE_MASK)
-        p.emit(_JEQ, _SOCK_STREAM, "deny", "allow")
+        p.emit(_JEQ, _SOCK_DGRAM, "allow", "deny")
     # AF_UNIX stream pairs only (asyncio needs one): a datagram pair's sendto(path) reached a
     # host socket in a folder shown read-only; a connected stream socket has no destination
     # to change (sendto with an address and connect fail).
