@@ -222,6 +222,7 @@ def test_jarvis_home_inside_a_folder_the_sandbox_needs_stays_hidden(
         shutil.rmtree(home)
 
 
+@pytest.mark.root_only  # it mounts a tmpfs on the host
 def test_the_mounts_alone_are_read_only_without_landlock(mechanism: str, tmp_path: Path) -> None:
     # Run as root, bubblewrap maps the sandbox's uid onto root (jarvis itself now drops to
     # [sandbox] uid first, but the mounts must hold either way): as root, on a kernel
@@ -643,11 +644,11 @@ def test_a_stream_of_stale_frames_does_not_hide_a_cpu_overrun(mechanism: str) ->
             "def spam():\n    while True:\n        w.send({'id': 'stale'})\n"
             "threading.Thread(target=spam, daemon=True).start()\nwhile True:\n    pass\n")
     # The budget is 1 s (+2 s grace); the worker gets under a core while jarvis reads.
+    # It ends by its CPU budget, not by the 20 s wall-clock timeout (error_kind says which;
+    # the wall time itself depends on the machine's load).
     tool = CodeInterpreterTool(isolation=mechanism, **{**LIMITS, "timeout": 20.0})
-    start = time.monotonic()
     result = call(ToolExecutor([tool]), "code_interpreter", code)
     assert not result.success and result.metadata["error_kind"] == "cpu", result.content
-    assert time.monotonic() - start < 15
 
 
 # --- bombs -------------------------------------------------------------------------------------------
