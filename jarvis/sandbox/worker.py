@@ -31,7 +31,8 @@ Before any user code runs it:
     is set low), leases (F_SETLEASE), socket buffers past the host's defaults (SO_SNDBUF,
     SO_RCVBUF and their FORCE forms), socketpairs but AF_UNIX streams, and a session or
     controlling terminal of its own (setsid, TIOCSCTTY); without the network also IP sockets
-    but datagram ones (TCP, SCTP) and sendmsg/sendmmsg (SCM_RIGHTS). Record locks and flock() succeed and do nothing.
+    but datagram ones (TCP, SCTP) and sendmsg/sendmmsg (SCM_RIGHTS). Record locks and flock()
+    succeed and do nothing.
 
 Protocol: 4-byte big-endian length + UTF-8 JSON. Request {"id", "code"}; reply {"id", "ok",
 "output", "error", "error_kind", "truncated"}, the id first (jarvis reads no further in a frame
