@@ -35,7 +35,7 @@ def task_id_for(run_id: int, epoch: int) -> str:
 
 
 def default_visibility_timeout() -> float:
-    from jarvis.scheduler.scheduler import MAX_TIMEOUT_SECONDS
+    from jarvis.scheduler.operations import MAX_TIMEOUT_SECONDS
 
     return MAX_TIMEOUT_SECONDS + 2 * HARD_LIMIT_MARGIN
 

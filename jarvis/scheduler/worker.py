@@ -200,7 +200,7 @@ class Worker:
         os._exit(EXIT_STOPPED_RUN)
 
     def _outcome(self, thread: threading.Thread, box: dict[str, Any], task: Any) -> RunOutcome:
-        from jarvis.scheduler.scheduler import _failure
+        from jarvis.scheduler.daemon import _failure
 
         if thread.is_alive():
             self.abandoned += 1
