@@ -179,59 +179,44 @@ _DENIED = ("ptrace", "process_vm_readv", "process_vm_writev", "pidfd_open", "pid
            # No session of its own: a terminal it made its controlling one (with bubblewrap's
            # /dev/ptmx) sent SIGCONT to the frozen interpreter when it hung up later.
            "setsid")
-_X86_64 = {"ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "pidfd_open": 434,
-           "pidfd_getfd": 438, "pidfd_send_signal": 424, "process_madvise": 440,
-           "process_mrelease": 448, "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297,
-           "tkill": 200, "kcmp": 312, "userfaultfd": 323, "perf_event_open": 298, "bpf": 321,
-           "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
-           "add_key": 248, "request_key": 249, "keyctl": 250, "mount": 165, "umount2": 166,
-           "pivot_root": 155, "chroot": 161, "unshare": 272, "setns": 308, "open_tree": 428,
-           "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
-           "mount_setattr": 442, "init_module": 175, "finit_module": 313, "delete_module": 176,
-           "kexec_load": 246, "kexec_file_load": 320, "reboot": 169, "swapon": 167,
-           "swapoff": 168, "acct": 163, "quotactl": 179, "syslog": 103,
-           "name_to_handle_at": 303, "open_by_handle_at": 304, "personality": 135,
-           "setrlimit": 160, "execve": 59, "execveat": 322, "iopl": 172, "ioperm": 173,
-           "modify_ldt": 154, "uselib": 134, "vhangup": 153, "lookup_dcookie": 212,
-           "fanotify_init": 300, "memfd_create": 319, "memfd_secret": 447, "shmget": 29,
-           "shmat": 30, "shmctl": 31, "shmdt": 67, "msgget": 68, "msgsnd": 69, "msgrcv": 70,
-           "msgctl": 71, "semget": 64, "semop": 65, "semctl": 66, "semtimedop": 220,
-           "io_setup": 206, "inotify_init": 253, "inotify_init1": 294, "epoll_create": 213,
-           "epoll_create1": 291, "setsid": 112,
-           "timer_create": 222, "mq_open": 240, "mq_unlink": 241, "mq_timedsend": 242,
-           "mq_timedreceive": 243, "mq_notify": 244, "mq_getsetattr": 245,
-           # checked with arguments below
-           "fork": 57, "vfork": 58, "clone": 56, "clone3": 435, "kill": 62, "tgkill": 234,
-           "prlimit64": 302, "socket": 41, "socketpair": 53, "prctl": 157, "fcntl": 72,
-           "chmod": 90, "fchmod": 91, "fchmodat": 268, "fchmodat2": 452, "creat": 85,
-           "mknod": 133, "mknodat": 259, "open": 2, "openat": 257, "openat2": 437,
-           "flock": 73, "setsockopt": 54, "ioctl": 16, "sendmsg": 46, "sendmmsg": 307}
-_AARCH64 = {"ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "pidfd_open": 434,
-            "pidfd_getfd": 438, "pidfd_send_signal": 424, "process_madvise": 440,
-            "process_mrelease": 448, "rt_sigqueueinfo": 138, "rt_tgsigqueueinfo": 240,
-            "tkill": 130, "kcmp": 272, "userfaultfd": 282, "perf_event_open": 241, "bpf": 280,
-            "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
-            "add_key": 217, "request_key": 218, "keyctl": 219, "mount": 40, "umount2": 39,
-            "pivot_root": 41, "chroot": 51, "unshare": 97, "setns": 268, "open_tree": 428,
-            "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
-            "mount_setattr": 442, "init_module": 105, "finit_module": 273,
-            "delete_module": 106, "kexec_load": 104, "kexec_file_load": 294, "reboot": 142,
-            "swapon": 224, "swapoff": 225, "acct": 89, "quotactl": 60, "syslog": 116,
-            "name_to_handle_at": 264, "open_by_handle_at": 265, "personality": 92,
-            "setrlimit": 164, "execve": 221, "execveat": 281, "vhangup": 58,
-            "lookup_dcookie": 18, "fanotify_init": 262, "memfd_create": 279,
-            "memfd_secret": 447, "shmget": 194, "shmctl": 195, "shmat": 196, "shmdt": 197,
-            "msgget": 186, "msgctl": 187, "msgrcv": 188, "msgsnd": 189, "semget": 190,
-            "semctl": 191, "semtimedop": 192, "semop": 193,
-            "io_setup": 0, "inotify_init1": 26, "epoll_create1": 20, "setsid": 157,
-            "timer_create": 107, "mq_open": 180, "mq_unlink": 181, "mq_timedsend": 182,
-            "mq_timedreceive": 183, "mq_notify": 184, "mq_getsetattr": 185,
-            "clone": 220, "clone3": 435, "kill": 129, "tgkill": 131, "prlimit64": 261,
-            "socket": 198, "socketpair": 199, "prctl": 167, "fcntl": 25,
-            "fchmod": 52, "fchmodat": 53, "fchmodat2": 452, "mknodat": 33, "openat": 56,
-            "openat2": 437, "flock": 32, "setsockopt": 208, "ioctl": 29, "sendmsg": 211,
-            "sendmmsg": 269}
-_ARCHES = {"x86_64": (0xC000003E, _X86_64), "aarch64": (0xC00000B7, _AARCH64)}
+# Syscall numbers: (x86_64, aarch64); None where the architecture has no such call. Those
+# from fork on are checked with their arguments in _seccomp_program.
+_SYSCALLS = {"ptrace": (101, 117), "process_vm_readv": (310, 270), "process_vm_writev": (311, 271),
+             "pidfd_open": (434, 434), "pidfd_getfd": (438, 438), "pidfd_send_signal": (424, 424),
+             "process_madvise": (440, 440), "process_mrelease": (448, 448),
+             "rt_sigqueueinfo": (129, 138), "rt_tgsigqueueinfo": (297, 240), "tkill": (200, 130),
+             "kcmp": (312, 272), "userfaultfd": (323, 282), "perf_event_open": (298, 241),
+             "bpf": (321, 280), "io_uring_setup": (425, 425), "io_uring_enter": (426, 426),
+             "io_uring_register": (427, 427), "add_key": (248, 217), "request_key": (249, 218),
+             "keyctl": (250, 219), "mount": (165, 40), "umount2": (166, 39),
+             "pivot_root": (155, 41), "chroot": (161, 51), "unshare": (272, 97),
+             "setns": (308, 268), "open_tree": (428, 428), "move_mount": (429, 429),
+             "fsopen": (430, 430), "fsconfig": (431, 431), "fsmount": (432, 432),
+             "fspick": (433, 433), "mount_setattr": (442, 442), "init_module": (175, 105),
+             "finit_module": (313, 273), "delete_module": (176, 106), "kexec_load": (246, 104),
+             "kexec_file_load": (320, 294), "reboot": (169, 142), "swapon": (167, 224),
+             "swapoff": (168, 225), "acct": (163, 89), "quotactl": (179, 60), "syslog": (103, 116),
+             "name_to_handle_at": (303, 264), "open_by_handle_at": (304, 265),
+             "personality": (135, 92), "setrlimit": (160, 164), "execve": (59, 221),
+             "execveat": (322, 281), "iopl": (172, None), "ioperm": (173, None),
+             "modify_ldt": (154, None), "uselib": (134, None), "vhangup": (153, 58),
+             "lookup_dcookie": (212, 18), "fanotify_init": (300, 262), "memfd_create": (319, 279),
+             "memfd_secret": (447, 447), "shmget": (29, 194), "shmat": (30, 196),
+             "shmctl": (31, 195), "shmdt": (67, 197), "msgget": (68, 186), "msgsnd": (69, 189),
+             "msgrcv": (70, 188), "msgctl": (71, 187), "semget": (64, 190), "semop": (65, 193),
+             "semctl": (66, 191), "semtimedop": (220, 192), "io_setup": (206, 0),
+             "inotify_init": (253, None), "inotify_init1": (294, 26), "epoll_create": (213, None),
+             "epoll_create1": (291, 20), "setsid": (112, 157), "timer_create": (222, 107),
+             "mq_open": (240, 180), "mq_unlink": (241, 181), "mq_timedsend": (242, 182),
+             "mq_timedreceive": (243, 183), "mq_notify": (244, 184), "mq_getsetattr": (245, 185),
+             "fork": (57, None), "vfork": (58, None), "clone": (56, 220), "clone3": (435, 435),
+             "kill": (62, 129), "tgkill": (234, 131), "prlimit64": (302, 261), "socket": (41, 198),
+             "socketpair": (53, 199), "prctl": (157, 167), "fcntl": (72, 25), "chmod": (90, None),
+             "fchmod": (91, 52), "fchmodat": (268, 53), "fchmodat2": (452, 452),
+             "creat": (85, None), "mknod": (133, None), "mknodat": (259, 33), "open": (2, None),
+             "openat": (257, 56), "openat2": (437, 437), "flock": (73, 32), "setsockopt": (54, 208),
+             "ioctl": (16, 29), "sendmsg": (46, 211), "sendmmsg": (307, 269)}
+_ARCHES = {"x86_64": (0xC000003E, 0), "aarch64": (0xC00000B7, 1)}
 _LD_W_ABS, _JEQ, _JGE, _JSET, _RET, _AND = 0x20, 0x15, 0x35, 0x45, 0x06, 0x54
 _FIRST_UNREVIEWED = 470  # x86_64/aarch64: file_setattr (469) is the newest reviewed
 _ALLOW = 0x7FFF0000
@@ -297,7 +282,9 @@ def _seccomp_program(network: bool = True) -> list[tuple[int, int, int, int]] | 
     arch = _ARCHES.get(platform.machine())
     if arch is None:
         return None
-    audit_arch, nr = arch
+    audit_arch, column = arch
+    nr = {name: numbers[column] for name, numbers in _SYSCALLS.items()
+          if numbers[column] is not None}
     eperm, eagain, enosys = (_errno_ret(errno.EPERM), _errno_ret(errno.EAGAIN),
                              _errno_ret(errno.ENOSYS))
     me = os.getpid()
