@@ -34,8 +34,11 @@ def doctor(as_json: bool) -> None:
         own = config.tools.settings.get(name, {}).get("isolation")
         if own is not None and own != config.sandbox.isolation:
             tools[name] = status(own, config.sandbox.network, **bounds)
+    from jarvis.mcp.sandboxing import unsandboxed
+
+    bare = unsandboxed(config)
     if as_json:
-        echo_json({"sandbox": info, "tools": tools})
+        echo_json({"sandbox": info, "tools": tools, "mcp_unsandboxed": bare})
     else:
         yes_no = {True: "yes", False: "no"}
         click.echo(f"sandbox: {describe(info)}")
@@ -57,6 +60,8 @@ def doctor(as_json: bool) -> None:
             click.echo(f"  kernel memory: {describe_memory(info['memory'])}")
         for name, own in tools.items():
             click.echo(f"{name} (its own isolation = {own['isolation']!r}): {describe(own)}")
+        if bare:
+            click.echo(f"MCP servers not sandboxed (sandbox = false): {', '.join(bare)}")
     if info["mechanism"] is None or any(own["mechanism"] is None for own in tools.values()):
         sys.exit(1)
 

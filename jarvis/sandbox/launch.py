@@ -237,14 +237,19 @@ def bwrap_options(bwrap: str) -> frozenset[str]:
     return frozenset(re.findall(r"^\s+(--[a-z-]+)", done.stdout, flags=re.M))
 
 
-def bwrap_command(policy: SandboxPolicy, bwrap: str, info_fd: int,
-                  command: list[str] | None = None) -> tuple[list[str], dict]:
-    """bubblewrap's command line; `command` replaces the worker (the probe runs `pass`)."""
-    plan = mount_plan(policy)
+def bwrap_command(policy: SandboxPolicy, bwrap: str, info_fd: int | None,
+                  command: list[str] | None = None, *, plan: MountPlan | None = None,
+                  env: dict[str, str] | None = None,
+                  workdir: str = WORK_DIR) -> tuple[list[str], dict]:
+    """bubblewrap's command line; `command` replaces the worker (the probe runs `pass`; a
+    sandboxed command, command.py, its shim), `plan` and `env` the worker's."""
+    plan = plan or mount_plan(policy)
     known = bwrap_options(bwrap)
     argv = [bwrap, "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session",
             "--cap-drop", "ALL", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_GID),
-            "--hostname", "sandbox", "--clearenv", "--info-fd", str(info_fd)]
+            "--hostname", "sandbox", "--clearenv"]
+    if info_fd is not None:
+        argv += ["--info-fd", str(info_fd)]
     if "--disable-userns" in known:  # older: seccomp alone refuses nested namespaces
         argv.append("--disable-userns")
     if policy.network:
@@ -262,9 +267,9 @@ def bwrap_command(policy: SandboxPolicy, bwrap: str, info_fd: int,
             argv += ["--tmpfs", str(src), "--remount-ro", str(src)]
         else:
             argv += ["--ro-bind" if kind == "ro" else "--bind", str(src), str(dst)]
-    for key, value in SANDBOX_ENV.items():
+    for key, value in (SANDBOX_ENV if env is None else env).items():
         argv += ["--setenv", key, value]
-    argv += ["--chdir", WORK_DIR, "--", *(command or _worker_argv(policy, plan))]
+    argv += ["--chdir", workdir, "--", *(command or _worker_argv(policy, plan))]
     return argv, {}
 
 
@@ -324,13 +329,17 @@ def _worker_argv(policy: SandboxPolicy, plan: MountPlan) -> list[str]:
             json.dumps(worker_config(policy, plan, isolated=True))]
 
 
-def namespaces_command(policy: SandboxPolicy, python: str, info_fd: int,
-                       command: list[str] | None = None) -> tuple[list[str], dict]:
-    """jarvis's own launcher's command line; `command` replaces the worker."""
-    plan = mount_plan(policy)
+def namespaces_command(policy: SandboxPolicy, python: str, info_fd: int | None,
+                       command: list[str] | None = None, *, plan: MountPlan | None = None,
+                       env: dict[str, str] | None = None,
+                       workdir: str = WORK_DIR) -> tuple[list[str], dict]:
+    """jarvis's own launcher's command line; `command` replaces the worker (as for
+    bwrap_command)."""
+    plan = plan or mount_plan(policy)
     spec = {"ops": plan.ops, "tmp_files": tmp_files(policy), "uid": SANDBOX_UID,
             "gid": SANDBOX_GID, "network": policy.network, "drop": host_identity(policy),
-            "info_fd": info_fd, "workdir": WORK_DIR, "env": SANDBOX_ENV,
+            "info_fd": info_fd, "workdir": workdir,
+            "env": SANDBOX_ENV if env is None else env,
             "argv": command or _worker_argv(policy, plan)}
     return [python, "-I", "-S", str(LAUNCHER), json.dumps(spec)], {}
 

@@ -128,7 +128,7 @@ def python_paths(site_packages: bool) -> tuple[str, tuple[str, ...], tuple[str, 
     else in the project folder stay out of sight; the venv's site-packages are added by path.
     Computed once per process (the libraries are found by reading ELF headers).
     """
-    from jarvis.sandbox.runtime import extension_modules, shared_libraries
+    from jarvis.sandbox.runtime import interpreter_libraries
 
     base = getattr(sys, "_base_executable", "") or sys.executable
     executable = os.path.realpath(base)
@@ -140,34 +140,11 @@ def python_paths(site_packages: bool) -> tuple[str, tuple[str, ...], tuple[str, 
             real = os.path.realpath(folder)
             if os.path.isdir(real) and real not in packages:
                 packages.append(real)
-    libdir = sysconfig.get_config_var("LIBDIR") or ""
-    search = [libdir] if os.path.isdir(libdir) else []
-    objects = [executable, *extension_modules(os.path.join(f, "lib-dynload") for f in stdlib)]
-    libraries = shared_libraries(objects, search)
-    # Extension modules in site-packages may load libraries of the prefix too (a conda
-    # numpy, its BLAS): looked for only when the prefix has libraries nothing loaded yet.
-    if packages and search and not _in_system_dirs(libdir) and _more_libraries(libdir,
-                                                                               libraries):
-        libraries = shared_libraries([*objects, *extension_modules(packages)], search)
+    libraries = interpreter_libraries(executable, stdlib, packages,
+                                      sysconfig.get_config_var("LIBDIR") or "")
     return executable, tuple(dict.fromkeys([*stdlib, *libraries])), tuple(packages)
 
 
 # System folders the dynamic loader and the interpreter need (merged-/usr symlinks or dirs):
 # every sandbox shows them whole.
 SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin")
-
-
-def _in_system_dirs(path: str) -> bool:
-    real = os.path.realpath(path)
-    return any(real == d or real.startswith(d + "/") for d in SYSTEM_DIRS)
-
-
-def _more_libraries(folder: str, found: list[str]) -> bool:
-    known = {os.path.realpath(p) for p in found}
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return False
-    # libpython3.so, the stable ABI's stub, is loaded by nothing here
-    return any(".so" in name and not name.startswith("libpython")
-               and os.path.realpath(os.path.join(folder, name)) not in known for name in names)

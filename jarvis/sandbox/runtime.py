@@ -111,3 +111,32 @@ def extension_modules(folders: Iterable[str]) -> list[str]:
             if looked > MAX_SCANNED:
                 return found
     return found
+
+
+def interpreter_libraries(executable: str, stdlib: list[str], packages: list[str],
+                          libdir: str) -> list[str]:
+    """The libraries a Python interpreter loads from its prefix: for itself and its
+    lib-dynload modules; for the extension modules of `packages` too (a conda numpy, its
+    BLAS) only when the prefix's `libdir` has libraries nothing loaded yet (walking
+    site-packages costs ~30 ms here)."""
+    from jarvis.sandbox.policy import SYSTEM_DIRS
+
+    search = [libdir] if os.path.isdir(libdir) else []
+    objects = [executable, *extension_modules(os.path.join(f, "lib-dynload") for f in stdlib)]
+    libraries = shared_libraries(objects, search)
+    real = os.path.realpath(libdir)
+    system = any(real == d or real.startswith(d + "/") for d in SYSTEM_DIRS)
+    if packages and search and not system and _more_libraries(libdir, libraries):
+        libraries = shared_libraries([*objects, *extension_modules(packages)], search)
+    return libraries
+
+
+def _more_libraries(folder: str, found: list[str]) -> bool:
+    known = {os.path.realpath(p) for p in found}
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return False
+    # libpython3.so, the stable ABI's stub, is loaded by nothing here
+    return any(".so" in name and not name.startswith("libpython")
+               and os.path.realpath(os.path.join(folder, name)) not in known for name in names)

@@ -161,6 +161,7 @@ def build_root(spec: dict, root: str) -> None:
             mount("tmpfs", root + a, "tmpfs", MS_NOSUID | MS_NODEV,
                   f"size={int(b)},nr_inodes={int(spec['tmp_files'])},mode=1777")
         elif kind == "hide":  # (kind, destination, 0)
+            os.makedirs(root + a, exist_ok=True)
             mount("tmpfs", root + a, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "size=4k")
     os.makedirs(root + "/proc", exist_ok=True)
     # Read-only: the sandbox's uid is the caller's on the host; as root, without Landlock,
@@ -201,7 +202,14 @@ def main() -> int:
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent:
         return 1
-    info_fd = int(spec["info_fd"])
+    if spec.get("exec"):  # as bwrap_preexec, for a caller that cannot run one: stage, drop,
+        host_uid, host_gid = spec["drop"]  # then exec bubblewrap (see command.py)
+        blocked = blocked_folders(spec["sources"], host_uid, host_gid)
+        if blocked:
+            stage(blocked)
+        drop(host_uid, host_gid)
+        os.execv(spec["exec"][0], spec["exec"])
+    info_fd = spec["info_fd"]
     if spec.get("drop"):
         host_uid, host_gid = spec["drop"]
         blocked = blocked_folders([a for kind, a, _ in spec["ops"] if kind in ("ro", "rw")],
@@ -236,7 +244,8 @@ def main() -> int:
         exec_r, exec_w = os.pipe()  # both close-on-exec: EOF once the child has exec'd
         pid = os.fork()
         if pid == 0:
-            os.close(info_fd)
+            if info_fd is not None:
+                os.close(info_fd)
             os.close(exec_r)
             try:
                 child(spec, root)
@@ -255,8 +264,9 @@ def main() -> int:
         null = os.open(os.devnull, os.O_RDWR)
         os.dup2(null, 0)
         os.dup2(null, 1)
-        os.write(info_fd, json.dumps({"child-pid": pid}).encode())
-        os.close(info_fd)
+        if info_fd is not None:
+            os.write(info_fd, json.dumps({"child-pid": pid}).encode())
+            os.close(info_fd)
         _, status = os.waitpid(pid, 0)
         return os.waitstatus_to_exitcode(status) & 0xFF
     finally:
