@@ -19,11 +19,14 @@ import os
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jarvis.core.events import EventBus, EventType
 from jarvis.core.types import Message
 from jarvis.errors import JarvisError, UnknownNameError, UserError
+
+if TYPE_CHECKING:
+    from jarvis.stream import AnswerStream
 
 Approver = Callable[[Any, dict[str, Any]], bool]
 
@@ -148,8 +151,10 @@ class Jarvis:
 
     @property
     def memory(self) -> Any:
-        """The memory store (SQLite FTS5) the config describes, opened on first use."""
-        if self._memory is None:
+        """The memory store (SQLite FTS5) the config describes, opened on first use; also
+        OpenJarvis's memory handle: `index(path)`, `search(query, top_k=)`, `stats()`."""
+        if self._memory is None or getattr(self._memory, "_closed", False):
+            # (reopened after `j.memory.close()`, as OpenJarvis's memory handle is)
             from jarvis.memory import open_memory
 
             self._memory = open_memory(self.config, bus=self.bus)
@@ -434,20 +439,28 @@ class Jarvis:
             calls = tool_results or []
         return log.record(run, calls)
 
-    def ask_stream(self, query: str, **kwargs: Any) -> Iterator[str]:
-        """Answer `query` piece by piece: yields the answer's text as the engine streams it.
+    def ask_stream(self, query: str, **kwargs: Any) -> AnswerStream:
+        """Answer `query` piece by piece: `for piece in j.ask_stream(q)` or, in async code,
+        `async for piece in j.ask_stream(q)` (see jarvis.stream.AnswerStream).
 
         Takes ask_full's arguments (not on_token). An error in the run is raised from the
         iteration, after the pieces that came before it. Stopping early (closing the
-        iterator, or leaving a `for` loop over it) cancels the run: it stops at its next
-        engine or tool boundary in the background and is recorded as "cancelled".
+        iterator, or leaving the loop over it) cancels the run: it stops at its next engine
+        or tool boundary in the background and is recorded as "cancelled".
         """
-        import queue
-        import threading
+        from jarvis.stream import AnswerStream
 
         if "on_token" in kwargs:
             raise UserError("ask_stream yields the pieces itself; use ask_full(on_token=...) "
                             "to get a callback")
+        return AnswerStream(lambda: self._stream_pieces(query, **kwargs),
+                            lambda: self.aask_stream(query, **kwargs))
+
+    def _stream_pieces(self, query: str, **kwargs: Any) -> Iterator[str]:
+        """The answer's pieces, read on this thread while the run goes on in another."""
+        import queue
+        import threading
+
         cancel = kwargs.pop("cancel", None)
         if cancel is None:
             cancel = threading.Event()
@@ -492,7 +505,10 @@ class Jarvis:
         cancel = kwargs.pop("cancel", None)
         if cancel is None:
             cancel = threading.Event()
-        stream = self.ask_stream(query, cancel=cancel, **kwargs)
+        if "on_token" in kwargs:
+            raise UserError("aask_stream yields the pieces itself; use ask_full(on_token=...) "
+                            "to get a callback")
+        stream = self._stream_pieces(query, cancel=cancel, **kwargs)
         done = object()
         try:
             while True:

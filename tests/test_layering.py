@@ -26,7 +26,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("what uses tools or adds them: agents, scheduler, MCP client, workspace, plugins",
      ("jarvis.agents", "jarvis.scheduler", "jarvis.mcp", "jarvis.workspace", "jarvis.plugins")),
     ("composition: extensions loading, the SDK, the testing kit",
-     ("jarvis.extensions", "jarvis.sdk", "jarvis.testing")),
+     ("jarvis.extensions", "jarvis.sdk", "jarvis.stream", "jarvis.env", "jarvis.testing")),
     ("entry points: CLI, servers (the MCP server too), the package's public API",
      ("jarvis.commands", "jarvis.cli", "jarvis.server", "jarvis.mcp.server", "jarvis")),
 ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 
 from jarvis.agents.base import BaseAgent, TokenHandler, _RunState, observation_text
+from jarvis.agents.hooks import check_call
 from jarvis.agents.react_parser import _ACTION, _FINAL, MAX_PARSE_CHARS, parse_react
 from jarvis.core.types import Message, ToolCall
 from jarvis.tools.descriptions import build_tool_descriptions
@@ -174,6 +175,9 @@ class ReActAgent(BaseAgent):
             return reason
         state.guard.end_turn(True)
         self._check_cancelled()
-        result = self.executor.execute(call)
+        hook = getattr(self, "before_tool_call", None)  # set by a structured orchestrator
+        result = check_call(hook, call) if hook is not None else None
+        if result is None:
+            result = self.executor.execute(call)
         state.record(call, result)
         return observation_text(result)
