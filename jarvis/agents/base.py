@@ -58,6 +58,10 @@ class BaseAgent:
 
     agent_id: ClassVar[str] = "base"
     uses_tools: ClassVar[bool] = True
+    # Set for a structured answer (jarvis.agents.structured): the engine's response_format,
+    # or the final_answer tool whose valid call ends the run.
+    response_format: dict[str, Any] | None = None
+    final_tool: Any = None
     accepts_tools: ClassVar[bool] = True  # OpenJarvis's name for uses_tools; kept equal
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -144,6 +148,8 @@ class BaseAgent:
         start = time.perf_counter()
         kwargs = {"tools": tools or None, "model": self.model or None,
                   "temperature": self.temperature, "max_tokens": self.max_tokens}
+        if self.response_format is not None:  # only then: other engines never see the key
+            kwargs["response_format"] = self.response_format
         if emit is None:
             result = generate_reply(self.engine, messages, **kwargs)
         else:

@@ -21,6 +21,7 @@ from jarvis.agents.base import (
     refused_call,
 )
 from jarvis.agents.hooks import ToolCallHook, check_call
+from jarvis.agents.structured import final_answer
 from jarvis.core.types import AgentResult, Message, ToolCall, ToolResult
 from jarvis.errors import UserError
 
@@ -89,6 +90,9 @@ class OrchestratorAgent(BaseAgent):
             streamed_before = streamed_before or (emit is not None and bool(result.content))
             ran = self._run_calls(result.tool_calls, messages, state, max(excess, 0))
             self._end_turn(state)
+            answer = final_answer(self)  # a structured answer was given: the run is done
+            if answer is not None:
+                return answer
             if state.guard.end_turn(ran):
                 state.flags["loop_detected"] = True
                 return last_text or ("Stopped: the model kept repeating the same tool call "

@@ -12,6 +12,7 @@ import uuid
 from jarvis.agents.base import BaseAgent, TokenHandler, _RunState, observation_text
 from jarvis.agents.hooks import check_call
 from jarvis.agents.react_parser import _ACTION, _FINAL, MAX_PARSE_CHARS, parse_react
+from jarvis.agents.structured import final_answer
 from jarvis.core.types import Message, ToolCall
 from jarvis.tools.descriptions import build_tool_descriptions
 
@@ -157,6 +158,11 @@ class ReActAgent(BaseAgent):
                 call = ToolCall(id=f"call_{uuid.uuid4().hex[:12]}", name=step.tool,
                                 arguments=step.arguments)
                 observation = self._run(call, state)
+                answer = final_answer(self)  # a structured answer was given: the run is done
+                if answer is not None:
+                    messages.append(Message(role="user", content=f"Observation: {observation}"))
+                    self._end_turn(state)
+                    return answer
             if step.text:
                 last_text = step.text
             messages.append(Message(role="user", content=f"Observation: {observation}"))
