@@ -240,3 +240,24 @@ def test_cli_bad_schema_files_are_one_line_and_exit_2(ask_env, tmp_path):
         assert out.returncode == 2, (name, out.stderr)
         assert words in out.stderr and "Traceback" not in out.stderr
         assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_the_documented_example_prints_what_it_says():
+    import contextlib
+    import io
+    import re
+    import types
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "engines-agents.md").read_text()
+    (block,) = [b for b in re.findall(r"```python\n(.*?)```", doc, flags=re.S)
+                if "output_schema=City" in b]
+    module = types.ModuleType("doc_structured")  # pydantic looks the module up
+    sys.modules["doc_structured"] = module
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            exec(compile(block, "docs/engines-agents.md", "exec"), module.__dict__)
+    finally:
+        del sys.modules["doc_structured"]
+    assert out.getvalue() == "ok name='Paris' population=2100000\n"
