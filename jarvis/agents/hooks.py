@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import json
-import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -18,8 +17,6 @@ from jarvis.core.types import ErrorType, ToolCall, ToolResult
 
 ToolCallHook = Callable[[str, dict[str, Any]], Any]
 MAX_HOOK_ARGUMENT_CHARS = 1_000_000  # the executor's own default limit
-
-log = logging.getLogger("jarvis.agents")
 
 
 def _denied(call: ToolCall, reason: str) -> ToolResult:
@@ -52,7 +49,9 @@ def check_call(hook: ToolCallHook, call: ToolCall) -> ToolResult | None:
     try:
         allowed = hook(str(call.name), arguments)
     except Exception as exc:  # a policy that breaks must not wave calls through
-        log.warning("jarvis: the before_tool_call hook failed for %s: %s: %s",
+        import logging  # only now: it costs ~10 ms of import time
+
+        logging.getLogger("jarvis.agents").warning("jarvis: the before_tool_call hook failed for %s: %s: %s",
                     str(call.name)[:100], type(exc).__name__, exc)
         return _denied(call, f"the before_tool_call policy failed ({type(exc).__name__})")
     if not allowed:
