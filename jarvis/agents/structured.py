@@ -25,7 +25,6 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from jarvis.core.types import AgentResult, ErrorType, Message, ToolResult
@@ -105,23 +104,6 @@ def check_schema(schema: Any) -> dict[str, Any]:
         except Exception as exc:  # an unresolvable $ref, ...
             raise SchemaProblem(f"the output schema cannot be used: {exc}"[:500]) from None
     return schema
-
-
-def load_schema_file(path: str | Path) -> dict[str, Any]:
-    """The JSON schema in a file (for `jarvis ask --schema`), bounded before it is parsed."""
-    file = Path(path)
-    try:
-        with file.open("rb") as fh:
-            data = fh.read(MAX_SCHEMA_BYTES * 4 + 1)
-    except OSError as exc:
-        raise SchemaProblem(f"cannot read the schema file {file}: {exc.strerror or exc}") from None
-    if len(data) > MAX_SCHEMA_BYTES * 4:
-        raise SchemaProblem(f"the schema file {file} is larger than {MAX_SCHEMA_BYTES * 4} bytes")
-    try:
-        schema = json.loads(data)
-    except (ValueError, RecursionError) as exc:
-        raise SchemaProblem(f"the schema file {file} is not valid JSON: {exc}"[:300]) from None
-    return check_schema(schema)
 
 
 @dataclass(slots=True)

@@ -192,9 +192,7 @@ def ask(ctx: click.Context, query: tuple[str, ...], agent: str | None, tools: st
     stdout = _Stdout(status)
     output_schema = None
     if schema_file:
-        from jarvis.agents.structured import load_schema_file
-
-        output_schema = load_schema_file(schema_file)  # a bad file: one line, exit 2
+        output_schema = _load_schema_file(schema_file)  # a bad file: one line, exit 2
     # A structured answer is printed once it is checked, never streamed unchecked.
     streaming = not (as_json or no_stream or output_schema is not None)
     # The built-in HTTP client: importing the openai package would triple start-up time.
@@ -229,6 +227,28 @@ def ask(ctx: click.Context, query: tuple[str, ...], agent: str | None, tools: st
                    f"without an answer (exit code {STOPPED_EXIT_CODE})", err=True)
     if stopped:
         ctx.exit(STOPPED_EXIT_CODE)
+
+
+def _load_schema_file(path: str) -> dict[str, Any]:
+    """The JSON schema in the file a person named with --schema, bounded before it is parsed
+    (SchemaProblem, a UserError, says what is wrong)."""
+    from pathlib import Path
+
+    from jarvis.agents.structured import MAX_SCHEMA_BYTES, SchemaProblem, check_schema
+
+    file = Path(path)
+    try:
+        with file.open("rb") as fh:
+            data = fh.read(MAX_SCHEMA_BYTES * 4 + 1)
+    except OSError as exc:
+        raise SchemaProblem(f"cannot read the schema file {file}: {exc.strerror or exc}") from None
+    if len(data) > MAX_SCHEMA_BYTES * 4:
+        raise SchemaProblem(f"the schema file {file} is larger than {MAX_SCHEMA_BYTES * 4} bytes")
+    try:
+        schema = json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        raise SchemaProblem(f"the schema file {file} is not valid JSON: {exc}"[:300]) from None
+    return check_schema(schema)
 
 
 def _structured_exit(ctx: click.Context, result: dict[str, Any], as_json: bool) -> None:
