@@ -362,29 +362,6 @@ class SQLiteMemory:
                 "documents": docs, "files": files, "chunks": chunks, "sources": sources,
                 "chars": chars, "db_bytes": size}
 
-    # --- OpenJarvis's MemoryHandle surface (j.memory.index / search) ----------------------
-    def index(self, path: str | os.PathLike[str], *, chunk_size: int | None = None,
-              chunk_overlap: int | None = None) -> dict[str, Any]:
-        """Index a file or folder, as `jarvis memory index PATH` does (unchanged files are
-        skipped, vanished ones removed). `chunk_size`/`chunk_overlap` are characters
-        (default: the store's). Returns `chunks` (added now), `doc_ids` (every file document
-        now stored for `path`), `path` (resolved) and the index job's counts."""
-        from jarvis.memory.indexer import index_paths
-
-        summary = index_paths(self, [path], chunk_size=chunk_size, chunk_overlap=chunk_overlap)
-        resolved = str(Path(path).expanduser().resolve())
-        low, high = _folder_range(resolved)
-        with self._reader() as conn:
-            ids = [r[0] for r in conn.execute(
-                "SELECT id FROM documents WHERE kind = 'file' AND (source = ? OR (source >= ? "
-                "AND source < ?)) ORDER BY source", (resolved, low, high))]
-        return {"chunks": summary.chunks_added, "doc_ids": ids, "path": resolved,
-                **summary.to_dict()}
-
-    def search(self, query: str, *, top_k: int = 5) -> list[dict[str, Any]]:
-        """`retrieve` as dicts: content, score, source, metadata, position, ..."""
-        return [r.to_dict() for r in self.retrieve(query, top_k=top_k)]
-
     def sources(self, limit: int = 1000) -> list[dict[str, Any]]:
         """The stored sources with their document and chunk counts, most chunks first."""
         with self._reader() as conn:
