@@ -261,3 +261,43 @@ def test_the_documented_example_prints_what_it_says():
     finally:
         del sys.modules["doc_structured"]
     assert out.getvalue() == "ok name='Paris' population=2100000\n"
+
+
+# --- the testing kit understands response_format -------------------------------------------------
+def test_a_scripted_engine_with_response_format_answers_natively():
+    engine = ScriptedEngine(['{"city": 1}', '{"city": "Oslo", "population": 700000}'],
+                            response_format=True)
+    with Jarvis(engine=engine, model="m") as j:
+        result = j.ask_full("Capital of Norway?", output_schema=SCHEMA, context=False)
+    assert result["status"] == "ok" and result["metadata"]["structured"]["mode"] == "native"
+    assert [c["response_format"]["json_schema"]["schema"] for c in engine.calls] == [SCHEMA] * 2
+    assert engine.calls[0]["tools"] is None
+
+
+def test_the_testing_kit_refuses_what_the_openai_api_refuses():
+    import httpx
+
+    from jarvis.errors import EngineError
+
+    with Jarvis(engine=ScriptedEngine(["{}"]), model="m") as j, \
+            pytest.raises(EngineError, match="does not take response_format"):
+        j.ask_full("q", output_schema=SCHEMA, schema_mode="native", context=False)
+    bad_formats = [
+        ({"type": "xml"}, "Invalid 'response_format.type'"),
+        ({"type": "json_schema"}, "Missing required parameter: 'response_format.json_schema'"),
+        ({"type": "json_schema", "json_schema": {"name": "a b", "schema": {}}},
+         "json_schema.name"),
+        ({"type": "json_schema", "json_schema": {"name": "a", "schema": []}},
+         "json_schema.schema"),
+    ]
+    with FakeOpenAIServer(default="unused") as server:
+        for fmt, words in bad_formats:
+            answer = httpx.post(server.base_url + "/chat/completions", json={
+                "model": "test-model", "messages": [{"role": "user", "content": "q"}],
+                "response_format": fmt})
+            assert answer.status_code == 400 and words in answer.json()["error"]["message"]
+        assert len(server.requests) == 4  # recorded, though refused
+        ok = httpx.post(server.base_url + "/chat/completions", json={
+            "model": "test-model", "messages": [{"role": "user", "content": "q"}],
+            "response_format": {"type": "json_object"}})
+        assert ok.status_code == 200
