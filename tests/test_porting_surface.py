@@ -478,3 +478,32 @@ def test_mcp_client_failures_are_clear(tmp_path):
         MCPClient("python server.py")
     with pytest.raises(UserError, match="takes an MCPClient"):
         MCPToolProvider(object())
+
+
+def test_task_scheduler_publishes_its_runs_on_the_bus(tmp_path):
+    from jarvis import Jarvis
+    from jarvis.core.events import EventBus, EventType
+    from jarvis.scheduler.scheduler import TaskScheduler
+    from jarvis.scheduler.store import SchedulerStore
+
+    store = SchedulerStore(db_path=str(tmp_path / "scheduler.db"))
+    jarvis = Jarvis(engine=ScriptedEngine(["Headlines: all quiet."]), model="m")
+    bus = EventBus(record_history=True)
+    try:
+        scheduler = TaskScheduler(store=store, system=jarvis, poll_interval=60, bus=bus)
+        daily = scheduler.create_task(prompt="Summarize the latest news headlines",
+                                      schedule_type="cron", schedule_value="0 8 * * *",
+                                      agent="simple")
+        scheduler.run_now(daily.id)
+        scheduler.run_now(daily.id)  # the script is used up: this run fails
+    finally:
+        jarvis.close()
+        store.close()
+    events = [(e.event_type, e.data) for e in bus.history
+              if e.event_type in (EventType.SCHEDULER_TASK_START, EventType.SCHEDULER_TASK_END)]
+    assert [kind for kind, _ in events] == [EventType.SCHEDULER_TASK_START,
+                                            EventType.SCHEDULER_TASK_END] * 2
+    start, end, _, failed = (data for _, data in events)
+    assert start["task_id"] == daily.id and start["prompt"].startswith("Summarize")
+    assert end["success"] is True and end["result"] == "Headlines: all quiet."
+    assert failed["success"] is False and "no scripted reply left" in failed["error"]
