@@ -15,6 +15,8 @@ import sysconfig
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from jarvis.sandbox.runtime import SYSTEM_DIRS  # noqa: F401 - the sandbox's system folders
+
 ISOLATIONS = ("auto", "bwrap", "namespaces", "none")
 
 
@@ -144,7 +146,3 @@ def python_paths(site_packages: bool) -> tuple[str, tuple[str, ...], tuple[str, 
                                       sysconfig.get_config_var("LIBDIR") or "")
     return executable, tuple(dict.fromkeys([*stdlib, *libraries])), tuple(packages)
 
-
-# System folders the dynamic loader and the interpreter need (merged-/usr symlinks or dirs):
-# every sandbox shows them whole.
-SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin")

@@ -14,6 +14,9 @@ import os
 import struct
 from collections.abc import Iterable
 
+# System folders the dynamic loader and the interpreter need (merged-/usr symlinks or dirs):
+# every sandbox shows them whole.
+SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin")
 _PT_LOAD, _PT_DYNAMIC = 1, 2
 _DT_NEEDED, _DT_STRTAB, _DT_RPATH, _DT_RUNPATH = 1, 5, 15, 29
 # Enough for any real extension tree; a folder past it is scanned no further (its modules
@@ -119,8 +122,6 @@ def interpreter_libraries(executable: str, stdlib: list[str], packages: list[str
     lib-dynload modules; for the extension modules of `packages` too (a conda numpy, its
     BLAS) only when the prefix's `libdir` has libraries nothing loaded yet (walking
     site-packages costs ~30 ms here)."""
-    from jarvis.sandbox.policy import SYSTEM_DIRS
-
     search = [libdir] if os.path.isdir(libdir) else []
     objects = [executable, *extension_modules(os.path.join(f, "lib-dynload") for f in stdlib)]
     libraries = shared_libraries(objects, search)
