@@ -70,6 +70,10 @@ class Opening:
 # a new entry needs one, and an entry whose call is gone fails test_allowed_entries_still_exist.
 ALLOWED: dict[tuple[str, str, str], str] = {
     # --- config: chosen by the person running jarvis ----------------------------------------
+    ("jarvis.mcp.sandboxing", "_shebang", "open"):
+        "the first line of a stdio MCP server's program, named by `command` in config.toml",
+    ("jarvis.mcp.sandboxing", "_npx", ".read_text"):
+        "the package.json of the package a server's `npx` line names, where npx installed it",
     ("jarvis.core.config", "load_config", ".read_text"):
         "config.toml found by the config lookup or named by --config / JARVIS_CONFIG",
     # --- stores: SQLite files at paths from config or JARVIS_HOME -----------------------------

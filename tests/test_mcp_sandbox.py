@@ -159,11 +159,11 @@ def test_real_servers_work_in_the_sandbox(mechanism: str, tmp_path: Path,
     repo = tmp_path / "repo"
     repo.mkdir()
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    scripts = Path(sys.executable).parent
-    servers = {
-        "time": {"command": str(scripts / "mcp-server-time"),
-                 "args": ["--local-timezone", "UTC"]},
-        "git": {"command": str(scripts / "mcp-server-git"), "args": ["--repository", str(repo)],
+    servers = {  # the PyPI ones through the venv they are installed in
+        "time": {"command": sys.executable,
+                 "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"]},
+        "git": {"command": sys.executable,
+                "args": ["-m", "mcp_server_git", "--repository", str(repo)],
                 "read_only_paths": [str(repo)]},
         "fs": {"command": "npx", "args": ["--no-install", "@modelcontextprotocol/server-filesystem",
                                           str(files)],
