@@ -107,9 +107,10 @@ class RunLog:
     def _connect(self) -> Any:
         import sqlite_utils
 
+        from jarvis.core.paths import private_database
         from jarvis.core.sqlite_wal import enter_wal
 
-        self.db_path.parent.mkdir(parents=True, exist_ok=True)
+        private_database(self.db_path)  # 0600 (and so its -wal and -shm), whatever the umask
         conn = sqlite3.connect(str(self.db_path), timeout=10, check_same_thread=False,
                                isolation_level=None)
         conn.execute("PRAGMA busy_timeout = 10000")

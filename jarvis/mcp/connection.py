@@ -295,9 +295,11 @@ class ServerConnection:
                                        env={**_expand(cfg.env), MARKER_VAR: session.token}, cwd=cwd)
         errlog: Any = None
         if self.log_path is not None:
+            from jarvis.core.paths import open_private, private_dir
+
             with contextlib.suppress(OSError):
-                self.log_path.parent.mkdir(parents=True, exist_ok=True)
-                errlog = stack.enter_context(open(self.log_path, "w", encoding="utf-8"))  # noqa: SIM115
+                private_dir(self.log_path.parent)  # server logs can hold tokens: 0700 / 0600
+                errlog = stack.enter_context(open_private(self.log_path, "w", encoding="utf-8"))
         if errlog is None:
             errlog = stack.enter_context(open(os.devnull, "w"))  # noqa: SIM115
         return bounded_stdio_client(params, errlog, server=self.name,
