@@ -21,6 +21,22 @@ log = logging.getLogger("jarvis.server")
 OPEN_PATHS = frozenset({"/health"})
 
 
+def dumps(value: Any) -> str:
+    """JSON text of an answer. A lone surrogate (text that is not valid Unicode: a model's or
+    an MCP server's "\\udc80" escape) becomes U+FFFD, so the answer can always be sent as
+    UTF-8 instead of failing with a 500 half-way."""
+    from jarvis.core.text import replace
+
+    return replace(json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":")))
+
+
+class JSONAnswer(JSONResponse):
+    """A JSONResponse that never fails to encode (see dumps)."""
+
+    def render(self, content: Any) -> bytes:
+        return dumps(content).encode("utf-8")
+
+
 class ApiError(Exception):
     """A request the server refuses: HTTP `status` and a message naming the problem."""
 
@@ -45,7 +61,7 @@ def error_response(path: str, status: int, message: str, kind: str = "invalid_re
                                           "param": None}}
     else:
         body = {"detail": message}
-    return JSONResponse(body, status_code=status, headers=headers)
+    return JSONAnswer(body, status_code=status, headers=headers)
 
 
 async def read_json(request: Request, max_bytes: int) -> Any:

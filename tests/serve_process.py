@@ -1,0 +1,39 @@
+"""`jarvis serve` and `jarvis mcp serve --http` as real processes on a loopback port, for
+tests that go through the command line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+@contextmanager
+def jarvis_serve(env: dict[str, str], folder: Path, *args: str,
+                 config: str = "") -> Iterator[str]:
+    """`jarvis serve --port 0 ARGS` in `folder` (with `config` as its config.toml); yields
+    its URL once it listens. Stopped (and waited for) on exit."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.toml").write_text(config)
+    proc = subprocess.Popen([sys.executable, "-m", "jarvis.cli", "serve", "--port", "0", *args],
+                            env=env, cwd=folder, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    drain = None
+    try:
+        first = proc.stderr.readline()
+        assert first.startswith("jarvis serve: listening on http://"), (
+            first + proc.stderr.read() if proc.poll() is not None else first)
+        # The rest of stderr is read as it comes (a full pipe would stall the server).
+        drain = threading.Thread(target=proc.stderr.read, daemon=True)
+        drain.start()
+        yield first.rsplit(" ", 1)[1].strip()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+        if drain is not None:
+            drain.join(timeout=15)
+        proc.stderr.close()
