@@ -41,8 +41,17 @@ class McpServerError(Exception):
 
     def __init__(self, server: str, reason: str) -> None:
         self.server = server
-        self.reason = reason
-        super().__init__(f"MCP server {server!r}: {reason}")
+        # Reasons quote URLs (a key in the path: Zapier's /mcp/sk-ak-.../sse) and servers'
+        # stderr: shown and remembered without their secrets.
+        self.reason = shown_reason(reason)
+        super().__init__(f"MCP server {server!r}: {self.reason}")
+
+
+def shown_reason(reason: str) -> str:
+    """A failure reason as it may be shown, stored or logged: keys in URLs and tokens hidden."""
+    from jarvis.security.redact import redact_value
+
+    return redact_value("error", reason)
 
 
 class McpCallTimeout(Exception):
@@ -222,7 +231,7 @@ class ServerConnection:
     async def _fail(self, session: _Session, reason: str) -> None:
         await self._stop_session(session, wait=True)
         self.status = "failed"
-        self.error = self._with_stderr(reason)
+        self.error = shown_reason(self._with_stderr(reason))
         self.failed_at = time.time()
 
     def _with_stderr(self, reason: str) -> str:
@@ -397,7 +406,7 @@ class ServerConnection:
             return
         session.dropped = reason
         self.status = "failed"
-        self.error = reason
+        self.error = shown_reason(reason)
         # Keep a reference: asyncio holds tasks weakly, and a collected stop task would leave
         # the server running.
         task = asyncio.get_running_loop().create_task(self._stop_session(session, wait=True))
