@@ -11,6 +11,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 
+def owner_headers(env: dict[str, str]) -> dict[str, str]:
+    """What the owner's clients send: the token the server made in env's JARVIS_HOME."""
+    token = (Path(env["JARVIS_HOME"]) / "serve.token").read_text().strip()
+    return {"Authorization": f"Bearer {token}"}
+
+
 @contextmanager
 def jarvis_serve(env: dict[str, str], folder: Path, *args: str,
                  config: str = "") -> Iterator[str]:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from serve_process import jarvis_serve
+from serve_process import jarvis_serve, owner_headers
 
 from jarvis.testing import FakeOpenAIServer, reply, tool_call
 
@@ -122,10 +122,14 @@ def test_the_sdk_refuses_and_records_too(tmp_path):
     assert {r["query"] for r in listed} == {"hi \\udc80", "hi"}
 
 
+AUTH: dict[str, str] = {}
+
+
 def _post(url: str, raw_json: str, **headers: str) -> httpx.Response:
-    """POST a body written by hand, so `\\udc80` travels as the JSON escape a client sends."""
+    """POST a body written by hand, so `\\udc80` travels as the JSON escape a client sends
+    (with the owner's token, AUTH, set once the server made it)."""
     return httpx.post(url, content=raw_json.encode("ascii"), timeout=30,
-                      headers={"Content-Type": "application/json", **headers})
+                      headers={"Content-Type": "application/json", **AUTH, **headers})
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -133,6 +137,7 @@ def test_jarvis_serve_chat_refuses_with_400_and_records_the_run(cli_env, tmp_pat
     with FakeOpenAIServer(["never asked"]) as model:
         env = engine_env(cli_env, model.url)
         with jarvis_serve(env, tmp_path / "ws", "--tools", "think") as url:
+            AUTH.update(owner_headers(env))
             body = ('{"model": "simple", "stream": ' + json.dumps(stream) + ', "messages": '
                     '[{"role": "user", "content": "caf\\udc80"}]}')
             answer = _post(url + "/v1/chat/completions", body)
@@ -157,6 +162,7 @@ def test_jarvis_serve_answers_a_models_broken_text_without_a_500(cli_env, tmp_pa
     with FakeOpenAIServer([f"fine {LONE}", f"fine {LONE}"]) as model:
         env = engine_env(cli_env, model.url)
         with jarvis_serve(env, tmp_path / "ws", "--tools", "think") as url:
+            AUTH.update(owner_headers(env))
             plain = _post(url + "/v1/chat/completions",
                           '{"model": "simple", "messages": [{"role": "user", "content": "hi"}]}')
             streamed = _post(url + "/v1/chat/completions",
@@ -174,7 +180,8 @@ def test_jarvis_serve_answers_a_models_broken_text_without_a_500(cli_env, tmp_pa
 
 def test_jarvis_serve_ors_call_refuses_the_arguments_cleanly(cli_env, tmp_path):
     with jarvis_serve(cli_env, tmp_path / "ws", "--tools", "think") as url:
-        created = httpx.post(url + "/create_session", timeout=30)
+        AUTH.update(owner_headers(cli_env))
+        created = httpx.post(url + "/create_session", timeout=30, headers=AUTH)
         sid = next(line[6:] for line in created.text.splitlines() if line.startswith("data: "))
         made = _post(url + "/create", '{"task_spec": {}}', **{"X-Session-ID": sid})
         assert made.status_code == 200, made.text

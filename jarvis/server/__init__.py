@@ -4,7 +4,7 @@ chat API, in one starlette app served by uvicorn.
     from jarvis.server import ServeSettings, ServerThread, build_app
 
     with ServerThread(build_app(ServeSettings(tools=["think"]))) as server:
-        ...  # server.url
+        ...  # server.url, and server.headers carry the owner token every request needs
 
 See docs/serve.md for the endpoints.
 """
@@ -12,7 +12,8 @@ See docs/serve.md for the endpoints.
 from __future__ import annotations
 
 from jarvis.server.app import ServeSettings, build_app, is_loopback
+from jarvis.server.owner import owner_token
 from jarvis.server.runner import ServerThread, bind, serve_forever, url_of
 
-__all__ = ["ServeSettings", "ServerThread", "bind", "build_app", "is_loopback", "serve_forever",
-           "url_of"]
+__all__ = ["ServeSettings", "ServerThread", "bind", "build_app", "is_loopback", "owner_token",
+           "serve_forever", "url_of"]

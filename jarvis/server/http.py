@@ -99,15 +99,22 @@ def require_object(value: Any, what: str = "request body") -> dict[str, Any]:
 
 
 class ApiKeyMiddleware:
-    """Refuse every request without the API key (X-API-Key or Authorization: Bearer),
-    except the health check. Constant-time comparison."""
+    """Refuse every request without the API key, or without the owner's token on a keyless
+    server (X-API-Key or Authorization: Bearer), except the health check; WebSocket
+    handshakes too. Constant-time comparison.
 
-    def __init__(self, app: ASGIApp, api_key: str) -> None:
+    Args:
+        owner: the key is the owner token (jarvis.server.owner): refusals say how to get it.
+    """
+
+    def __init__(self, app: ASGIApp, api_key: str, owner: bool = False) -> None:
         self.app = app
         self.key = api_key.encode()
+        self.owner = owner
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
+        kind = scope["type"]
+        if kind not in ("http", "websocket") or (kind == "http" and scope["path"] in OPEN_PATHS):
             await self.app(scope, receive, send)
             return
         given = b""
@@ -120,8 +127,19 @@ class ApiKeyMiddleware:
         if given and hmac.compare_digest(given, self.key):
             await self.app(scope, receive, send)
             return
-        message = ("missing API key; send it in the X-API-Key header or as "
-                   "'Authorization: Bearer <key>'") if not given else "wrong API key"
+        if kind == "websocket":
+            # Before the handshake is accepted: the server answers it with 403.
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        if self.owner:
+            message = ("this server answers only the user who started it; send the owner's "
+                       "token as 'Authorization: Bearer <token>' (it is in "
+                       "$JARVIS_HOME/serve.token: `jarvis serve --print-token`)"
+                       if not given else "wrong owner token (`jarvis serve --print-token` "
+                       "prints the right one)")
+        else:
+            message = ("missing API key; send it in the X-API-Key header or as "
+                       "'Authorization: Bearer <key>'") if not given else "wrong API key"
         response = error_response(scope["path"], 401, message, kind="authentication_error",
                                   code="invalid_api_key",
                                   headers={"WWW-Authenticate": "Bearer"})
