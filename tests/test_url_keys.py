@@ -102,7 +102,8 @@ def _json(outputs: dict[str, str], command: str):
      "https://actions.zapier.com/mcp/***/sse"),
     ("https://h.example/v1/9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08/sse",
      "https://h.example/v1/***/sse"),
-    (f"https://h.example/x?id={CUSTOMER}&q=hello%20world", "https://h.example/x?id=***&q=hello+world"),
+    ("https://h.example/x?id=6f1c9a52-3b7e-4d20-9c41-8a2b5e7f0d13&q=hello%20world",
+     "https://h.example/x?id=***&q=hello+world"),
     ("https://h.example/ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3" + "/x", "https://h.example/***/x"),
     # names, dates, versions and file names stay readable
     ("https://h.example/blog/my-long-article-title-2024/comments", None),
