@@ -43,3 +43,37 @@ def jarvis_serve(env: dict[str, str], folder: Path, *args: str,
         if drain is not None:
             drain.join(timeout=15)
         proc.stderr.close()
+
+
+@contextmanager
+def mcp_serve_http(env: dict[str, str], folder: Path, *args: str,
+                   config: str = "") -> Iterator[str]:
+    """`jarvis mcp serve ARGS --http 127.0.0.1:0` in `folder`; yields its base URL (without
+    /mcp) once it listens. Stopped (and waited for) on exit."""
+    import re
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.toml").write_text(config)
+    proc = subprocess.Popen([sys.executable, "-m", "jarvis.cli", "mcp", "serve", *args,
+                             "--http", "127.0.0.1:0"], env=env, cwd=folder,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    drain = None
+    try:
+        seen = ""
+        for line in proc.stderr:
+            seen += line
+            found = re.search(r"over (http://127\.0\.0\.1:\d+)/mcp", line)
+            if found:
+                break
+        else:
+            raise AssertionError(f"jarvis mcp serve did not start: {seen}")
+        drain = threading.Thread(target=proc.stderr.read, daemon=True)
+        drain.start()
+        yield found.group(1)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+        if drain is not None:
+            drain.join(timeout=15)
+        proc.stderr.close()

@@ -195,3 +195,70 @@ def test_jarvis_serve_ors_call_refuses_the_arguments_cleanly(cli_env, tmp_path):
     assert output["metadata"]["error_type"] == "invalid_args"
     assert "not valid Unicode text" in output["blocks"][0]["text"]
     assert unknown.status_code == 404 and "unknown tool" in unknown.json()["detail"]
+
+
+def test_jarvis_mcp_serve_over_stdio_answers_instead_of_dropping(cli_env, tmp_path):
+    """The SDK's stdio transport cannot parse a line holding `"\\udc80"` and dropped it
+    without an answer (its client waited until it gave up): it gets a JSON-RPC error with its
+    own id now, nothing runs, and the next request is served as usual."""
+    import queue
+    import threading
+
+    lines = [
+        '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
+        '"capabilities":{},"clientInfo":{"name":"t","version":"1"}}}',
+        '{"jsonrpc":"2.0","method":"notifications/initialized"}',
+        '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"think",'
+        '"arguments":{"thought":"a\\udc80b"}}}',
+        '{"jsonrpc":"2.0","id":"k\\ud800","method":"tools/call","params":{"name":"think",'
+        '"arguments":{"thought":["x", {"y\\udfff": 1}]}}}',
+        '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"think",'
+        '"arguments":{"thought":"fine"}}}',
+    ]
+    # A tool whose answer holds one too (a proxied server's, a decoded byte): U+FFFD on the
+    # wire, where it used to stop the server (the SDK cannot encode it).
+    (tmp_path / "config.toml").write_text("")
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "broken.py").write_text(
+        "from jarvis import tool\n\n\n@tool\ndef broken() -> str:\n"
+        "    \"\"\"Answer with a lone surrogate.\"\"\"\n    return 'half \\udc80 of it'\n")
+    lines.insert(4, '{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"broken",'
+                    '"arguments":{}}}')
+    proc = subprocess.Popen([sys.executable, "-m", "jarvis.cli", "mcp", "serve", "--tools",
+                             "think,broken"], env=cli_env, cwd=tmp_path, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    answers: queue.Queue = queue.Queue()
+    reader = threading.Thread(target=lambda: [answers.put(json.loads(x)) for x in proc.stdout],
+                              daemon=True)
+    reader.start()
+    try:
+        proc.stdin.write("\n".join(lines) + "\n")
+        proc.stdin.flush()
+        got = {}
+        while 3 not in got:
+            answer = answers.get(timeout=60)
+            got[answer.get("id")] = answer
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=30)
+        reader.join(10)
+        proc.stdout.close()
+    assert got[2]["error"]["code"] == -32602
+    assert ('"arguments.thought" is not valid Unicode text: character 2 is U+DC80'
+            in got[2]["error"]["message"])
+    assert "U+DFFF" in got["k\\ud800"]["error"]["message"]
+    assert got[3]["result"]["content"][0]["text"] == "fine"
+    assert got[5]["result"]["content"][0]["text"] == "half \ufffd of it"
+
+
+def test_jarvis_mcp_serve_over_http_refuses_it_with_a_400(cli_env, tmp_path):
+    from serve_process import mcp_serve_http
+
+    with mcp_serve_http(cli_env, tmp_path / "ws", "--tools", "think") as base:
+        headers = {"Content-Type": "application/json", **owner_headers(cli_env),
+                   "Accept": "application/json, text/event-stream"}
+        answer = httpx.post(base + "/mcp", headers=headers, timeout=30, content=(
+            b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":'
+            b'"2025-06-18","capabilities":{},"clientInfo":{"name":"t\\udc80","version":"1"}}}'))
+    assert answer.status_code == 400, answer.text
+    assert "lone leading surrogate" in answer.json()["error"]["message"]

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from serve_process import owner_headers
 from serve_support import running
 from waiting import wait_for
 
@@ -354,13 +355,15 @@ def test_mcp_http_on_127_0_0_2_refuses_rebinding(cli_env, tmp_path: Path) -> Non
     with mcp_http(cli_env, tmp_path / "ws", "127.0.0.2") as base:
         url = base + "/mcp"
         port = base.rsplit(":", 1)[1]
-        r = httpx.post(url, json=INIT, headers={**MCP_HEADERS, "Host": f"evil.example:{port}"})
+        owner = {**MCP_HEADERS, **owner_headers(cli_env)}
+        r = httpx.post(url, json=INIT, headers={**owner, "Host": f"evil.example:{port}"})
         assert r.status_code == 421
-        r = httpx.post(url, json=INIT, headers={**MCP_HEADERS, "Origin": "http://evil.example"})
+        r = httpx.post(url, json=INIT, headers={**owner, "Origin": "http://evil.example"})
         assert r.status_code == 403
-        r = httpx.post(url, content=b"{}", headers={**MCP_HEADERS, "Content-Type": "text/plain"})
+        r = httpx.post(url, content=b"{}", headers={**owner, "Content-Type": "text/plain"})
         assert r.status_code == 415
-        ok = httpx.post(url, json=INIT, headers=MCP_HEADERS)
+        assert httpx.post(url, json=INIT, headers=MCP_HEADERS).status_code == 401  # not yours
+        ok = httpx.post(url, json=INIT, headers=owner)
         assert ok.status_code == 200, ok.text
 
 
@@ -372,7 +375,8 @@ def test_mcp_http_cuts_off_half_open_requests(cli_env, tmp_path: Path) -> None:
         try:
             for s in socks:
                 s.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
-            ok = httpx.post(base + "/mcp", json=INIT, headers=MCP_HEADERS, timeout=10)
+            ok = httpx.post(base + "/mcp", json=INIT, timeout=10,
+                            headers={**MCP_HEADERS, **owner_headers(cli_env)})
             assert ok.status_code == 200
             answers = [_read_all(s, limit=8) for s in socks]
             assert all(a.startswith(b"HTTP/1.1 408") for a in answers)
@@ -528,7 +532,9 @@ def test_a_client_that_never_reads_its_answers_is_cut_off(cli_env, tmp_path: Pat
         try:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
             s.setblocking(False)
-            request = b"GET /jarvis/tools HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" * 50
+            auth = f"Authorization: {owner_headers(cli_env)['Authorization']}\r\n".encode()
+            request = b"GET /jarvis/tools HTTP/1.1\r\nHost: 127.0.0.1\r\n" + auth + b"\r\n"
+            request *= 50
             started = time.monotonic()
             while time.monotonic() - started < 3:
                 try:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from serve_process import jarvis_serve
+from serve_process import jarvis_serve, mcp_serve_http, owner_headers
 
 OTHER_UID = 65534  # nobody: a user that is not the owner
 
@@ -244,3 +244,58 @@ def test_the_key_middleware_refuses_a_websocket_scope_without_the_key():
     accepted = asyncio.run(connect([(b"authorization", b"Bearer the-owner-token-value")]))
     assert refused == [{"type": "websocket.close", "code": 1008}] == wrong
     assert accepted == [{"type": "websocket.accept"}] and reached == ["websocket"]
+
+
+MCP_INIT = (b'{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": '
+            b'"2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}')
+
+
+def mcp_post(port: int, extra: bytes = b"") -> bytes:
+    return raw(port, b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+               b"Accept: application/json, text/event-stream\r\n" + extra
+               + b"Content-Length: " + str(len(MCP_INIT)).encode()
+               + b"\r\nConnection: close\r\n\r\n" + MCP_INIT)
+
+
+def test_mcp_serve_http_answers_only_its_owner(cli_env, tmp_path):
+    with mcp_serve_http(cli_env, tmp_path / "ws", "--tools", "calculator") as base:
+        port = port_of(base)
+        token_file = str(Path(cli_env["JARVIS_HOME"]) / "serve.token")
+
+        def other() -> dict:
+            try:
+                with open(token_file) as fh:
+                    fh.read()
+                read = True
+            except PermissionError:
+                read = False
+            return {"read_token": read, "init": mcp_post(port)[:12].decode(),
+                    "guess": mcp_post(port, b"Authorization: Bearer " + b"g" * 43
+                                      + b"\r\n")[:12].decode()}
+
+        seen = as_other_user(other)
+        auth = f"Authorization: {owner_headers(cli_env)['Authorization']}\r\n".encode()
+        owner = mcp_post(port, auth)
+    assert seen == {"read_token": False, "init": "HTTP/1.1 401", "guess": "HTTP/1.1 401"}
+    assert owner.startswith(b"HTTP/1.1 200") and b'"serverInfo"' in owner, owner[:300]
+
+
+def test_websocket_upgrades_on_mcp_serve_http_get_the_same_checks(cli_env, tmp_path):
+    with mcp_serve_http(cli_env, tmp_path / "ws", "--tools", "calculator") as base:
+        port = port_of(base)
+        auth = f"Authorization: {owner_headers(cli_env)['Authorization']}\r\n"
+        answers = {
+            "no token": handshake(port, "/mcp"),
+            "no token, other path": handshake(port, "/"),
+            "foreign host": handshake(port, "/mcp", host="evil.example", extra=auth),
+            "foreign origin": handshake(port, "/mcp",
+                                        extra=auth + "Origin: http://evil.example\r\n"),
+            "owner": handshake(port, "/mcp", extra=auth),
+        }
+    status = {k: " ".join(v.split(b"\r\n", 1)[0].decode().split()[:2])
+              for k, v in answers.items()}
+    assert status["no token"] == status["no token, other path"] == "HTTP/1.1 401", status
+    assert status["foreign host"] == "HTTP/1.1 421", status
+    assert status["foreign origin"] == "HTTP/1.1 403", status
+    # Every check passed, and still no upgrade: the MCP endpoint answers it as the GET it is.
+    assert not status["owner"].endswith("101") and status["owner"].startswith("HTTP/1.1 4"), status

@@ -59,7 +59,10 @@ def find_problem(value: Any, what: str) -> str | None:
                 return found
         elif isinstance(item, dict):
             for key, inner in reversed(list(item.items())):
-                name = f"{where}.{key}" if where else str(key)
+                # The path is shown: its own lone surrogates escaped (the message must be
+                # sendable as UTF-8 itself).
+                shown = escape(str(key))[0]
+                name = f"{where}.{shown}" if where else shown
                 if isinstance(key, str) and _LONE.search(key):
                     return problem(key, f'{what}: the name "{name}"')
                 stack.append((name, inner))
