@@ -50,7 +50,8 @@ def test_everything_jarvis_makes_is_private_under_umask_000(tmp_path: Path, cli_
         steps = ["jarvis memory index notes",
                  "jarvis ask hi",
                  "jarvis schedule add 'check the build' --every 3600",
-                 "jarvis mcp list"]
+                 "jarvis mcp list",
+                 "jarvis serve --print-token"]
         for step in steps:
             out = sh(env, step, work)
             assert out.returncode == 0, (step, out.stderr)
@@ -58,7 +59,7 @@ def test_everything_jarvis_makes_is_private_under_umask_000(tmp_path: Path, cli_
     seen = modes(home)
     names = {Path(p).name for p in seen}
     # The state really is there: every store, the WAL files and the MCP server's log.
-    for name in ("memory.db", "runs.db", "scheduler.db", "box.log"):
+    for name in ("memory.db", "runs.db", "scheduler.db", "box.log", "serve.token"):
         assert name in names, (name, sorted(names))
     assert any(n.startswith("tools-box-") for n in names), sorted(names)
     for path, mode in seen.items():
