@@ -86,15 +86,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
         "takes group/other bits off jarvis's own state files and folders (no symlink followed)",
     ("jarvis.core.paths", "exposed", ".iterdir"):
         "lists JARVIS_HOME for `jarvis doctor` (symlinks not followed, nothing read)",
-    # --- the owner token of the servers: $JARVIS_HOME/serve.token, a fixed name ------------
-    ("jarvis.server.owner", "owner_token", "jarvis.core.paths.private_dir"):
-        "makes JARVIS_HOME (0700), where the token lives",
-    ("jarvis.server.owner", "_read", "os.open"): "reads the token file (no symlink followed)",
-    ("jarvis.server.owner", "_write_new", "os.open"): "writes a new token to a temp file, 0600",
-    ("jarvis.server.owner", "_write_new", "os.link"): "...linked into place if there is none",
-    ("jarvis.server.owner", "_write_new", "os.replace"):
-        "...or moved over one that others could read",
-    ("jarvis.server.owner", "_write_new", ".unlink"): "...and the temp file removed",
     # --- config: chosen by the person running jarvis ----------------------------------------
     ("jarvis.core.config", "load_config", ".read_text"):
         "config.toml found by the config lookup or named by --config / JARVIS_CONFIG",

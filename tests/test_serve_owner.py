@@ -299,3 +299,18 @@ def test_websocket_upgrades_on_mcp_serve_http_get_the_same_checks(cli_env, tmp_p
     assert status["foreign origin"] == "HTTP/1.1 403", status
     # Every check passed, and still no upgrade: the MCP endpoint answers it as the GET it is.
     assert not status["owner"].endswith("101") and status["owner"].startswith("HTTP/1.1 4"), status
+
+
+def test_the_env_client_sends_the_owner_token_to_this_machine_only(cli_env, tmp_path):
+    from jarvis.env import EnvClient
+
+    with jarvis_serve(cli_env, tmp_path / "ws", "--tools", "calculator") as url:
+        with EnvClient(url) as env:  # no key given: the owner token, read from the file
+            assert [a.name for a in env.actions()] == ["calculator"]
+        token = token_of(cli_env)
+    for elsewhere in ("http://10.0.0.1:8765", "https://jarvis.example", "http://127.0.0.1.nip.io"):
+        with EnvClient(elsewhere) as env:
+            assert token not in str(env._http.headers), elsewhere
+    for here in ("http://localhost:1", "http://[::1]:1", "http://127.0.0.2:1"):
+        with EnvClient(here) as env:
+            assert env._http.headers.get("X-API-Key") == token, here

@@ -19,7 +19,7 @@ _LAZY = {
     "ServeSettings": "jarvis.server.app",
     "build_app": "jarvis.server.app",
     "is_loopback": "jarvis.server.app",
-    "owner_token": "jarvis.server.owner",
+    "owner_token": "jarvis.security.owner_token",
     "ServerThread": "jarvis.server.runner",
     "bind": "jarvis.server.runner",
     "serve_forever": "jarvis.server.runner",

@@ -37,7 +37,7 @@ class ServeSettings:
         api_key: required on every request but /health when set; required to bind anywhere
             but loopback.
         owner_token: without an API key, the token every request but /health must carry
-            (jarvis.server.owner); None: the owner's, from $JARVIS_HOME/serve.token (made on
+            (jarvis.security.owner_token); None: the owner's, from $JARVIS_HOME/serve.token (made on
             first use).
         env_name: the ORS environment name.
         tools: tool names exposed over ORS (None: [tools] enabled, else every tool).
@@ -252,12 +252,12 @@ def build_app(settings: ServeSettings | None = None, *, config: Any = None, tool
 
 def access_key(api_key: str | None, owner_token: str | None = None) -> tuple[str, bool]:
     """(the key every request must carry, whether it is the owner token): the API key when
-    there is one, else the owner's token (jarvis.server.owner)."""
+    there is one, else the owner's token (jarvis.security.owner_token)."""
     if api_key:
         return api_key, False
     if owner_token:
         return owner_token, True
-    from jarvis.server.owner import owner_token as load
+    from jarvis.security.owner_token import owner_token as load
 
     token = load(create=True)
     assert token is not None

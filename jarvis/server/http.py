@@ -104,7 +104,7 @@ class ApiKeyMiddleware:
     handshakes too. Constant-time comparison.
 
     Args:
-        owner: the key is the owner token (jarvis.server.owner): refusals say how to get it.
+        owner: the key is the owner token (jarvis.security.owner_token): refusals say how to get it.
     """
 
     def __init__(self, app: ASGIApp, api_key: str, owner: bool = False) -> None:

@@ -314,7 +314,7 @@ def http_app(server: Any, host: str, api_key: str | None, config: Any,
              owner_token: str | None = None) -> Any:
     """The streamable-HTTP ASGI app behind the same guard as `jarvis serve`: loopback Host
     and same-origin only without an API key, JSON POSTs, a deadline on the body; every
-    request carries the API key, or without one the owner's token (jarvis.server.owner)."""
+    request carries the API key, or without one the owner's token (jarvis.security.owner_token)."""
     from jarvis.server.app import access_key
     from jarvis.server.guard import guard_app
     from jarvis.server.http import ApiKeyMiddleware
@@ -342,19 +342,22 @@ def run_http(tools: list[BaseTool], config: Any, approved: set[str], host: str, 
     # The owner's token exists before the port listens: a client may read it at once.
     token = None if api_key else access_key(None)[0]
     try:  # a busy port is a one-line error before anything starts
-        sock = bind(host, port)
+        sock = bind(host, port, listen=False)
     except UserError as exc:
         reason = str(exc).split(";")[0]
         raise UserError(f"{reason}; pick another --http HOST:PORT") from None
     server = build_server(tools, make_executor(tools, config, approved),
                           memory=_memory_resources(config, tools, memory), per_connection=True)
     app = http_app(server, host, api_key, config, owner_token=token)
-    _announce(tools, f"{url_of(sock)}/mcp")
-    if not api_key:
-        click.echo("jarvis mcp serve: only you: requests carry your token, Authorization: "
-                   "Bearer $(jarvis serve --print-token)", err=True)
+
+    def announce() -> None:
+        _announce(tools, f"{url_of(sock)}/mcp")
+        if not api_key:
+            click.echo("jarvis mcp serve: only you: requests carry your token, Authorization: "
+                       "Bearer $(jarvis serve --print-token)", err=True)
+
     try:
-        serve_forever(app, sock, limits=_limits(config))
+        serve_forever(app, sock, limits=_limits(config), announce=announce)
     finally:
         sock.close()
     sys.stderr.flush()

@@ -1,5 +1,6 @@
 """The owner token: a keyless `jarvis serve` / `jarvis mcp serve --http` answers only the user
-who started it.
+who started it (here, below the servers, so that their clients, jarvis.env's EnvClient among
+them, can read it too).
 
 A server on 127.0.0.1 is reachable by every local user (and every process of theirs), and
 both servers run tools with their owner's rights: file_read, memory, the scheduler. So without
