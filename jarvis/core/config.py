@@ -223,6 +223,10 @@ class SchedulerConfig(_Section):
         return _keep_runs(value)
 
 
+# A `network` entry's shape (jarvis/sandbox/netproxy.py parses it fully when the server starts).
+_NETWORK_ENTRY = re.compile(r"(\*\.)?[A-Za-z0-9_.-]+(:\d{1,5})?|\[[0-9A-Fa-f:.]+\](:\d{1,5})?")
+
+
 class McpServerConfig(_Section):
     command: str | None = None
     args: list[str] = Field(default_factory=list)
@@ -260,6 +264,10 @@ class McpServerConfig(_Section):
                                        "paths the server may read")
     writable_paths: list[str] = Field(default_factory=list, description="stdio, sandboxed: "
                                       "folders the server may write")
+    network: list[str] = Field(default_factory=list, description="stdio, sandboxed: the hosts "
+                               "the server may reach, through a proxy in jarvis (`host`: ports "
+                               "443 and 80, `host:port`, `*.domain`, an IP address); none: no "
+                               "network at all")
     max_message_mb: float = Field(32.0, gt=0, le=1024, description="largest message the "
                                   "server may send, in MB (stdio: a line; HTTP: a JSON body or "
                                   "an SSE event); a larger one is dropped and the call it "
@@ -274,6 +282,14 @@ class McpServerConfig(_Section):
         for tool, seconds in self.tool_timeouts.items():
             if seconds <= 0:
                 raise ValueError(f"tool_timeouts.{tool} must be a positive number of seconds")
+        for host in self.network:
+            if not _NETWORK_ENTRY.fullmatch(host.strip()):
+                raise ValueError(f"network entry {host!r} is not a host name, `host:port`, "
+                                 f"`*.domain` or an IP address (no scheme or path)")
+        if self.network and not (self.command and self.sandbox):
+            raise ValueError("`network` limits what a sandboxed stdio server (`command`, "
+                             "sandbox = true) may reach; without the sandbox a server has your "
+                             "whole network")
 
 
 class McpConfig(_Section):

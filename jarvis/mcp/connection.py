@@ -267,7 +267,7 @@ class ServerConnection:
             from jarvis.mcp.sandboxing import sandboxed
 
             params = await asyncio.to_thread(sandboxed, self.name, cfg, params, self.base_dir,
-                                             self.sandbox)
+                                             self.sandbox, stack.callback)
         errlog: Any = None
         if self.log_path is not None:
             from jarvis.core.paths import open_private, private_dir

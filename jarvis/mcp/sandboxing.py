@@ -207,9 +207,12 @@ def _bare(package: str) -> str:
     return package[:at] if at > 0 else package
 
 
-def sandboxed(name: str, cfg: Any, params: Any, base_dir: Path, section: Any = None) -> Any:
+def sandboxed(name: str, cfg: Any, params: Any, base_dir: Path, section: Any = None,
+              on_close: Any = None) -> Any:
     """The StdioServerParameters that run `params` in the sandbox (`section`: the [sandbox]
-    table: isolation, uid). Raises ServerSetupError with the reason and the fix."""
+    table: isolation, uid). With hosts in `cfg.network`, a network proxy is started for the
+    server (jarvis/sandbox/netproxy.py) and `on_close(proxy.close)` registers its end with
+    the server's connection. Raises ServerSetupError with the reason and the fix."""
     from mcp import StdioServerParameters
 
     from jarvis.mcp.errors import ServerSetupError
@@ -235,14 +238,19 @@ def sandboxed(name: str, cfg: Any, params: Any, base_dir: Path, section: Any = N
     def listed(paths: list[str]) -> tuple[str, ...]:
         return tuple(str((base_dir / os.path.expanduser(p)).resolve()) for p in paths)
 
+    proxy = None
+    uid = getattr(section, "uid", 65534)
     try:
         argv, runtime = resolve(name, params.command, list(params.args), params.cwd,
                                 path=(params.env or {}).get("PATH"))
+        hosts = list(getattr(cfg, "network", None) or [])
+        if hosts:
+            proxy = _proxy(name, hosts, uid, on_close)
         policy = CommandPolicy(runtime=tuple(runtime),
                                read_only_paths=listed(cfg.read_only_paths),
                                writable_paths=listed(cfg.writable_paths),
-                               env=dict(params.env or {}),
-                               uid=getattr(section, "uid", 65534))
+                               env=dict(params.env or {}), uid=uid,
+                               egress_socket=proxy.socket_path if proxy else None)
         full = command_argv(mechanism, argv, policy, cwd=params.cwd or os.getcwd())
     except CommandNotFound as exc:
         raise ServerSetupError(str(exc)) from None
@@ -250,6 +258,22 @@ def sandboxed(name: str, cfg: Any, params: Any, base_dir: Path, section: Any = N
         raise ServerSetupError(f"{exc}; {fix}" if isinstance(exc, SandboxResolveError) else
                                f"MCP server {name!r}: {exc}") from None
     return StdioServerParameters(command=full[0], args=full[1:], env={}, cwd="/")
+
+
+def _proxy(name: str, hosts: list[str], uid: int, on_close: Any) -> Any:
+    """The network proxy of a server with hosts in `network`, its end registered."""
+    from jarvis.mcp.errors import ServerSetupError
+    from jarvis.sandbox.netproxy import EgressProxy, EntryError
+
+    if on_close is None:
+        raise ServerSetupError(f"MCP server {name!r}: no way to end its network proxy")
+    try:
+        proxy = EgressProxy(name, hosts, owner=(uid, uid) if os.geteuid() == 0 else None)
+    except EntryError as exc:
+        raise ServerSetupError(f"MCP server {name!r}: {exc}; fix `network` of "
+                               f"[mcp.servers.{name}]") from None
+    on_close(proxy.close)
+    return proxy
 
 
 def unsandboxed(config: Any) -> list[str]:

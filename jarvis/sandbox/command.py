@@ -29,6 +29,7 @@ from jarvis.sandbox.policy import SYSTEM_DIRS, SandboxLimits, SandboxPolicy
 
 SHIM = HERE / "exec_shim.py"
 SANDBOX_SHIM = "/.jarvis/exec_shim.py"
+SANDBOX_EGRESS = "/.jarvis/egress.sock"
 
 
 @dataclass(slots=True, frozen=True)
@@ -42,6 +43,8 @@ class CommandPolicy:
         max_processes: processes and threads of the sandbox together (RLIMIT_NPROC).
         max_open_files: RLIMIT_NOFILE.
         uid: the host uid it runs as when jarvis is root (SandboxPolicy.uid).
+        egress_socket: the hand-off socket of the command's network proxy (netproxy.py), or
+            None: no network at all.
     """
 
     runtime: tuple[str, ...] = ()
@@ -52,6 +55,7 @@ class CommandPolicy:
     max_open_files: int = 1024
     tmp_mb: int = 64
     uid: int = 65534
+    egress_socket: str | None = None
 
 
 def command_argv(mechanism: str, argv: list[str], policy: CommandPolicy,
@@ -84,12 +88,26 @@ def command_argv(mechanism: str, argv: list[str], policy: CommandPolicy,
         first = next(i for i, op in enumerate(plan.ops) if op[0] == "tmpfs") + 1
         plan.ops.insert(first, ("tmpfs", workdir, 1024 * 1024))
         plan.read_paths.append(workdir)
-    config = {"max_processes": policy.max_processes, "max_open_files": policy.max_open_files,
-              "landlock": {"read": [*plan.read_paths, "/proc"], "write": [*plan.write_paths],
-                           "dev": "/dev", "network": False}}
-    shim = [plan.python, "-I", "-S", SANDBOX_SHIM, json.dumps(config), *argv]
+    config: dict = {"max_processes": policy.max_processes,
+                    "max_open_files": policy.max_open_files,
+                    "landlock": {"read": [*plan.read_paths, "/proc"],
+                                 "write": [*plan.write_paths], "dev": "/dev", "network": False}}
     env = {"HOME": WORK_DIR, "TMPDIR": WORK_DIR, "PATH": "/usr/local/bin:/usr/bin:/bin",
            "LANG": "C.UTF-8", **policy.env}
+    if policy.egress_socket:
+        from jarvis.sandbox.netproxy import PROXY_HOST, PROXY_PORT
+
+        plan.ops.append(("ro", policy.egress_socket, SANDBOX_EGRESS))
+        config["egress"] = {"socket": SANDBOX_EGRESS, "host": PROXY_HOST, "port": PROXY_PORT}
+        config["landlock"]["connect_ports"] = [PROXY_PORT]
+        proxy = f"http://{PROXY_HOST}:{PROXY_PORT}"
+        # Both spellings (curl and Python read the lowercase ones first); Node.js >= 22.21
+        # follows them for fetch and http only with NODE_USE_ENV_PROXY.
+        env.update({name: proxy for name in ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy",
+                                             "http_proxy")}, NODE_USE_ENV_PROXY="1")
+        for name in ("NO_PROXY", "no_proxy"):
+            env.pop(name, None)
+    shim = [plan.python, "-I", "-S", SANDBOX_SHIM, json.dumps(config), *argv]
     if mechanism == "namespaces":
         return namespaces_command(sandbox, sys.executable, None, shim, plan=plan, env=env,
                                   workdir=workdir)[0]

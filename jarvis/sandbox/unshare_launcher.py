@@ -183,8 +183,29 @@ def build_root(spec: dict, root: str) -> None:
     mount(None, "/", None, MS_BIND | MS_REMOUNT | MS_RDONLY | locked_flags("/"))
 
 
+def loopback_up() -> None:
+    """Bring up the new network namespace's loopback, as bubblewrap does: its own 127.0.0.1
+    (where a sandboxed server's proxy listens, netproxy.py), reaching nothing outside.
+    Best effort: code sandboxes need no loopback, and a server's proxy fails loudly without
+    one."""
+    import fcntl
+    import socket
+    import struct
+
+    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 1
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            request = struct.pack("16sh22x", b"lo", 0)
+            flags = struct.unpack("16sh22x", fcntl.ioctl(sock, siocgifflags, request))[1]
+            fcntl.ioctl(sock, siocsifflags, struct.pack("16sh22x", b"lo", flags | iff_up))
+    except OSError:
+        pass
+
+
 def child(spec: dict, root: str) -> None:
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if not spec.get("network"):
+        loopback_up()  # still holding every capability in the namespace
     build_root(spec, root)
     hostname = b"sandbox"
     libc.sethostname(hostname, len(hostname))

@@ -90,6 +90,11 @@ class _PathBeneath(ctypes.Structure):
     _fields_ = [("allowed", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
 
 
+class _NetPort(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed", ctypes.c_uint64), ("port", ctypes.c_uint64)]
+
+
 def landlock_abi() -> int:
     if not _LL_CREATE:
         return 0
@@ -142,6 +147,11 @@ def apply_landlock(rules: dict) -> int:
                         raise OSError(ctypes.get_errno(), f"landlock_add_rule({path}) failed")
                 finally:
                     os.close(fd)
+        if attr.net:  # TCP connections to these ports only (a sandboxed server's proxy)
+            for port in rules.get("connect_ports", ()):
+                rule = _NetPort(2, port)                 # CONNECT_TCP
+                if _libc.syscall(_LL_ADD_RULE, ruleset, 2, ctypes.byref(rule), 0) != 0:
+                    raise OSError(ctypes.get_errno(), f"landlock_add_rule(port {port}) failed")
         if _libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
             raise OSError(ctypes.get_errno(), "PR_SET_NO_NEW_PRIVS failed")
         if _libc.syscall(_LL_RESTRICT, ruleset, 0) != 0:
