@@ -17,19 +17,18 @@ import sys
 from dataclasses import dataclass, field
 
 from jarvis.sandbox.launch import (
-    HERE,
-    LAUNCHER,
+    SANDBOX_DIR,
     WORK_DIR,
     bwrap_command,
     host_identity,
+    launcher,
     mount_plan,
     namespaces_command,
 )
 from jarvis.sandbox.policy import SYSTEM_DIRS, SandboxLimits, SandboxPolicy
 
-SHIM = HERE / "exec_shim.py"
-SANDBOX_SHIM = "/.jarvis/exec_shim.py"
-SANDBOX_EGRESS = "/.jarvis/egress.sock"
+SANDBOX_SHIM = f"{SANDBOX_DIR}/exec_shim.pyc"
+SANDBOX_EGRESS = "/.jarvis-egress.sock"
 
 
 @dataclass(slots=True, frozen=True)
@@ -73,8 +72,6 @@ def command_argv(mechanism: str, argv: list[str], policy: CommandPolicy,
         logical = os.path.abspath(path)
         if os.path.islink(logical):
             plan.ops.append(("symlink", os.path.realpath(logical), logical))
-    plan.ops.append(("ro", str(SHIM), SANDBOX_SHIM))
-    plan.read_paths.append(SANDBOX_SHIM)
     # Its working folder, at its path, so relative paths in its arguments mean what they mean
     # outside; where the sandbox does not show it, an empty folder of the sandbox's own
     # (Landlock: read only), under which the listed paths inside it appear (the op goes
@@ -124,4 +121,4 @@ def command_argv(mechanism: str, argv: list[str], policy: CommandPolicy,
     sources = [str(src) for kind, src, _ in plan.ops if kind in ("ro", "rw")]
     spec = {"exec": command, "drop": identity,
             "sources": [*sources, os.path.realpath(shutil.which(bwrap) or bwrap)]}
-    return [sys.executable, "-I", "-S", str(LAUNCHER), json.dumps(spec)]
+    return [sys.executable, "-I", "-S", launcher(), json.dumps(spec)]

@@ -1,9 +1,9 @@
 """Inside a sandbox for a command (an MCP server): limit, restrict, then exec it.
 
-Run as `python -I -S /.jarvis/exec_shim.py '<config json>' COMMAND ARGS...` (standard library
-and worker.py beside it): sets RLIMIT_NPROC (processes and threads of the sandbox together,
-counted per user namespace), RLIMIT_NOFILE, RLIMIT_CORE 0 and RLIMIT_SIGPENDING, restricts
-itself with Landlock (the mounted paths only; no TCP without the
+Run as `python -I -S /.jarvis/exec_shim.pyc '<config json>' COMMAND ARGS...` (standard
+library, and confine.py's bytecode beside it): sets RLIMIT_NPROC (processes and threads of
+the sandbox together, counted per user namespace), RLIMIT_NOFILE, RLIMIT_CORE 0 and
+RLIMIT_SIGPENDING, restricts itself with Landlock (the mounted paths only; no TCP without the
 network; signals and abstract unix sockets scoped to the sandbox), sets no_new_privs and
 execs the command with the environment the sandbox was given. Unlike model-written Python the
 command may start processes (a server runs `git`): no seccomp filter here, the namespaces,
@@ -43,18 +43,18 @@ def main() -> None:
     config = json.loads(sys.argv[1])
     argv = sys.argv[2:]
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import worker
+    import confine
 
     for limit, value in ((resource.RLIMIT_NPROC, config["max_processes"]),
                          (resource.RLIMIT_NOFILE, config["max_open_files"]),
                          (resource.RLIMIT_CORE, 0),
-                         (resource.RLIMIT_SIGPENDING, worker.SIGPENDING)):
+                         (resource.RLIMIT_SIGPENDING, confine.SIGPENDING)):
         resource.setrlimit(limit, (value, value))
     try:
         if config.get("egress"):  # before Landlock, which allows no TCP bind
             egress = config["egress"]
             hand_over_listener(egress["socket"], egress["host"], egress["port"])
-        worker.apply_landlock(config["landlock"])
+        confine.apply_landlock(config["landlock"])
     except OSError as exc:
         sys.stderr.write(f"sandbox setup failed: {exc}\n")
         sys.exit(127)
