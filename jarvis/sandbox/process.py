@@ -374,6 +374,11 @@ class SandboxedPython:
         except (OSError, ValueError, IndexError):
             return None
 
+    @property
+    def _owner_prlimit(self) -> bool:
+        """Whether CPU limits go through the sandbox uid (see _prlimit_as_owner)."""
+        return _owner_prlimit[0]
+
     def cpu_used(self) -> float:
         used = self._cpu()
         return 0.0 if used is None else used
