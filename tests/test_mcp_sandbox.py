@@ -189,3 +189,38 @@ def test_real_servers_work_in_the_sandbox(mechanism: str, tmp_path: Path,
         assert "runs sandboxed" in (memory / "memory.jsonl").read_text()
     finally:
         manager.close()
+
+
+# --- a PyPI server through uvx, offline ------------------------------------------------------------
+@pytest.fixture(scope="session")
+def uvx_index(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path, Path]:
+    """uvx, a folder of wheels of mcp-server-time and what it needs (packed from what the
+    test extra installed: tests/local_index.py) and a uv cache shared by the tests."""
+    from local_index import wheels_of
+    from uv import find_uv_bin
+
+    uvx = Path(find_uv_bin()).with_name("uvx")
+    assert uvx.is_file(), f"uvx is not beside {find_uv_bin()} (the test extra installs uv)"
+    folder = tmp_path_factory.mktemp("uvx")
+    wheels_of("mcp-server-time", folder / "wheels")
+    return str(uvx), folder / "wheels", folder / "cache"
+
+
+def test_a_uvx_server_runs_in_the_sandbox(mechanism: str, tmp_path: Path, uvx_index) -> None:
+    # uvx makes the tool's environment outside the sandbox (here from local wheels, offline,
+    # into the cache the server's env names), and its console script runs inside.
+    uvx, wheels, cache = uvx_index
+    offline = ["--offline", "--no-index", "--find-links", str(wheels)]
+    manager = manager_for(tmp_path, {
+        "time": {"command": uvx, "args": [*offline, "mcp-server-time", "--local-timezone", "UTC"],
+                 "env": {"UV_CACHE_DIR": str(cache)}, "connect_timeout": 120},
+        "missing": {"command": uvx, "args": [*offline, "mcp-server-nowhere"],
+                    "env": {"UV_CACHE_DIR": str(cache)}, "connect_timeout": 120}}, mechanism)
+    try:
+        status = manager.refresh()
+        assert status["time"] is None, status
+        assert "uvx could not prepare 'mcp-server-nowhere' outside the sandbox" in status[
+            "missing"] and "UV_CACHE_DIR" in status["missing"], status["missing"]
+        assert "UTC" in call(manager, "time__get_current_time", {"timezone": "UTC"})
+    finally:
+        manager.close()

@@ -26,7 +26,8 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Li
 
 MODULES = ("tests/test_sandbox.py", "tests/test_sandbox_limits.py",
            "tests/test_sandbox_redteam3.py", "tests/test_sandbox_host_resources.py",
-           "tests/test_repl.py", "tests/test_code_interpreter.py", "tests/test_mcp_sandbox.py")
+           "tests/test_repl.py", "tests/test_code_interpreter.py", "tests/test_mcp_sandbox.py",
+           "tests/test_mcp_network.py")
 
 
 def test_the_sandbox_tests_pass_as_an_unprivileged_user() -> None:
