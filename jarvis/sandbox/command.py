@@ -68,9 +68,10 @@ def command_argv(mechanism: str, argv: list[str], policy: CommandPolicy,
                             writable_paths=policy.writable_paths,
                             limits=SandboxLimits(tmp_mb=policy.tmp_mb))
     plan = mount_plan(sandbox)
-    for path in policy.runtime:  # reached through a symlink (a venv's bin/python): as named
-        logical = os.path.abspath(path)
-        if os.path.islink(logical):
+    for path in policy.runtime:  # reached through a symlink (a venv's bin/python): as named,
+        logical = os.path.abspath(path)  # unless a folder shown whole holds it (/usr/lib/...)
+        if os.path.islink(logical) and not any(
+                logical.startswith(folder.rstrip("/") + "/") for folder in plan.read_paths):
             plan.ops.append(("symlink", os.path.realpath(logical), logical))
     # Its working folder, at its path, so relative paths in its arguments mean what they mean
     # outside; where the sandbox does not show it, an empty folder of the sandbox's own
