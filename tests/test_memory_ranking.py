@@ -124,6 +124,16 @@ def test_scores_are_exact_and_top5_agrees_with_exact_bm25(store: SQLiteMemory, s
     assert sum(agree) / len(agree) >= 0.95, (sum(agree) / len(agree), kinds)
 
 
+def test_a_store_within_the_budget_is_ranked_exactly(store: SQLiteMemory):
+    """~2 000 chunks, fewer than RARE_BUDGET: every query is FTS5's exact ranking."""
+    texts = chunk_texts(store)
+    assert len(texts) <= ranking.RARE_BUDGET
+    with store._reader() as conn:
+        for query in queries(texts)[:100]:
+            got = [(r.chunk_id, r.score) for r in store.retrieve(query, top_k=5)]
+            assert got == [(c, pytest.approx(s)) for c, s in exact(conn, query_terms(query))[:5]]
+
+
 def test_exact_among_chunks_with_a_rare_word(store: SQLiteMemory, small_budget):
     """With rare and common words, the answer is exactly BM25's top k among the chunks that
     hold a rare word (the merge of the two FTS5 rankings loses nothing)."""

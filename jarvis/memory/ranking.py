@@ -8,13 +8,14 @@ present. A word found in a quarter of 100 000 chunks makes that 25 ms, a sentenc
 words a tenth of a second. Leaving the common words out (the way stop words are) is fast but
 changes the order: they still carry a fair share of BM25's weight. Instead:
 
-- The rare words (the rarest, together found in at most RARE_BUDGET chunks) decide which
-  chunks are ranked, and FTS5 ranks those with every word: `(rare) AND (common)` scores the
-  chunks that also hold a common word with all their words, `(rare)` scores the others.
-  Merged, the two are exactly BM25's top-k among the chunks that hold a rare word (see
-  `_merge`). A chunk with common words only is not ranked: it rarely beats one with a rare
-  word, which weighs several times more (on real text the top 5 stay the same for ~99% of
-  results; bench/bench_retrieval.py).
+- The rare words (the rarest, together found in at most RARE_BUDGET chunks, fewer for long
+  queries) decide which chunks are ranked, and FTS5 ranks those with every word:
+  `(rare) AND (common)` scores the chunks that also hold a common word with all their words,
+  `(rare)` scores the others. Merged, the two are exactly BM25's top-k among the chunks that
+  hold a rare word (see `_merge`). A chunk with common words only is ranked only when fewer
+  than k chunks hold a rare word: it rarely beats one with a rare word, which weighs several
+  times more (on real text the top 5 stay the same for ~99% of results;
+  bench/bench_retrieval.py).
 - A query of common words only ranks the chunks that hold all of them, exactly; when fewer
   than k do, the chunks that hold its rarest word, as above.
 - One word ranks every chunk that holds it: BM25 has no shortcut there.
@@ -49,10 +50,10 @@ class Ranked(Protocol):
 
 
 R = TypeVar("R", bound=Ranked)
-# count(expression, cap): how many chunks match, at most cap.
+# count(expression, cap): how many chunks match, at most cap. The other callable, match
+# (expression, limit), returns the best `limit` chunks for an FTS5 expression, best first,
+# each scored with FTS5's BM25 for the words in that expression.
 Count = Callable[[str, int], int]
-# match(expression, limit): the best `limit` chunks for an FTS5 expression, best first, each
-# with its BM25 score for the words in that expression.
 
 
 @dataclass(slots=True)
@@ -110,6 +111,9 @@ def plan(terms: Sequence[str], count: Count, chunks: int) -> Plan:
 def best(terms: Sequence[str], top_k: int, count: Count,
          match: Callable[[str, int], Sequence[R]], chunks: int) -> list[R]:
     """The `top_k` best chunks for the plain-text query words `terms`, best first."""
+    if chunks <= rare_budget(len(terms)):
+        # A small store: ranking every matching chunk costs less than counting them first.
+        return list(match(any_of(terms), top_k))
     p = plan(terms, count, chunks)
     if p.kind == "none":
         return []
