@@ -202,15 +202,20 @@ def test_common_words_still_weigh(store: SQLiteMemory, small_budget):
     assert changed >= 20
 
 
-def test_work_is_bounded_for_many_common_words(store: SQLiteMemory, small_budget):
-    """64 words, most of them common: few statements, at most MAX_SCORED_TERMS words in any
-    ranked expression and a capped count for each word."""
+@pytest.mark.parametrize("which", ["common", "rare"])
+def test_work_is_bounded_for_64_words(store: SQLiteMemory, monkeypatch: pytest.MonkeyPatch,
+                                      which: str):
+    """64 words, the most common or rare ones of the corpus: few statements, at most
+    MAX_SCORED_TERMS words in any ranked expression and a capped count for each word."""
+    # A budget that 64 rare words (1 chunk each) fit in, for 64 words: 2000 * 8 / 64 = 250.
+    monkeypatch.setattr(ranking, "RARE_BUDGET", BUDGET if which == "common" else 2000)
     texts = chunk_texts(store)
     words = Counter(w.lower() for t in texts for w in WORD.findall(t)
                     if len(w) > 2 and w.lower() not in STOPWORDS and not w.isdigit())
-    common = [w for w, _ in words.most_common(64)]
-    query = " ".join(common)
-    assert len(query_terms(query)) == 64
+    ordered = [w for w, _ in words.most_common()]
+    picked = ordered[:64] if which == "common" else ordered[-64:]
+    terms = query_terms(" ".join(picked))
+    assert len(terms) == 64
     counted: list[int] = []
     ranked: list[str] = []
     with store._reader() as conn:
@@ -224,7 +229,7 @@ def test_work_is_bounded_for_many_common_words(store: SQLiteMemory, small_budget
             ranked.append(expression)
             return store._match(conn, expression, limit, "", [])
 
-        found = ranking.best(query_terms(query), 5, capped, match, len(texts))
+        found = ranking.best(terms, 5, capped, match, len(texts))
     assert len(found) == 5
     assert len(counted) <= 64 + ranking.MAX_COMMON_TERMS
     assert all(cap <= len(texts) + 1 for cap in counted)

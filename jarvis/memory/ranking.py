@@ -97,7 +97,7 @@ def plan(terms: Sequence[str], count: Count, chunks: int) -> Plan:
         return Plan("one", rare=words)
     chosen: list[str] = []
     total = 0
-    for term, n in rare:
+    for term, n in rare[:MAX_SCORED_TERMS]:
         if total + n > budget:
             break
         chosen.append(term)
