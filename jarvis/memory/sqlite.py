@@ -84,13 +84,15 @@ class SQLiteMemory:
         self._all_readers: list[sqlite3.Connection] = []
         self._totals: dict[int, tuple[int, int]] = {}  # id(reader) -> (data_version, chunks)
         self._closed = False
-        if self.db_path.parent and not self.db_path.parent.exists():
-            try:
-                self.db_path.parent.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise UserError(f"cannot create the folder for memory database {self.db_path}: "
-                                f"{exc.strerror or exc}. Point memory.db_path (or "
-                                f"JARVIS_MEMORY_DB) at a writable folder") from None
+        try:
+            from jarvis.core.paths import private_database
+
+            private_database(self.db_path)  # 0600 (and so its -wal and -shm), whatever the umask
+        except OSError as exc:
+            what = "" if self.db_path.parent.is_dir() else "the folder for "
+            raise UserError(f"cannot create {what}memory database {self.db_path}: "
+                            f"{exc.strerror or exc}. Point memory.db_path (or "
+                            f"JARVIS_MEMORY_DB) at a writable folder") from None
         self._writer = self._connect()
         self._db = self._database(self._writer)
         self._migrate()
@@ -353,8 +355,10 @@ class SQLiteMemory:
             files = conn.execute("SELECT count(*) FROM documents WHERE kind = 'file'").fetchone()[0]
         size = sum(p.stat().st_size for p in (self.db_path, _sibling(self.db_path, "-wal"))
                    if p.exists())
-        return {"db_path": str(self.db_path), "documents": docs, "files": files,
-                "chunks": chunks, "sources": sources, "chars": chars, "db_bytes": size}
+        # backend and count: the keys OpenJarvis's `memory.stats()` has.
+        return {"backend": "sqlite", "count": docs, "db_path": str(self.db_path),
+                "documents": docs, "files": files, "chunks": chunks, "sources": sources,
+                "chars": chars, "db_bytes": size}
 
     def sources(self, limit: int = 1000) -> list[dict[str, Any]]:
         """The stored sources with their document and chunk counts, most chunks first."""
