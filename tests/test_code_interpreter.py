@@ -50,6 +50,7 @@ def test_limits_apply(tool: CodeInterpreterTool, code: str, kind: str) -> None:
     assert not result.success and result.metadata["error_kind"] in allowed, result.content
 
 
+@pytest.mark.same_for_every_uid
 def test_requires_confirmation_unless_configured() -> None:
     assert build_tool("code_interpreter").spec.requires_confirmation
     assert not build_tool("code_interpreter",
@@ -175,6 +176,7 @@ def test_a_prestarted_sandbox_dies_with_a_sigkilled_jarvis(mechanism: str) -> No
     assert not wait_until_gone(spare, timeout=10)
 
 
+@pytest.mark.same_for_every_uid
 def test_prestart_is_checked() -> None:
     from jarvis.errors import ConfigError
 

@@ -91,6 +91,7 @@ def resolver(monkeypatch: pytest.MonkeyPatch):
     return resolve
 
 
+@pytest.mark.same_for_every_uid
 def test_the_list_is_parsed_and_bad_entries_are_config_errors(tmp_path: Path) -> None:
     assert parse_entry("API.GitHub.com.").host == "api.github.com"
     assert parse_entry("api.github.com").ports == (443, 80)
@@ -108,6 +109,7 @@ def test_the_list_is_parsed_and_bad_entries_are_config_errors(tmp_path: Path) ->
             load_config(write_config(tmp_path, {"s": table}))
 
 
+@pytest.mark.same_for_every_uid
 def test_only_listed_hosts_and_ports_are_carried(resolver) -> None:
     with serving({"/": lambda s: Reply(200, "hello")}) as server, \
             Proxy([f"127.0.0.1:{server.port}", "api.example.com"]) as proxy:
@@ -136,6 +138,7 @@ def test_only_listed_hosts_and_ports_are_carried(resolver) -> None:
         assert len(server.seen) == 2 and resolver.asked == []  # no lookup for a refusal
 
 
+@pytest.mark.same_for_every_uid
 def test_names_must_resolve_to_public_addresses_checked_once(resolver) -> None:
     """Loopback or metadata by a name, a name mixing a public and a private address, and
     DNS rebinding (public at the check, loopback afterwards): refused, and the loopback
@@ -164,6 +167,7 @@ def test_names_must_resolve_to_public_addresses_checked_once(resolver) -> None:
         assert resolver.asked.count("rebind.example") == 2  # once per connection
 
 
+@pytest.mark.same_for_every_uid
 def test_hostile_request_heads_are_bounded_and_the_proxy_goes_on() -> None:
     with serving({"/": lambda s: Reply(200, "hello")}) as server, \
             Proxy([f"127.0.0.1:{server.port}"], head_timeout=1.0) as proxy:
@@ -184,6 +188,7 @@ def test_hostile_request_heads_are_bounded_and_the_proxy_goes_on() -> None:
         assert answer.endswith(b"hello")
 
 
+@pytest.mark.same_for_every_uid
 def test_closing_the_proxy_ends_its_tunnels() -> None:
     with serving({"/": lambda s: Reply(200, "hello")}) as server:
         proxy = Proxy([f"127.0.0.1:{server.port}"])

@@ -113,6 +113,7 @@ def test_a_server_sees_the_paths_listed_for_it(mechanism: str, tmp_path: Path) -
     assert (out / "x").read_text() == "written by the server"
 
 
+@pytest.mark.same_for_every_uid
 def test_unsandboxed_servers_are_named_in_mcp_list_and_doctor(tmp_path: Path, cli_env) -> None:
     write_config(tmp_path, {"boxed": {"command": sys.executable, "args": [str(HOSTILE)]},
                             "trusted": {"command": sys.executable, "args": [str(HOSTILE)],

@@ -603,6 +603,7 @@ def test_sandboxes_of_one_host_uid_cannot_reach_each_other_or_write_the_host() -
             proc.close()
 
 
+@pytest.mark.same_for_every_uid
 def test_doctor_says_isolation_none_leaves_threads_unbounded(cli_env) -> None:
     # isolation = "none": a plain child of jarvis, as jarvis's uid (root here): RLIMIT_NPROC
     # does not bind it, and doctor must not let that pass for a bound.
