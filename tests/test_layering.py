@@ -17,8 +17,10 @@ PACKAGE = Path(__file__).resolve().parent.parent / "jarvis"
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("core: records, events, registries, config, errors",
      ("jarvis.errors", "jarvis._lazy", "jarvis._version", "jarvis.core")),
-    ("shared rules below every tool: path policy, isolation, pooled resources, channels",
-     ("jarvis.security", "jarvis.resources", "jarvis.sandbox", "jarvis.channels")),
+    ("shared rules below every tool: path policy, isolation, pooled resources, channels, "
+     "provenance and the egress guard",
+     ("jarvis.security", "jarvis.resources", "jarvis.sandbox", "jarvis.channels",
+      "jarvis.trust")),
     ("stores and engines (know no tool)",
      ("jarvis.memory", "jarvis.engine", "jarvis.runlog")),
     ("the tool system and its built-in catalog",
