@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from jarvis.core.events import EventBus, EventType
 from jarvis.core.types import ErrorType, TextBlock, ToolCall, ToolCallAction, ToolResult
 from jarvis.errors import DuplicateNameError, ToolArgumentError
+from jarvis.tools import gate
 from jarvis.tools.base import (
     BaseTool,
     ToolStats,
@@ -29,11 +30,16 @@ from jarvis.tools.base import (
 from jarvis.tools.context import Grant, ToolContext
 from jarvis.tools.spec import ToolSpec
 from jarvis.tools.validation import SchemaValidator
+from jarvis.trust.labels import NEUTRAL, UNTRUSTED
+from jarvis.trust.run import RunTrust
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
 Approver = Callable[[ToolSpec, dict[str, Any]], bool]
+# egress_approver(request) -> bool; on_person_needed(request) -> Verdict (approve/deny/park)
+EgressApprover = Callable[[Any], bool]
+PersonNeeded = Callable[[Any], Any]
 CallLike = ToolCall | ToolCallAction | dict[str, Any]
 
 DEFAULT_TIMEOUT = 30.0
@@ -57,6 +63,8 @@ class _Entry:
     sequential: bool
     stats: ToolStats
     per_call_confirm: bool = False  # the tool overrides needs_confirmation(arguments)
+    labels: frozenset[str] = frozenset()  # output labels applied to its results
+    egress: str = "unknown"  # "none": its calls send nothing out (the guard is skipped)
 
 
 @dataclass(slots=True)
@@ -64,6 +72,7 @@ class _Prepared:
     entry: _Entry
     call_id: str
     arguments: dict[str, Any]
+    clean: bool = True  # sent nothing from private data: its result may be link evidence
 
     @property
     def tool(self) -> BaseTool:
@@ -239,6 +248,17 @@ class ToolExecutor:
         max_abandoned_per_tool / max_abandoned: timed-out calls whose threads still run,
             allowed per tool and in all (process-wide); beyond that a call of the tool fails
             at once (error_type timeout) instead of starting another thread.
+        trust: the run's RunTrust (jarvis.trust): what it has read; each result's labels are
+            applied to it, and the egress guard checks calls against it. Default: a fresh
+            one (the guard applies to direct users of the executor too).
+        egress_approver: called as egress_approver(request) with an ApprovalRequest when the
+            guard needs a person (an interactive person; `approver` and approved_tools do
+            not answer these). With none, such calls are denied.
+        on_person_needed: the hook every person-needed decision goes through (see
+            jarvis.tools.gate): on_person_needed(request) -> Verdict (approve, deny, park)
+            or a bool. Set, it replaces both approvers.
+        trusted_tools: tool names the person vouches for ([egress] trusted_tools): their
+            results count as neutral and their calls as sending nothing out.
     """
 
     def __init__(self, tools: Iterable[BaseTool] = (), bus: EventBus | None = None, *,
@@ -249,9 +269,19 @@ class ToolExecutor:
                  approved_tools: Iterable[str] = (), by_person: bool = False,
                  max_abandoned_per_tool: int = DEFAULT_MAX_ABANDONED_PER_TOOL,
                  max_abandoned: int = DEFAULT_MAX_ABANDONED,
-                 metadata: dict[str, Any] | None = None) -> None:
+                 metadata: dict[str, Any] | None = None, trust: RunTrust | None = None,
+                 egress_approver: EgressApprover | None = None,
+                 on_person_needed: PersonNeeded | None = None,
+                 trusted_tools: Iterable[str] = ()) -> None:
         self.bus = bus
         self.approver = approver
+        self.egress_approver = egress_approver
+        self.on_person_needed = on_person_needed
+        self.trusted_tools = frozenset(trusted_tools)
+        self.trust = trust if trust is not None else RunTrust(run_id=run_id)
+        if self.trust.run_id is None:
+            self.trust.run_id = run_id
+        self.trust.on_change(self._publish_trust)
         self.default_timeout = default_timeout
         self.max_output_chars = max_output_chars
         self.max_argument_chars = max_argument_chars
@@ -290,11 +320,13 @@ class ToolExecutor:
         else:
             validate = tool.validate_arguments
         is_async = bool(tool.is_async)
+        labels, egress = gate.declared(tool, spec, spec.name in self.trusted_tools)
         self._entries[spec.name] = _Entry(
             tool=tool, spec=spec, validate=validate, inline=bool(tool.inline) and not is_async,
             is_async=is_async, wants_context=_wants_context(tool),
             sequential=bool(tool.sequential), stats=tool.stats,
-            per_call_confirm=type(tool).needs_confirmation is not BaseTool.needs_confirmation)
+            per_call_confirm=type(tool).needs_confirmation is not BaseTool.needs_confirmation,
+            labels=labels, egress=egress)
         self._grant = None
 
     def remove(self, name: str) -> None:
@@ -366,24 +398,16 @@ class ToolExecutor:
         except RecursionError:
             return self._failed(name, call_id, ErrorType.INVALID_ARGS,
                                 f"arguments for {name} are nested too deeply", None, entry)
-        if entry.spec.requires_confirmation or (entry.per_call_confirm
-                                                and _per_call_confirm(entry.tool, arguments)):
-            denial = self._confirm(entry.spec, arguments)
-            if denial is not None:
-                return self._failed(name, call_id, ErrorType.DENIED, denial, arguments, entry)
-        return _Prepared(entry, call_id, arguments)
-
-    def _confirm(self, spec: ToolSpec, arguments: dict[str, Any]) -> str | None:
-        if self.approver is None:
-            return (f"tool {spec.name} requires confirmation and no approver is configured, "
-                    f"so the call was denied (approve it interactively, pass --yes, or give the "
-                    f"executor an approver)")
-        try:
-            with self._approve_lock:
-                approved = self.approver(spec, arguments)
-        except Exception as exc:  # an approver that breaks must not approve
-            return f"tool {spec.name} requires confirmation and the approver failed: {exc}"
-        return None if approved else f"the call to {spec.name} was denied by the user"
+        confirm = entry.spec.requires_confirmation or (
+            entry.per_call_confirm and _per_call_confirm(entry.tool, arguments))
+        if not confirm and (entry.egress == "none" or not self.trust.tainted_by):
+            return _Prepared(entry, call_id, arguments)  # the fast path: nobody to ask
+        # The one place a call is held for a person (confirmation or the egress guard).
+        decided = gate.decide(self, entry, call_id, arguments, confirm)
+        if decided.denial is not None:
+            return self._failed(name, call_id, ErrorType.DENIED, decided.denial, arguments,
+                                entry, **decided.metadata)
+        return _Prepared(entry, call_id, arguments, decided.clean)
 
     def _failed(self, name: str, call_id: str, error_type: ErrorType, message: str,
                 arguments: Any = None, entry: _Entry | None = None, **metadata: Any) -> ToolResult:
@@ -417,12 +441,35 @@ class ToolExecutor:
                 result.error_type.value if result.error_type else None,
                 "run_id": self.run_id, "result": result})
 
+    def _publish_trust(self, change: dict[str, Any]) -> None:
+        bus = self.bus
+        if bus is not None:
+            bus.publish(EventType.TRUST_CHANGED, {**change, "run_id": self.run_id,
+                                                  "trust": self.trust.summary()})
+
+    def _observe(self, prep: _Prepared, result: ToolResult, ran: bool) -> None:
+        """Apply a result's labels to the run: the tool's own for this result, else its
+        declared ones. A call rejected before it ran, or that timed out, returned no data; a
+        failure the tool itself returned may still carry outside text (an error page), so it
+        keeps the untrusted label (and drops the private one) unless it set labels itself."""
+        labels = result.labels
+        if labels is None:
+            labels = prep.entry.labels if ran else NEUTRAL
+            if not result.success:
+                labels = labels & {UNTRUSTED}
+        result.labels = labels
+        if labels:
+            url = result.metadata.get("url") if result.metadata else None
+            self.trust.observe(labels, content=result.content, call_id=prep.call_id,
+                               tool=prep.entry.spec.name,
+                               base_url=url if isinstance(url, str) else None, clean=prep.clean)
+
     def _context(self, prep: _Prepared) -> ToolContext | None:
         if not prep.entry.wants_context:
             return None
         return ToolContext(run_id=self.run_id, call_id=prep.call_id,
                            tool_name=prep.entry.spec.name, bus=self.bus, grant=self.grant,
-                           metadata=dict(self.metadata))
+                           metadata=dict(self.metadata), trust=self.trust)
 
     def _over_abandoned(self, prep: _Prepared) -> ToolResult | None:
         """A failed result when too many timed-out calls still hold threads (None: go on)."""
@@ -479,6 +526,7 @@ class ToolExecutor:
         limit = entry.spec.max_output_chars or self.max_output_chars
         if len(result.content) > limit:
             self._truncate(result, limit)
+        self._observe(prep, result, ran=not timed_out)
         entry.stats.record(latency, result.success, timed_out)
         self._publish_end(result, prep.arguments)
         return result
