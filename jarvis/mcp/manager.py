@@ -441,11 +441,33 @@ def call_bound(config: Any, timeout: float) -> float:
 
 
 def requires_confirmation(config: Any, tool: RemoteTool) -> bool:
-    """A tool the server marks destructive (and not read-only), or one listed in `confirm`."""
+    """Whether a call of this tool asks a person first: one listed in `confirm`; any tool of
+    a server not marked `trusted` (its annotations are only its own claims, and the MCP
+    defaults for a tool that says nothing are destructive and open-world); for a trusted
+    server, a tool it does not mark read-only and not destructive=false."""
     if any(fnmatch.fnmatchcase(tool.name, p) for p in getattr(config, "confirm", []) or []):
         return True
+    if not getattr(config, "trusted", False):
+        return True
     ann = tool.annotations or {}
-    return bool(ann.get("destructiveHint")) and not ann.get("readOnlyHint")
+    if ann.get("readOnlyHint"):
+        return False
+    return ann.get("destructiveHint", True) is not False
+
+
+def provenance(config: Any, tool: RemoteTool) -> tuple[frozenset[str], str]:
+    """(output labels, egress kind) of a server's tool (docs/trust.md). A server not marked
+    trusted: untrusted results, and every call may send its arguments to the server (and
+    beyond). A trusted server's annotations count: openWorldHint=false means its results are
+    the person's own data (private) rather than the world's (untrusted); readOnlyHint with
+    openWorldHint=false means a call sends nothing beyond this machine's server."""
+    if not getattr(config, "trusted", False):
+        return frozenset({"untrusted"}), "mcp"
+    ann = tool.annotations or {}
+    open_world = ann.get("openWorldHint", True) is not False
+    labels = frozenset({"untrusted"}) if open_world else frozenset({"private"})
+    egress = "none" if ann.get("readOnlyHint") and not open_world else "mcp"
+    return labels, egress
 
 
 def manager_fingerprint(config: Any) -> str:
