@@ -264,7 +264,10 @@ class Jarvis:
                  history: Sequence[Message] | None = None, temperature: float | None = None,
                  max_tokens: int | None = None,
                  run_metadata: dict[str, Any] | None = None,
-                 cancel: Any = None) -> dict[str, Any]:
+                 cancel: Any = None, trust: Any = None,
+                 allow_egress: Sequence[str] | None = None,
+                 egress_approver: Callable[[Any], bool] | None = None,
+                 on_person_needed: Callable[[Any], Any] | None = None) -> dict[str, Any]:
         """Answer `query` and report how.
 
         Args:
@@ -286,9 +289,24 @@ class Jarvis:
                 chunks, before the tool calls of a turn) and raises RunCancelled; the run log
                 records it as "cancelled". An engine or tool call already under way is not
                 interrupted: it finishes (bounded by its timeout) and its result is dropped.
+            trust: the run's starting RunTrust (jarvis.trust), or its to_dict() form; default:
+                `query` and the user messages of `history` are the person's own words. The
+                scheduler passes one for a task a model created (its prompt is not the
+                person's words, and it may be born tainted).
+            allow_egress: destinations this run may send to even when it read untrusted
+                content and holds private data: "HOST", "channel:NAME", "mcp:SERVER" (added
+                to `[egress]` in config.toml).
+            egress_approver: `egress_approver(request) -> bool`, asked (with an
+                ApprovalRequest) for calls the egress guard will not allow on its own; with
+                none such calls are denied (`approver` and approved_tools do not cover them).
+            on_person_needed: the hook every person-needed decision goes through (see
+                jarvis.tools.gate); replaces approver and egress_approver.
 
         Returns a dict with content, usage (summed over turns), tool_results, turns, model,
-        engine, agent, run_id, context_sources and metadata.
+        engine, agent, run_id, context_sources, trust (when and by which call the run read
+        untrusted content or private data, and its egress decisions) and metadata. When
+        the run read untrusted content, images and auto-links to hosts the person did not
+        name are neutralized in the answer (streamed too; jarvis.trust.markdown).
         """
         if not isinstance(query, str) or not query.strip():
             raise UserError("the query is empty; pass a question to ask")
@@ -316,8 +334,10 @@ class Jarvis:
 
         from jarvis.runlog import new_run_id
         from jarvis.tools.executor import ToolExecutor
+        from jarvis.trust.markdown import AnswerGuard
 
         run_id = new_run_id()
+        run_trust = self._run_trust(query, history, run_id, trust, allow_egress)
         tc = self.config.tools
         executor = ToolExecutor(built, bus=self.bus, approver=_approver(approver, approved_tools),
                                 default_timeout=tc.default_timeout,
@@ -325,12 +345,16 @@ class Jarvis:
                                 approved_tools=approved_tools or (),
                                 max_abandoned_per_tool=tc.max_abandoned_per_tool,
                                 max_abandoned=tc.max_abandoned_threads,
-                                metadata=run_metadata)
+                                metadata=run_metadata, trust=run_trust,
+                                egress_approver=egress_approver,
+                                on_person_needed=on_person_needed,
+                                trusted_tools=self.config.egress.trusted_tools)
         system_prompt = system if system is not None else (
             spec.instructions if spec is not None and spec.instructions else self.config.agent.system)
-        context_text, sources = self._memory_context(query, context)
+        context_text, sources, writers = self._memory_context(query, context)
         if context_text:
             system_prompt = f"{system_prompt}\n\n{context_text}" if system_prompt else context_text
+        answer = AnswerGuard(run_trust, on_token)
         turns = max_turns or (spec.max_turns if spec is not None else self.config.agent.max_turns)
         runner = agent_cls(engine, use_model, executor=executor, bus=self.bus,
                            system=system_prompt or None, max_turns=turns,
@@ -339,13 +363,16 @@ class Jarvis:
                            temperature=temperature if temperature is not None
                            else self.config.engine.temperature,
                            max_tokens=max_tokens if max_tokens is not None
-                           else self.config.engine.max_tokens, on_token=on_token, cancel=cancel)
+                           else self.config.engine.max_tokens,
+                           on_token=answer.token if on_token is not None else None, cancel=cancel)
         engine_name = getattr(engine, "engine_id", type(engine).__name__)
         record = {"id": run_id, "created_at": started, "source": source, "query": query,
                   "agent": agent_name, "model": use_model, "engine": engine_name,
                   "tools": tool_names}
         # context_sources rides on RUN_START so a front end can show it before the answer.
         self.bus.publish(EventType.RUN_START, dict(record, context_sources=list(sources)))
+        if context_text:  # it counts before the first turn (TRUST_CHANGED after RUN_START)
+            _count_context(run_trust, writers)
         try:
             result = runner.run(query, history=history)
         except BaseException as exc:
@@ -355,8 +382,9 @@ class Jarvis:
                       "cancelled" if isinstance(exc, RunCancelled) else "error")
             # A failed run keeps what its caller said about it (a scheduled run's ids), so
             # `jarvis runs show` can still link it to its scheduled run and delivery.
-            self._record(dict(record, metadata=dict(run_metadata or {})), status=status,
-                         error=f"{type(exc).__name__}: {exc}", started=started)
+            self._record(dict(record, metadata=dict(run_metadata or {},
+                                                    trust=run_trust.summary())),
+                         status=status, error=f"{type(exc).__name__}: {exc}", started=started)
             raise
         finally:
             # Run-scoped tool resources (e.g. the repl tool's interpreter process) end with
@@ -373,6 +401,8 @@ class Jarvis:
             tool_results.append(item)
         metadata = {k: v for k, v in result.metadata.items() if k not in ("tool_calls", "model")}
         metadata.update(run_metadata or {})
+        result.content = answer.finish(result.content)
+        metadata["trust"] = run_trust.summary()
         out = {
             "content": result.content,
             "usage": dict(result.usage),
@@ -383,6 +413,7 @@ class Jarvis:
             "agent": agent_name,
             "run_id": None,
             "context_sources": sources,
+            "trust": metadata["trust"],
             "metadata": metadata,
             "duration_seconds": time.time() - started,
         }
@@ -400,19 +431,36 @@ class Jarvis:
                                              "usage": out["usage"], "turns": out["turns"]})
         return out
 
-    def _memory_context(self, query: str, context: bool | None) -> tuple[str, list[str]]:
+    def _run_trust(self, query: str, history: Sequence[Message] | None, run_id: str,
+                   given: Any, allow_egress: Sequence[str] | None) -> Any:
+        """The run's starting RunTrust: the caller's, else the person's prompt and history;
+        with the person's egress rules (config and `allow_egress`) either way."""
+        from jarvis.trust.run import EgressRules, RunTrust
+
+        rules = EgressRules.from_config(self.config, allow_egress or ())
+        limit = self.config.egress.max_unconfirmed_per_run
+        if given is None:
+            return RunTrust.for_prompt(query, history=history or (), run_id=run_id,
+                                       rules=rules, max_unconfirmed=limit)
+        trust = given if isinstance(given, RunTrust) else RunTrust.from_dict(given)
+        trust.run_id = run_id
+        trust.rules = rules.merged(trust.rules)
+        return trust
+
+    def _memory_context(self, query: str,
+                        context: bool | None) -> tuple[str, list[str], list[str]]:
+        """(text, sources, who wrote each passage) of the memory context for `query`."""
         mc = self.config.memory
         if context is False or not mc.enabled or not mc.context:
-            return "", []
+            return "", [], []
         if self._memory is None and not self._memory_path().exists():
-            return "", []  # nothing stored yet: do not create an empty database for it
+            return "", [], []  # nothing stored yet: do not create an empty database for it
         try:
-            from jarvis.memory.context import memory_context
+            from jarvis.memory.context import build_context
         except ImportError:
-            return "", []
-        text, sources = memory_context(self.memory, query, mc.context_top_k,
-                                       mc.context_min_match)
-        return text or "", list(sources or [])
+            return "", [], []
+        found = build_context(self.memory, query, mc.context_top_k, mc.context_min_match)
+        return found.text or "", list(found.sources or []), list(found.written_by)
 
     def _record(self, record: dict[str, Any], *, status: str, started: float,
                 error: str | None = None, result: Any = None,
@@ -566,17 +614,43 @@ class Jarvis:
         self.close()
 
 
+def _count_context(trust: Any, writers: list[str]) -> None:
+    """The memory context is read before the first turn: private, and untrusted unless every
+    passage is the person's own note (indexed files and a model's notes are not)."""
+    trust.mark_private("the memory context (passages of your memory)", tool="memory")
+    others = sorted({w for w in writers if w != "person"})
+    if others:
+        trust.mark_tainted(f"the memory context ({', '.join(others)} passages)", tool="memory")
+
+
 def _approver(approver: Approver | None, approved_tools: Sequence[str] | None) -> Approver | None:
     approved = frozenset(approved_tools or ())
     if not approved:
         return approver
+    return _NamedApprovals(approved, approver)
 
-    def decide(spec: Any, arguments: dict[str, Any]) -> bool:
-        if spec.name in approved:
+
+class _NamedApprovals:
+    """Confirmation-gated tools approved by name, else the caller's approver (which keeps
+    its `approve_request` form, for the full ApprovalRequest, when it has one)."""
+
+    def __init__(self, approved: frozenset[str], inner: Approver | None) -> None:
+        self.approved = approved
+        self.inner = inner
+
+    def __call__(self, spec: Any, arguments: dict[str, Any]) -> bool:
+        if spec.name in self.approved:
             return True
-        return bool(approver(spec, arguments)) if approver is not None else False
+        return bool(self.inner(spec, arguments)) if self.inner is not None else False
 
-    return decide
+    def approve_request(self, request: Any) -> bool:
+        if request.tool in self.approved:
+            return True
+        if self.inner is None:
+            return False
+        ask = getattr(self.inner, "approve_request", None)
+        return bool(ask(request)) if callable(ask) else bool(
+            self.inner(request.spec, request.arguments))
 
 
 def _decoded(arguments: Any) -> Any:
