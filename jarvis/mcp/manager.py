@@ -38,12 +38,12 @@ from jarvis.mcp.cache import (
 from jarvis.mcp.connection import McpCallError, McpCallTimeout, McpServerError, ServerConnection
 from jarvis.mcp.loop import background_loop
 from jarvis.mcp.naming import SEPARATOR, local_names
+from jarvis.mcp.tool import CALL_MARGIN, call_bound, requires_confirmation
 from jarvis.security.redact import redact_args, redact_value
 
 log = logging.getLogger("jarvis.mcp")
 
 ON_DEMAND_SOURCE = "mcp"
-CALL_MARGIN = 2.0  # the executor's own timeout is ours plus this, so ours fires first
 
 
 @dataclass(slots=True)
@@ -127,7 +127,7 @@ class McpManager:
 
     def register(self, state: ServerState) -> None:
         """Make the registry hold exactly this server's selected tools (the list may have changed)."""
-        from jarvis.mcp.adapter import McpTool
+        from jarvis.mcp.tool import McpTool
 
         with self._lock:
             tools = {t.name: t for t in state.tools or []}
@@ -429,47 +429,6 @@ def schema_problem(tool: RemoteTool) -> str | None:
     return None
 
 
-def call_bound(config: Any, timeout: float) -> float:
-    """How long one call may take in all: progress reports stretch `timeout` up to
-    `max_timeout`, and a question to the person at the terminal (elicitation) pauses it."""
-    from jarvis.mcp.capabilities import MAX_ANSWER_SECONDS, interactive
-
-    most = max(timeout, config.max_timeout)
-    if getattr(config, "elicitation", False) and interactive():
-        most += MAX_ANSWER_SECONDS
-    return most
-
-
-def requires_confirmation(config: Any, tool: RemoteTool) -> bool:
-    """Whether a call of this tool asks a person first: one listed in `confirm`; any tool of
-    a server not marked `trusted` (its annotations are only its own claims, and the MCP
-    defaults for a tool that says nothing are destructive and open-world); for a trusted
-    server, a tool it does not mark read-only and not destructive=false."""
-    if any(fnmatch.fnmatchcase(tool.name, p) for p in getattr(config, "confirm", []) or []):
-        return True
-    if not getattr(config, "trusted", False):
-        return True
-    ann = tool.annotations or {}
-    if ann.get("readOnlyHint"):
-        return False
-    return ann.get("destructiveHint", True) is not False
-
-
-def provenance(config: Any, tool: RemoteTool) -> tuple[frozenset[str], str]:
-    """(output labels, egress kind) of a server's tool (docs/trust.md). A server not marked
-    trusted: untrusted results, and every call may send its arguments to the server (and
-    beyond). A trusted server's annotations count: openWorldHint=false means its results are
-    the person's own data (private) rather than the world's (untrusted); readOnlyHint with
-    openWorldHint=false means a call sends nothing beyond this machine's server."""
-    if not getattr(config, "trusted", False):
-        return frozenset({"untrusted"}), "mcp"
-    ann = tool.annotations or {}
-    open_world = ann.get("openWorldHint", True) is not False
-    labels = frozenset({"untrusted"}) if open_world else frozenset({"private"})
-    egress = "none" if ann.get("readOnlyHint") and not open_world else "mcp"
-    return labels, egress
-
-
 def manager_fingerprint(config: Any) -> str:
     data = {"base": str(config.base_dir), "home": str(cache_dir()),
             "servers": {n: s.model_dump() for n, s in config.mcp.servers.items()}}
@@ -505,7 +464,7 @@ def get_manager(config: Any) -> McpManager:
 
 def _retire(manager: McpManager) -> None:
     """Take a replaced manager's tools out of the registry and close its sessions."""
-    from jarvis.mcp.adapter import McpTool
+    from jarvis.mcp.tool import McpTool
 
     manager.auto_register = False
     for state in manager.servers.values():

@@ -30,7 +30,6 @@ from jarvis.tools.base import (
 from jarvis.tools.context import Grant, ToolContext
 from jarvis.tools.spec import ToolSpec
 from jarvis.tools.validation import SchemaValidator
-from jarvis.trust.labels import NEUTRAL, UNTRUSTED
 from jarvis.trust.run import RunTrust
 
 if TYPE_CHECKING:
@@ -447,23 +446,6 @@ class ToolExecutor:
             bus.publish(EventType.TRUST_CHANGED, {**change, "run_id": self.run_id,
                                                   "trust": self.trust.summary()})
 
-    def _observe(self, prep: _Prepared, result: ToolResult, ran: bool) -> None:
-        """Apply a result's labels to the run: the tool's own for this result, else its
-        declared ones. A call rejected before it ran, or that timed out, returned no data; a
-        failure the tool itself returned may still carry outside text (an error page), so it
-        keeps the untrusted label (and drops the private one) unless it set labels itself."""
-        labels = result.labels
-        if labels is None:
-            labels = prep.entry.labels if ran else NEUTRAL
-            if not result.success:
-                labels = labels & {UNTRUSTED}
-        result.labels = labels
-        if labels:
-            url = result.metadata.get("url") if result.metadata else None
-            self.trust.observe(labels, content=result.content, call_id=prep.call_id,
-                               tool=prep.entry.spec.name,
-                               base_url=url if isinstance(url, str) else None, clean=prep.clean)
-
     def _context(self, prep: _Prepared) -> ToolContext | None:
         if not prep.entry.wants_context:
             return None
@@ -526,7 +508,7 @@ class ToolExecutor:
         limit = entry.spec.max_output_chars or self.max_output_chars
         if len(result.content) > limit:
             self._truncate(result, limit)
-        self._observe(prep, result, ran=not timed_out)
+        gate.observe(self.trust, prep, result, ran=not timed_out)
         entry.stats.record(latency, result.success, timed_out)
         self._publish_end(result, prep.arguments)
         return result

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from jarvis.trust import guard
-from jarvis.trust.labels import NEUTRAL, UNDECLARED_LABELS, UNKNOWN, Egress
+from jarvis.trust.labels import NEUTRAL, UNDECLARED_LABELS, UNKNOWN, UNTRUSTED, Egress
 from jarvis.trust.request import CONFIRMATION, EGRESS, ApprovalRequest, Verdict
 
 if TYPE_CHECKING:
@@ -108,6 +108,24 @@ def decide(executor: ToolExecutor, entry: _Entry, call_id: str,
     if verdict is Verdict.PARK:
         metadata["parked"] = True
     return Gate(denial=why, clean=False, metadata=metadata)
+
+
+def observe(trust: Any, prep: Any, result: Any, ran: bool) -> None:
+    """Apply a result's labels to the run: the tool's own for this result, else its
+    declared ones. A call rejected before it ran, or that timed out, returned no data; a
+    failure the tool itself returned may still carry outside text (an error page), so it
+    keeps the untrusted label (and drops the private one) unless it set labels itself."""
+    labels = result.labels
+    if labels is None:
+        labels = prep.entry.labels if ran else NEUTRAL
+        if not result.success:
+            labels = labels & {UNTRUSTED}
+    result.labels = labels
+    if labels:
+        url = result.metadata.get("url") if result.metadata else None
+        trust.observe(labels, content=result.content, call_id=prep.call_id,
+                      tool=prep.entry.spec.name, base_url=url if isinstance(url, str) else None,
+                      clean=prep.clean)
 
 
 def _record(call_id: str, tool: str, outcome: str, egress: Any) -> dict[str, Any]:
