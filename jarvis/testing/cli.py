@@ -12,7 +12,8 @@ from typing import Any
 from jarvis.testing.server import FakeOpenAIServer, RecordedRequest
 
 SCRIPT_KEYS = frozenset({"content", "tool_calls", "usage", "finish_reason", "model",
-                         "status", "error", "retry_after", "disconnect"})
+                         "status", "error", "retry_after", "disconnect", "obey", "answer",
+                         "secret_pattern"})
 
 
 def _load_script(path: str) -> list[Any]:

@@ -117,6 +117,11 @@ def _normalize(item: ScriptItem, request: dict[str, Any]) -> Any:
     if isinstance(item, str):
         item = reply(item)
     elif isinstance(item, dict):
+        if item.get("obey"):  # a model that follows instructions it reads (jarvis.testing.obey)
+            from jarvis.testing.obey import DEFAULT_SECRET, Obey
+
+            return _normalize(Obey(str(item.get("answer", "done")),
+                                   str(item.get("secret_pattern") or DEFAULT_SECRET)), request)
         if item.get("disconnect"):
             return Disconnect()
         if item.get("misbehave"):

@@ -168,7 +168,8 @@ def _ask_egress(executor: ToolExecutor, request: ApprovalRequest) -> tuple[Verdi
                               f"terminal; --yes does not cover this)")
     try:
         with executor._approve_lock:
-            approved = bool(approver(request))
+            ask = getattr(approver, "approve_request", None)  # an approver object's own form
+            approved = bool(ask(request) if callable(ask) else approver(request))
     except Exception as exc:  # noqa: BLE001 - an approver that breaks must not approve
         return Verdict.DENY, f"{_refused(request)}; asking the person failed: {exc}"
     if approved:
