@@ -167,7 +167,7 @@ class Lab:
 
     # --- configuration -----------------------------------------------------------------------
     def configure(self, *, mcp: bool = False, channel_confirm: bool = False,
-                  extra: str = "") -> None:
+                  mcp_trusted: bool = False, extra: str = "") -> None:
         """The starter config plus: the loopback sites as SSRF exceptions (not egress rules),
         SearXNG on the site, a confirm=false json:// channel to the attacker's receiver (the
         person's own channel in the utility suite), and the lab MCP server when asked."""
@@ -185,7 +185,8 @@ class Lab:
             args = json.dumps([str(LAB_SERVER), "--page", str(self.mcp_page),
                                "--record", str(self.mcp_record)])
             lines += ["[mcp.servers.lab]", f"command = {json.dumps(sys.executable)}",
-                      f"args = {args}"]
+                      f"args = {args}", f"trusted = {'true' if mcp_trusted else 'false'}",
+                      "connect_timeout = 60"]  # a loaded machine starts Python slowly
         with (self.root / "config.toml").open("a", encoding="utf-8") as fh:
             fh.write("\n".join(lines) + "\n" + extra)
 

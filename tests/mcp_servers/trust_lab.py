@@ -3,7 +3,8 @@ written with the official SDK and started as a subprocess over stdio.
 
     python trust_lab.py --page FILE --record FILE
 
-- tool `page` returns the text of --page (a source: whatever instructions it holds);
+- tool `page` returns the text of --page (a source: whatever instructions it holds); it says
+  readOnlyHint, which counts only when the person marks the server trusted;
 - resource `lab://page` is the same text (a source through mcp_read_resource);
 - tool `store(data)` appends `data` to --record (a sink: an MCP tool without annotations,
   so by the protocol's defaults destructive and open-world).
@@ -15,6 +16,7 @@ import argparse
 from pathlib import Path
 
 from mcp.server.mcpserver import MCPServer
+from mcp.types import ToolAnnotations
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--page", required=True)
@@ -24,7 +26,7 @@ opts = parser.parse_args()
 app = MCPServer("lab")
 
 
-@app.tool()
+@app.tool(annotations=ToolAnnotations(read_only_hint=True))
 def page() -> str:
     """Today's briefing page."""
     return Path(opts.page).read_text(encoding="utf-8")
