@@ -10,15 +10,30 @@
   and query made of the person's words.
 
 Nothing here resolves a name or opens a connection: it is all string work, cheap enough to
-run before every egress call of a run that needs it.
+run before every egress call of a run that needs it. (urllib.parse and html are imported on
+first use: the executor imports this module, and a run that reads nothing needs neither.)
 """
 
 from __future__ import annotations
 
-import html
 import re
 from collections.abc import Iterable
-from urllib.parse import unquote, urljoin, urlsplit
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from urllib.parse import SplitResult
+
+
+def unquote(text: str, errors: str = "replace") -> str:
+    from urllib.parse import unquote as _unquote
+
+    return _unquote(text, errors=errors)
+
+
+def urlsplit(url: str) -> Any:
+    from urllib.parse import urlsplit as _urlsplit
+
+    return _urlsplit(url)
 
 # A token: a maximal run of letters and digits (any script). "_" is not a letter here.
 _TOKEN = re.compile(r"[^\W_]+")
@@ -61,25 +76,28 @@ def _forms(token: str) -> tuple[str, ...]:
     return (token, token.lower(), token.upper(), token.capitalize())
 
 
-def normalize_url(url: str) -> str:
-    """A URL as compared: surrounding space and the #fragment (never sent) removed, the
-    scheme and host lower-cased."""
-    url = url.strip()
-    head, _, _ = url.partition("#")
+def _split(url: str) -> tuple[str, SplitResult | None]:
+    """(the URL as compared, its parts): surrounding space and the #fragment (never sent)
+    removed, the scheme and host lower-cased; parts None when it does not parse."""
+    head = url.strip().partition("#")[0]
     try:
         parts = urlsplit(head)
     except ValueError:
-        return head
-    if not parts.scheme or not parts.netloc:
-        return head
-    return parts._replace(scheme=parts.scheme.lower(), netloc=parts.netloc.lower()).geturl()
+        return head, None
+    scheme, netloc = parts.scheme, parts.netloc
+    if scheme and netloc and (scheme != scheme.lower() or netloc != netloc.lower()):
+        head = parts._replace(scheme=scheme.lower(), netloc=netloc.lower()).geturl()
+    return head, parts
 
 
-def url_host(url: str) -> tuple[str, str]:
-    """(host, host[:port]) of an absolute URL, lower case, the port only when the URL gives
-    one; ("", "") when it has none. String work only: no name is resolved."""
+def normalize_url(url: str) -> str:
+    """A URL as compared: surrounding space and the #fragment (never sent) removed, the
+    scheme and host lower-cased."""
+    return _split(url)[0]
+
+
+def _host_of(parts: SplitResult) -> tuple[str, str]:
     try:
-        parts = urlsplit(url.strip())
         host = (parts.hostname or "").lower().rstrip(".")
         port = parts.port
     except ValueError:
@@ -88,6 +106,16 @@ def url_host(url: str) -> tuple[str, str]:
         return "", ""
     shown = f"[{host}]" if ":" in host else host
     return host, f"{shown}:{port}" if port is not None else shown
+
+
+def url_host(url: str) -> tuple[str, str]:
+    """(host, host[:port]) of an absolute URL, lower case, the port only when the URL gives
+    one; ("", "") when it has none. String work only: no name is resolved."""
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError:
+        return "", ""
+    return _host_of(parts)
 
 
 def _variants(candidate: str) -> list[str]:
@@ -113,12 +141,16 @@ def extract_links(text: str, base_url: str | None = None) -> list[str]:
     text = text[:MAX_SCAN_CHARS]
     found: list[str] = []
     if "&" in text:
+        import html
+
         text = html.unescape(text)
     for match in _URL.finditer(text):
         found.extend(_variants(match.group()))
         if len(found) >= MAX_LINKS_PER_TEXT:
             break
     if base_url and ("href" in text or "src" in text):
+        from urllib.parse import urljoin
+
         for match in _ATTR.finditer(text):
             try:
                 found.append(urljoin(base_url, match.group(1)))
@@ -194,15 +226,13 @@ def covered_by_person(text: str, evidence: Evidence) -> bool:
 def url_covered(url: str, evidence: Evidence) -> str | None:
     """How a URL is covered ("link": seen verbatim in the person's words or a result without
     private data; "person": a host the person named, the rest made of their words), or None."""
-    normal = normalize_url(url)
+    normal, parts = _split(url)
     if normal in evidence.links:
         return "link"
-    host, hostport = url_host(url)
-    if not host or not evidence.host_named(hostport, host):
+    if parts is None:
         return None
-    try:
-        parts = urlsplit(url.strip())
-    except ValueError:
+    host, hostport = _host_of(parts)
+    if not host or not evidence.host_named(hostport, host):
         return None
     if parts.username or parts.password:
         return None  # credentials in a URL are data the person did not write here

@@ -102,37 +102,35 @@ def check(trust: RunTrust, tool: str, egress: Sequence[Egress]) -> Decision:
         return NO_EGRESS
     if not trust.tainted_by:
         return NOT_EXPOSED
-    tainted = _first(trust.tainted_by, "untrusted content")
     for e in egress:
         if e.kind == "persist" and e.destination == SCHEDULE and e.method in SCHEDULE_METHODS:
             return Decision(False, "unscheduled", why=(
-                f"this run read untrusted content ({tainted}); a task it {e.method}s would "
-                f"run unattended on what that content said"), how_to_allow=how_to_allow(e),
-                egress=(e, *[x for x in egress if x is not e]))
+                f"this run read untrusted content ({_first(trust.tainted_by, 'untrusted content')}"
+                f"); a task it {e.method}s would run unattended on what that content said"),
+                how_to_allow=how_to_allow(e), egress=(e, *[x for x in egress if x is not e]))
     if not trust.private_by:
         return NOT_EXPOSED
-    private = _first(trust.private_by, "private data")
     unconfirmed = False
     for e in egress:
-        if e.kind == "none":
-            continue
-        if trust.rules.allows(e):
+        if e.kind == "none" or trust.rules.allows(e):
             continue
         if covered(e, trust):
             unconfirmed = True
             continue
         return Decision(False, "private_bits", why=(
-            f"this run read untrusted content ({tainted}) and holds private data ({private}); "
-            f"{tool} would send {e.size} bytes to {e.where()} that are not only your own words "
-            f"or a link already seen"), how_to_allow=how_to_allow(e),
+            f"{_exposure(trust)}; {tool} would send {e.size} bytes to {e.where()} that are "
+            f"not only your own words or a link already seen"), how_to_allow=how_to_allow(e),
             egress=(e, *[x for x in egress if x is not e]))
     if not unconfirmed:
         return Decision(True, "rule", egress=tuple(egress))
     if trust.unconfirmed >= trust.max_unconfirmed:
-        e = egress[0]
         return Decision(False, "limit", why=(
-            f"this run read untrusted content ({tainted}) and holds private data ({private}); "
-            f"it has made {trust.unconfirmed} calls without asking already (the limit is "
-            f"{trust.max_unconfirmed}, [egress] max_unconfirmed_per_run)"),
-            how_to_allow=how_to_allow(e), egress=tuple(egress))
+            f"{_exposure(trust)}; it has made {trust.unconfirmed} calls without asking already "
+            f"(the limit is {trust.max_unconfirmed}, [egress] max_unconfirmed_per_run)"),
+            how_to_allow=how_to_allow(egress[0]), egress=tuple(egress))
     return Decision(True, "no_private_bits", unconfirmed=True, egress=tuple(egress))
+
+
+def _exposure(trust: RunTrust) -> str:
+    return (f"this run read untrusted content ({_first(trust.tainted_by, 'untrusted content')}) "
+            f"and holds private data ({_first(trust.private_by, 'private data')})")

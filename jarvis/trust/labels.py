@@ -15,7 +15,6 @@ guard judges differently from data a model composed.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -114,6 +113,8 @@ class Egress:
 
     def digest(self, chars: int = 12) -> str:
         """A short sha256 of what is sent (the same call shows the same hash everywhere)."""
+        import hashlib  # lazy: the executor imports this module, and most runs never hash
+
         h = hashlib.sha256()
         for piece in self._pieces():
             data = piece.encode("utf-8", "surrogatepass")
@@ -153,6 +154,8 @@ def total_size(egress: Iterable[Egress]) -> int:
 
 
 def total_digest(egress: Iterable[Egress], chars: int = 12) -> str:
+    import hashlib
+
     h = hashlib.sha256()
     for e in egress:
         h.update(e.digest(64).encode())

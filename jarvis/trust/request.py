@@ -20,8 +20,8 @@ for its person. `Verdict` is what a person-needed hook returns.
 from __future__ import annotations
 
 import json
+import os
 import time
-import uuid
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -60,7 +60,7 @@ class ApprovalRequest:
     how_to_allow: str = ""
     run_id: str | None = None
     call_id: str | None = None
-    id: str = field(default_factory=lambda: uuid.uuid4().hex[:16])
+    id: str = field(default_factory=lambda: os.urandom(8).hex())
     created_at: float = field(default_factory=time.time)
     # The tool's ToolSpec, for approvers of the older (spec, arguments) form; not serialized.
     spec: Any = field(default=None, repr=False, compare=False)
@@ -159,7 +159,7 @@ class ApprovalRequest:
                    reason=str(data.get("reason", "")),
                    how_to_allow=str(data.get("how_to_allow", "")),
                    run_id=data.get("run_id"), call_id=data.get("call_id"),
-                   id=str(data.get("id") or uuid.uuid4().hex[:16]),
+                   id=str(data.get("id") or os.urandom(8).hex()),
                    created_at=float(data.get("created_at") or time.time()))
 
 
