@@ -386,8 +386,10 @@ class SQLiteMemory:
                                         "documents GROUP BY 1").fetchall())
         size = sum(p.stat().st_size for p in (self.db_path, _sibling(self.db_path, "-wal"))
                    if p.exists())
-        return {"db_path": str(self.db_path), "documents": docs, "files": files,
-                "chunks": chunks, "sources": sources, "chars": chars, "db_bytes": size,
+        # backend and count: the keys OpenJarvis's `memory.stats()` has.
+        return {"backend": "sqlite", "count": docs, "db_path": str(self.db_path),
+                "documents": docs, "files": files, "chunks": chunks, "sources": sources,
+                "chars": chars, "db_bytes": size,
                 "written_by": {w: writers.get(w, 0) for w in WRITERS}}
 
     def sources(self, limit: int = 1000) -> list[dict[str, Any]]:

@@ -17,9 +17,9 @@ A script item is one of:
     that never ends well (keep-alive comments, empty deltas, one byte at a time, or an
     endless flood), to test a client's deadlines and size limits;
   - a callable `fn(request_body) -> item`, to answer from the request itself;
-  - `obey(answer)` / `{"obey": true, "answer": "..."}`: a model that follows instructions it
-    finds in what it reads (`<<jarvis-test-call {...}>>` markers; jarvis.testing.obey), as a
-    prompt-injected model does, for attack and utility suites.
+  - `obey(answer)` (`{"obey": true, "answer": "..."}` in a --script file): a model that
+    follows instructions it finds in what it reads (`<<jarvis-test-call {...}>>` markers;
+    jarvis.testing.obey), as a prompt-injected model does, for attack and utility suites.
 
 From the command line (for tests that run the server in another process):
     python -m jarvis.testing serve --reply "Hello" --script replies.json --record requests.jsonl

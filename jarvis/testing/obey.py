@@ -23,7 +23,7 @@ A string value that itself holds a marker is passed on as it is (placeholders in
 is an instruction for later (a note to store, a task's prompt), not for now.
 
 Use `obey()` as a script item (or as `default=`, to obey on every turn), or in a JSON script
-for `python -m jarvis.testing serve`: `{"obey": true, "answer": "done"}`.
+for `python -m jarvis.testing serve --script`: `{"obey": true, "answer": "done"}`.
 """
 
 from __future__ import annotations

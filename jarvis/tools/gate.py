@@ -194,3 +194,26 @@ def _ask_confirmation(executor: ToolExecutor, request: ApprovalRequest) -> tuple
     if approved:
         return Verdict.APPROVE, ""
     return Verdict.DENY, f"the call to {spec.name} was denied by the user"
+
+
+class NamedApprovals:
+    """Confirmation-gated tools approved by name, else the caller's approver (which keeps
+    its `approve_request` form, for the full ApprovalRequest, when it has one)."""
+
+    def __init__(self, approved: frozenset[str], inner: Any = None) -> None:
+        self.approved = approved
+        self.inner = inner
+
+    def __call__(self, spec: Any, arguments: dict[str, Any]) -> bool:
+        if spec.name in self.approved:
+            return True
+        return bool(self.inner(spec, arguments)) if self.inner is not None else False
+
+    def approve_request(self, request: Any) -> bool:
+        if request.tool in self.approved:
+            return True
+        if self.inner is None:
+            return False
+        ask = getattr(self.inner, "approve_request", None)
+        return bool(ask(request)) if callable(ask) else bool(
+            self.inner(request.spec, request.arguments))

@@ -183,6 +183,33 @@ class RunTrust:
         trust.add_person_text(prompt)
         return trust
 
+    @classmethod
+    def for_ask(cls, config: Any, prompt: str, *, history: Iterable[Any] | None = None,
+                run_id: str | None = None, given: Any = None,
+                allow_egress: Iterable[str] | None = None) -> RunTrust:
+        """An ask's starting state: `given` (a RunTrust or its to_dict() form: a scheduled
+        task's), else the person's prompt and history (`for_prompt`); with the person's rules
+        (`[egress]` and `allow_egress`) and limit either way."""
+        rules = EgressRules.from_config(config, allow_egress or ())
+        section = getattr(config, "egress", None)
+        limit = getattr(section, "max_unconfirmed_per_run", DEFAULT_MAX_UNCONFIRMED)
+        if given is None:
+            return cls.for_prompt(prompt, history=history or (), run_id=run_id, rules=rules,
+                                  max_unconfirmed=limit)
+        trust = given if isinstance(given, RunTrust) else cls.from_dict(given)
+        trust.run_id = run_id
+        trust.rules = rules.merged(trust.rules)
+        return trust
+
+    def count_memory_context(self, written_by: Iterable[str]) -> None:
+        """The memory context is read before the first turn: private, and untrusted unless
+        every passage is the person's own note (indexed files and a model's notes are not)."""
+        self.mark_private("the memory context (passages of your memory)", tool="memory")
+        others = sorted({w for w in written_by if w != "person"})
+        if others:
+            self.mark_tainted(f"the memory context ({', '.join(others)} passages)",
+                              tool="memory")
+
     # --- state -------------------------------------------------------------------------------
     @property
     def tainted(self) -> bool:
