@@ -103,8 +103,12 @@ class OrsEnvironment:
                  default_timeout: float = 30.0, max_output_chars: int = 100_000,
                  max_sessions: int = 256, max_body_bytes: int = 1_048_576,
                  session_idle_seconds: float = 900.0, max_concurrent_calls: int = 64,
-                 max_abandoned_per_tool: int = 8, max_abandoned: int = 64) -> None:
+                 max_abandoned_per_tool: int = 8, max_abandoned: int = 64,
+                 rules: Any = None, trusted_tools: Any = ()) -> None:
         self.name = name
+        # The person's [egress] rules and trusted tools apply to every session (docs/trust.md).
+        self.rules = rules
+        self.trusted_tools = tuple(trusted_tools or ())
         self.tools = {t.spec.name: t for t in tools}
         self.approver = approver
         self.default_timeout = default_timeout
@@ -218,9 +222,13 @@ class OrsEnvironment:
                 raise ApiError(429, f"the server holds its maximum of {self.max_sessions} sessions; "
                                f"delete finished sessions (POST /delete) or try again later")
         names = self._task_tools(task_spec)
+        from jarvis.trust.run import RunTrust
+
         executor = ToolExecutor([self.tools[n] for n in names], run_id=sid, approver=self.approver,
                                 default_timeout=self.default_timeout,
-                                max_output_chars=self.max_output_chars, **self.abandoned_caps)
+                                max_output_chars=self.max_output_chars, **self.abandoned_caps,
+                                trust=RunTrust(run_id=sid, rules=self.rules),
+                                trusted_tools=self.trusted_tools)
         self.sessions[sid] = Session(sid, executor, names, task_spec)
         return JSONResponse({"sid": sid})
 
