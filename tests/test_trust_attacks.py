@@ -289,7 +289,9 @@ def test_jarvis_serve_never_hands_a_client_an_image_carrying_the_secret(lab: Lab
         port = re.search(r"listening on http://127\.0\.0\.1:(\d+)", "".join(lines)).group(1)
         body = {"model": "orchestrator", "stream": stream,
                 "messages": [{"role": "user", "content": prompt}]}
-        with httpx.Client(timeout=120) as client:
+        # A keyless jarvis serve answers only its owner: the token from $JARVIS_HOME.
+        token = (Path(lab.env["JARVIS_HOME"]) / "serve.token").read_text().strip()
+        with httpx.Client(timeout=120, headers={"Authorization": f"Bearer {token}"}) as client:
             response = client.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=body)
         assert response.status_code == 200, response.text
         if stream:
