@@ -300,26 +300,18 @@ class Jarvis:
                 (a model instance for a model), or None when no answer matched.
             schema_retries: how often a non-matching answer is shown to the model with the
                 validation error (default 2); schema_mode: auto, native or tool.
-            trust: the run's starting RunTrust (jarvis.trust), or its to_dict() form; default:
-                `query` and the user messages of `history` are the person's own words. The
-                scheduler passes one for a task a model created (its prompt is not the
-                person's words, and it may be born tainted).
-            allow_egress: destinations this run may send to even when it read untrusted
-                content and holds private data: "HOST", "channel:NAME", "mcp:SERVER" (added
-                to `[egress]` in config.toml).
-            egress_approver: `egress_approver(request) -> bool`, asked (with an
-                ApprovalRequest) for calls the egress guard will not allow on its own; with
-                none such calls are denied (`approver` and approved_tools do not cover them).
-            on_person_needed: the hook every person-needed decision goes through (see
-                jarvis.tools.gate); replaces approver and egress_approver.
+            trust / allow_egress / egress_approver / on_person_needed: docs/trust.md. The
+                starting RunTrust (default: `query` and `history`'s user messages are the
+                person's words); "HOST", "channel:NAME", "mcp:SERVER" allowed beside
+                `[egress]`; `fn(ApprovalRequest) -> bool` for calls the guard holds (else
+                denied; `approver` never answers them); the hook every person-needed
+                decision goes through (jarvis.tools.gate).
 
         Returns a dict with content, usage (summed over turns), tool_results, turns, model,
-        engine, agent, run_id, context_sources, trust (when and by which call the run read
-        untrusted content or private data, and its egress decisions), metadata and status
-        ("ok", or "incomplete" when the run ended without an answer: max_turns, the loop
-        guard, or no answer that matched `output_schema`). When the run read untrusted
-        content, images and auto-links to hosts the person did not name are neutralized in
-        the answer (streamed too; jarvis.trust.markdown; `parsed` is left as checked).
+        engine, agent, run_id, context_sources, trust (what the run read, when, by which
+        call; its egress decisions), metadata and status ("ok", or "incomplete" when the run
+        ended without an answer: max_turns, the loop guard, or no answer that matched
+        `output_schema`). A tainted run's answer has its self-fetching Markdown neutralized.
         """
         if not isinstance(query, str) or not query.strip():
             raise UserError("the query is empty; pass a question to ask")
@@ -365,8 +357,7 @@ class Jarvis:
 
         from jarvis.runlog import new_run_id
         from jarvis.tools.executor import ToolExecutor
-        from jarvis.trust.markdown import AnswerGuard
-        from jarvis.trust.run import RunTrust
+        from jarvis.trust import AnswerGuard, RunTrust
 
         run_id = new_run_id()
         run_trust = RunTrust.for_ask(self.config, query, history=history, run_id=run_id,
@@ -378,9 +369,8 @@ class Jarvis:
                                 approved_tools=approved_tools or (),
                                 max_abandoned_per_tool=tc.max_abandoned_per_tool,
                                 max_abandoned=tc.max_abandoned_threads,
-                                metadata=run_metadata, trust=run_trust,
-                                egress_approver=egress_approver,
-                                on_person_needed=on_person_needed,
+                                metadata=run_metadata, trust=run_trust, egress_approver=
+                                egress_approver, on_person_needed=on_person_needed,
                                 trusted_tools=self.config.egress.trusted_tools)
         system_prompt = system if system is not None else (
             spec.instructions if spec is not None and spec.instructions else self.config.agent.system)
