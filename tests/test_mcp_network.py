@@ -211,8 +211,9 @@ def manager_for(folder: Path, servers: dict, mechanism: str) -> McpManager:
 
 
 def call(manager: McpManager, name: str, arguments: dict) -> str:
-    result = ToolExecutor([ToolRegistry.get(name)]).execute({"name": name,
-                                                             "arguments": arguments})
+    # Tools of a server not marked trusted ask first (docs/trust.md): the test approves.
+    result = ToolExecutor([ToolRegistry.get(name)], approver=lambda *_: True).execute(
+        {"name": name, "arguments": arguments})
     assert result.success, result.content
     return result.content
 
