@@ -87,8 +87,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
         "/proc/<pid>/stat of a pid from jarvis's own lease (is the lease holder alive?)",
     ("jarvis.runlog", "RunLog._connect", "sqlite3.connect"):
         "the run log database: [runs] db_path / JARVIS_RUNS_DB, or JARVIS_HOME/runs.db",
-    ("jarvis.runlog", "RunLog._connect", "sqlite_utils.Database"):
-        "wraps the connection opened just before (a connection, not a path)",
     # --- MCP client: jarvis's own logs, caches and /proc ------------------------------------
     # Server names are config keys checked by jarvis.core.server_names (letters, digits, '-',
     # '_'): no '/' or '..' can reach these file names.
