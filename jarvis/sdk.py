@@ -94,6 +94,7 @@ class Jarvis:
         self._model = model
         self._resolved_model: str | None = None
         self._memory: Any = None
+        self._memory_file: Path | None = None
         self._runlog: Any = None
         self._extensions_loaded = False
         self._closed = False
@@ -145,9 +146,12 @@ class Jarvis:
         return self._resolved_model
 
     def _memory_path(self) -> Path:
-        from jarvis.memory import memory_path
+        # Worked out once: every ask checks whether the file exists (a served request too).
+        if self._memory_file is None:
+            from jarvis.memory import memory_path
 
-        return memory_path(self.config)
+            self._memory_file = memory_path(self.config)
+        return self._memory_file
 
     @property
     def memory(self) -> Any:
