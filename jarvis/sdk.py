@@ -65,14 +65,16 @@ class Jarvis:
         bus: an EventBus to publish tool, inference and run events on.
         host: the engine's host (overrides the environment and config).
         config: an already loaded JarvisConfig (instead of config_path).
-        default_client: the HTTP client ("openai" or "http") when `[engine] client` is auto.
+        default_client: the HTTP client ("openai", "http" or "auto") when `[engine] client`
+            is auto; "auto": the built-in client for a plain http:// engine URL with no proxy
+            set (~6x cheaper a request), else the openai package.
         engine_key: OpenJarvis's name for `engine` (a backend name).
     """
 
     def __init__(self, config_path: str | os.PathLike[str] | None = None, engine: Any = None,
                  model: str | None = None, bus: EventBus | None = None, *,
                  host: str | None = None, config: Any = None,
-                 default_client: str = "openai", engine_key: str | None = None) -> None:
+                 default_client: str = "auto", engine_key: str | None = None) -> None:
         from jarvis.core.config import load_config
 
         if engine_key is not None:
