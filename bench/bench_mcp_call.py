@@ -12,7 +12,11 @@ In one process, taking turns in blocks of `--calls` calls, `--rounds` times:
   autogroup scheduling puts each session in a group of its own).
 - SDK session: the SDK `Client` over its own `stdio_client`, timed inside its event loop.
 - jarvis execute / aexecute: the registry tool through `ToolExecutor.execute` (a worker
-  thread's blocking call, handed to the MCP loop) and `aexecute` (from another event loop).
+  thread's blocking call, handed to the MCP loop) and `aexecute` (from another event loop),
+  the server configured with `sandbox = false` (what the SDK's session runs too).
+- jarvis execute, sandboxed: the same with the default `sandbox = true` (the server inside
+  bubblewrap or jarvis's launcher, which give it a session of its own); not measured for a
+  checkout without MCP sandboxing.
 
 CPU per call is this process's user + system time over the blocks of that kind (the server
 not included): it moves much less with the machine's load than the wall times do.
@@ -38,7 +42,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 TOOLBOX = REPO / "tests" / "mcp_servers" / "toolbox.py"
 KINDS = ("pipe, new session", "pipe, same session", "SDK session", "jarvis execute",
-         "jarvis aexecute")
+         "jarvis aexecute", "jarvis execute, sandboxed")
 
 
 class Pipe:
@@ -119,10 +123,12 @@ def child(calls: int, rounds: int) -> dict:
         return out
 
     register_mcp_tools(load_config())
-    executor = ToolExecutor([ToolRegistry.get("s0__echo")])
+    sandboxed = ToolRegistry.contains("s1__echo")
+    executor = ToolExecutor([ToolRegistry.get(n) for n in ("s0__echo", "s1__echo")
+                             if ToolRegistry.contains(n)])
     request = {"name": "s0__echo", "arguments": {"text": "hello"}}
 
-    def sync_block(n: int) -> list[float]:
+    def sync_block(n: int, request: dict = request) -> list[float]:
         out = []
         for _ in range(n):
             start = time.perf_counter()
@@ -143,6 +149,9 @@ def child(calls: int, rounds: int) -> dict:
         "jarvis execute": sync_block,
         "jarvis aexecute": lambda n: asyncio.run(timed(async_call, n)),
     }
+    if sandboxed:
+        runners["jarvis execute, sandboxed"] = lambda n: sync_block(
+            n, {"name": "s1__echo", "arguments": {"text": "hello"}})
     for run in runners.values():  # warm up
         run(20)
     times: dict[str, list[float]] = {k: [] for k in runners}
@@ -165,9 +174,12 @@ def run_child(code: Path, calls: int, rounds: int) -> dict:
         home, work = Path(tmp, "home"), Path(tmp, "work")
         home.mkdir()
         work.mkdir()
-        (work / "config.toml").write_text(
-            f'[mcp.servers.s0]\ncommand = {json.dumps(sys.executable)}\n'
-            f'args = [{json.dumps(str(TOOLBOX))}]\n', encoding="utf-8")
+        server = (f'command = {json.dumps(sys.executable)}\n'
+                  f'args = [{json.dumps(str(TOOLBOX))}]\n')
+        config = f"[mcp.servers.s0]\n{server}"
+        if (code / "jarvis" / "mcp" / "sandboxing.py").exists():  # MCP sandboxing is there
+            config += f"sandbox = false\n\n[mcp.servers.s1]\n{server}"
+        (work / "config.toml").write_text(config, encoding="utf-8")
         env = {**os.environ, "JARVIS_HOME": str(home), "PYTHONPATH": str(code)}
         env.pop("JARVIS_CONFIG", None)
         out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child",
@@ -208,6 +220,8 @@ def main() -> None:
     for suffix, _ in versions:
         sdk = med(suffix, "SDK session", "median_ms")
         for kind in KINDS:
+            if kind not in runs[suffix][0]:
+                continue
             per = ", ".join(f"{r[kind]['median_ms']:.2f}" for r in runs[suffix])
             m = med(suffix, kind, "median_ms")
             print(f"{kind + suffix:<32} {m:>10.3f} {per:>22} {m / sdk:>6.2f}x "

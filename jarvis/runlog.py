@@ -99,6 +99,17 @@ def _json(value: Any) -> str:
     return _cut(text)
 
 
+def _has_lone_surrogate(value: Any) -> bool:
+    """Whether any text in `value` holds a lone surrogate: one C-speed serialization and
+    search (the walk that escapes them copies every message, so it runs only when needed)."""
+    from jarvis.core.text import has_lone_surrogate
+
+    try:
+        return has_lone_surrogate(json.dumps(value, ensure_ascii=False, default=str))
+    except (ValueError, RecursionError):  # a cycle, say: the walk decides
+        return True
+
+
 def _cell(value: Any) -> Any:
     """A value SQLite stores as is; anything else (a dict, a list, an object a tool handed
     back) as JSON text, as sqlite-utils stored it."""
@@ -172,10 +183,12 @@ class RunLog:
         or a command-line byte that is not UTF-8) cannot be stored as it is: each one is
         written as the six characters `\\udc80`, and the run's metadata says how many
         (`escaped_characters`)."""
-        from jarvis.core.text import escape
+        escaped = escaped_calls = 0
+        if _has_lone_surrogate((run, tool_calls)):
+            from jarvis.core.text import escape
 
-        run, escaped = escape(run)
-        tool_calls, escaped_calls = escape(tool_calls)
+            run, escaped = escape(run)
+            tool_calls, escaped_calls = escape(tool_calls)
         if escaped or escaped_calls:
             run["metadata"] = dict(run.get("metadata") or {}, escaped_characters=(
                 f"{escaped + escaped_calls} lone surrogate(s) (text that is not valid "
