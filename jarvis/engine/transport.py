@@ -4,8 +4,9 @@ Both speak the same chat-completions wire format and hand the engine plain dicts
 report failures as WireError, so the engine parses replies and classifies failures (retry,
 rejected tools, unreachable, ...) in one place.
 
-- OpenAITransport: the `openai` package (the SDK default). Importing openai costs ~0.7-1 s of
-  CPU, which is paid once in a long-lived process.
+- OpenAITransport: the `openai` package (the SDK's and serve's for https, a proxy from the
+  environment, or when asked for). Importing openai costs ~0.7-1 s of CPU, which is paid once
+  in a long-lived process.
 - HTTPTransport: the standard library's http.client with a small keep-alive pool (the `jarvis
   ask` default, where the openai import would dominate start-up: see bench/bench_agent.py;
   and, through `auto_client`, the SDK's and `jarvis serve`'s wherever it sends what the openai
