@@ -65,14 +65,16 @@ class Jarvis:
         bus: an EventBus to publish tool, inference and run events on.
         host: the engine's host (overrides the environment and config).
         config: an already loaded JarvisConfig (instead of config_path).
-        default_client: the HTTP client ("openai" or "http") when `[engine] client` is auto.
+        default_client: the HTTP client ("openai", "http" or "auto") when `[engine] client`
+            is auto; "auto": the built-in client for a plain http:// engine URL with no proxy
+            set (~6x cheaper a request), else the openai package.
         engine_key: OpenJarvis's name for `engine` (a backend name).
     """
 
     def __init__(self, config_path: str | os.PathLike[str] | None = None, engine: Any = None,
                  model: str | None = None, bus: EventBus | None = None, *,
                  host: str | None = None, config: Any = None,
-                 default_client: str = "openai", engine_key: str | None = None) -> None:
+                 default_client: str = "auto", engine_key: str | None = None) -> None:
         from jarvis.core.config import load_config
 
         if engine_key is not None:
@@ -94,6 +96,7 @@ class Jarvis:
         self._model = model
         self._resolved_model: str | None = None
         self._memory: Any = None
+        self._memory_file: Path | None = None
         self._runlog: Any = None
         self._extensions_loaded = False
         self._closed = False
@@ -145,9 +148,12 @@ class Jarvis:
         return self._resolved_model
 
     def _memory_path(self) -> Path:
-        from jarvis.memory import memory_path
+        # Worked out once: every ask checks whether the file exists (a served request too).
+        if self._memory_file is None:
+            from jarvis.memory import memory_path
 
-        return memory_path(self.config)
+            self._memory_file = memory_path(self.config)
+        return self._memory_file
 
     @property
     def memory(self) -> Any:

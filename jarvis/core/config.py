@@ -81,7 +81,8 @@ class EngineConfig(_Section):
                                     "accepted, streamed or not; a larger one is an error")
     client: Literal["auto", "openai", "http"] = Field(
         "auto", description="HTTP client: the openai package, or jarvis's built-in one (fast "
-        "start-up); auto: built-in for `jarvis ask`, openai for the SDK")
+        "start-up, cheaper requests); auto: built-in for `jarvis ask`, and for the SDK and "
+        "`jarvis serve` with a plain http:// engine URL and no proxy set, else openai")
     hosts: EngineHosts = Field(default_factory=EngineHosts)
     vision: bool | Literal["auto"] = Field(
         "auto", description="whether the model takes images (tool results' images are sent as "
