@@ -264,7 +264,7 @@ class Jarvis:
                  history: Sequence[Message] | None = None, temperature: float | None = None,
                  max_tokens: int | None = None,
                  run_metadata: dict[str, Any] | None = None,
-                 cancel: Any = None) -> dict[str, Any]:
+                 cancel: Any = None, fence: Any = None) -> dict[str, Any]:
         """Answer `query` and report how.
 
         Args:
@@ -286,6 +286,9 @@ class Jarvis:
                 chunks, before the tool calls of a turn) and raises RunCancelled; the run log
                 records it as "cancelled". An engine or tool call already under way is not
                 interrupted: it finishes (bounded by its timeout) and its result is dropped.
+            fence: a scheduled run's RunFence (jarvis.tools.fence; the scheduler passes it):
+                its lease is checked before every engine and tool call (RunFenced once it is
+                lost), and its tools get it as `context.fence` (keys for their side effects).
 
         Returns a dict with content, usage (summed over turns), tool_results, turns, model,
         engine, agent, run_id, context_sources and metadata.
@@ -325,7 +328,7 @@ class Jarvis:
                                 approved_tools=approved_tools or (),
                                 max_abandoned_per_tool=tc.max_abandoned_per_tool,
                                 max_abandoned=tc.max_abandoned_threads,
-                                metadata=run_metadata)
+                                metadata=run_metadata, fence=fence)
         system_prompt = system if system is not None else (
             spec.instructions if spec is not None and spec.instructions else self.config.agent.system)
         context_text, sources = self._memory_context(query, context)

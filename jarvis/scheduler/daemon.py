@@ -19,6 +19,7 @@ import time
 from typing import Any, Self
 
 from jarvis.errors import EngineError, JarvisError
+from jarvis.scheduler.fencing import ledger_fence
 from jarvis.scheduler.records import Run, Task
 from jarvis.scheduler.runner import RunOutcome, start_run
 from jarvis.scheduler.schedules import iso
@@ -360,7 +361,10 @@ class SchedulerDaemon:
     def _execute_claim(self, claim: Claim) -> Run:
         task, run = claim.task, claim.run
         started = time.monotonic()
-        worker, box = start_run(self.runner, task, run, f"jarvis-task-{task.id}")
+        # The run's lease is checked before each of its engine and tool calls: a run another
+        # daemon recovered (this one stalled past its lease) makes no further call.
+        fence = ledger_fence(self.store, run, self.owner, self.lease_seconds, clock=self.clock)
+        worker, box = start_run(self.runner, task, run, f"jarvis-task-{task.id}", fence=fence)
         with self._active_lock:
             self._executing[run.id] = worker
         beat = max(self.lease_seconds / 4, 0.05)

@@ -14,6 +14,11 @@ resource when the call returns (`close()`).
 `context.grant` says what the run itself was given (its tools and standing approvals) and
 whether a person or a model made the call, so a tool that hands out work for later
 (`schedule_task`) never grants more than that.
+
+`context.fence` is a scheduled run's RunFence (jarvis.tools.fence), None elsewhere:
+`context.idempotency_key`, `context.attempt` and `context.epoch` name the occurrence, the
+attempt and the dispatch, and `context.fence.begin(...)` records a side effect so that a retried
+attempt never sends it twice.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from jarvis.core.events import EventBus
     from jarvis.resources import ResourceManager, ResourceSpec
+    from jarvis.tools.fence import RunFence
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +56,29 @@ class ToolContext:
     metadata: dict[str, Any] = field(default_factory=dict)
     resources: ResourceManager | None = None
     grant: Grant | None = None
+    fence: RunFence | None = None
     _call_owner: str | None = field(default=None, repr=False, init=False)
+
+    @property
+    def idempotency_key(self) -> str | None:
+        """The scheduled occurrence's key (the same for every attempt); None outside one."""
+        if self.fence is not None:
+            return self.fence.idempotency_key
+        return (self.metadata.get("scheduled_run") or {}).get("idempotency_key")
+
+    @property
+    def attempt(self) -> int | None:
+        """The scheduled run's attempt number (1 for the first); None outside one."""
+        if self.fence is not None:
+            return self.fence.attempt
+        return (self.metadata.get("scheduled_run") or {}).get("attempt")
+
+    @property
+    def epoch(self) -> int | None:
+        """The scheduled run's dispatch epoch (its fencing number; 0 on the local runner)."""
+        if self.fence is not None:
+            return self.fence.epoch
+        return (self.metadata.get("scheduled_run") or {}).get("epoch")
 
     @property
     def manager(self) -> ResourceManager:

@@ -27,6 +27,7 @@ from jarvis.tools.base import (
     strict_arguments,
 )
 from jarvis.tools.context import Grant, ToolContext
+from jarvis.tools.fence import RunFence
 from jarvis.tools.spec import ToolSpec
 from jarvis.tools.validation import SchemaValidator
 
@@ -239,6 +240,9 @@ class ToolExecutor:
         max_abandoned_per_tool / max_abandoned: timed-out calls whose threads still run,
             allowed per tool and in all (process-wide); beyond that a call of the tool fails
             at once (error_type timeout) instead of starting another thread.
+        fence: a scheduled run's RunFence (jarvis.tools.fence): checked before every call
+            starts (a run that lost its lease raises RunFenced instead of calling the tool),
+            and handed to the tools in their context.
     """
 
     def __init__(self, tools: Iterable[BaseTool] = (), bus: EventBus | None = None, *,
@@ -249,8 +253,9 @@ class ToolExecutor:
                  approved_tools: Iterable[str] = (), by_person: bool = False,
                  max_abandoned_per_tool: int = DEFAULT_MAX_ABANDONED_PER_TOOL,
                  max_abandoned: int = DEFAULT_MAX_ABANDONED,
-                 metadata: dict[str, Any] | None = None) -> None:
+                 metadata: dict[str, Any] | None = None, fence: RunFence | None = None) -> None:
         self.bus = bus
+        self.fence = fence
         self.approver = approver
         self.default_timeout = default_timeout
         self.max_output_chars = max_output_chars
@@ -422,7 +427,7 @@ class ToolExecutor:
             return None
         return ToolContext(run_id=self.run_id, call_id=prep.call_id,
                            tool_name=prep.entry.spec.name, bus=self.bus, grant=self.grant,
-                           metadata=dict(self.metadata))
+                           metadata=dict(self.metadata), fence=self.fence)
 
     def _over_abandoned(self, prep: _Prepared) -> ToolResult | None:
         """A failed result when too many timed-out calls still hold threads (None: go on)."""
@@ -497,6 +502,8 @@ class ToolExecutor:
         prep = self._prepare(call)
         if type(prep) is ToolResult:
             return prep
+        if self.fence is not None:  # a run that lost its lease calls nothing more
+            self.fence.check()
         entry = prep.entry
         if self.bus is not None:
             self._publish_start(prep)
@@ -600,6 +607,8 @@ class ToolExecutor:
         prep = self._prepare(call)
         if type(prep) is ToolResult:
             return prep
+        if self.fence is not None:  # a run that lost its lease calls nothing more
+            self.fence.check()
         entry = prep.entry
         if self.bus is not None:
             self._publish_start(prep)
