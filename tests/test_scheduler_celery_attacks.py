@@ -57,7 +57,7 @@ def test_forged_messages_are_refused_in_one_line_and_the_real_run_runs_once(
         ((str(run.id), 1, 1), None), ((run.id, 1), None), ((*real, 4), None),
         ((), {"run_id": run.id, "attempt": 1, "epoch": 1}), (([[[[run.id]]]], 1, 1), None),
         (("9" * 5000, 1, 1), None), ((True, True, True), None), ((2**70, 1, 1), None),
-        ((float(run.id), 1.0, 1.0), None), (("x" * 1_000_000, 1, 1), None),
+        ((float(run.id), 1.0, 1.0), None), (("x" * 500_000, 1, 1), None),
         ((run.id, 1, 2**40), None), ((-run.id, 1, 1), None),
     ]
     for args, kwargs in forged:

@@ -67,7 +67,8 @@ def test_migrations_apply_once_even_when_many_processes_open_at_once(pg_url):
     assert pg_rows(pg_url, "SELECT version FROM jarvis_schema") == [(len(MIGRATIONS),)]
     tables = {r[0] for r in pg_rows(pg_url, "SELECT tablename FROM pg_tables WHERE tablename "
                                             "LIKE 'jarvis_%%'")}
-    assert tables == {"jarvis_schema", "jarvis_tasks", "jarvis_runs", "jarvis_run_logs"}
+    assert tables == {"jarvis_schema", "jarvis_tasks", "jarvis_runs", "jarvis_run_logs",
+                      "jarvis_effects"}
 
 
 def test_concurrent_claimers_take_each_occurrence_once(pg_url, api):

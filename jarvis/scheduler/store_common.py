@@ -332,6 +332,13 @@ class StoreBase:
             params.append(max(int(offset), 0))
         return [_task(r) for r in self._query(self._sql(sql), tuple(params))]
 
+    def longest_timeout(self) -> tuple[str, float] | None:
+        """(task id, timeout) of the active or paused task with the longest timeout."""
+        rows = self._query(self._sql("SELECT id, timeout_seconds FROM {tasks} WHERE status IN "
+                                     "('active', 'paused') AND timeout_seconds IS NOT NULL "
+                                     "ORDER BY timeout_seconds DESC LIMIT 1"))
+        return (rows[0]["id"], float(rows[0]["timeout_seconds"])) if rows else None
+
     def count_tasks(self) -> dict[str, int]:
         rows = self._query(self._sql("SELECT status, count(*) AS n FROM {tasks} GROUP BY status"))
         return {r["status"]: r["n"] for r in rows}

@@ -252,7 +252,12 @@ def run_worker(config: Any, *, concurrency: int | None = None, runner: str | Non
                hostname: str | None = None) -> None:
     """Start a Celery worker (blocks until it is stopped) that executes runs from the ledger."""
     from jarvis.scheduler.addresses import redact
-    from jarvis.scheduler.celery_app import check_broker, make_app, quiet_refused_messages
+    from jarvis.scheduler.celery_app import (
+        check_broker,
+        check_visibility,
+        make_app,
+        quiet_refused_messages,
+    )
     from jarvis.scheduler.ledger import is_postgres_url
     from jarvis.scheduler.store_postgres import PostgresStore
 
@@ -267,7 +272,11 @@ def run_worker(config: Any, *, concurrency: int | None = None, runner: str | Non
                    execute=_execute)
     # Check the ledger (and apply migrations) and the broker before forking: one clear line
     # now rather than a worker that retries forever; each pool process opens its own store.
-    PostgresStore(settings.store).close()
+    ledger = PostgresStore(settings.store)
+    try:
+        check_visibility(celery.visibility_timeout, ledger)
+    finally:
+        ledger.close()
     check_broker(app, celery.broker)
     _WORKER = Worker(settings.store, worker_runner(config, runner, factory),
                      lease_seconds=settings.lease_seconds, config=config)

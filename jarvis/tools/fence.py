@@ -17,9 +17,10 @@ agent, the executor and every tool's context (`context.fence`):
   run still holds its lease) and says whether an earlier attempt sent it already; the gate's
   `finish(ok, detail)` confirms it after. A key is never sent twice: a confirmed send is not
   repeated, and a send whose confirmation is missing (its process died in between) is resolved
-  by the record: a channel message is not sent again (at most once: the message may be lost,
-  never doubled); an HTTP request is sent again with the same Idempotency-Key only when the
-  tool asks for it (`resend_unconfirmed`), for a receiver that de-duplicates on it.
+  by the record, not by sending again: at most once (an effect may be lost, never doubled).
+  A send that failed (nothing arrived, or the receiver refused it) may be sent again by a
+  retried attempt, under the same key (http_request sends it as `Idempotency-Key`, for the
+  receiver to de-duplicate an answer that was lost on the way back).
 """
 
 from __future__ import annotations
