@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
-from celery_support import daemon, pg_rows, scaleout_env, worker
+from celery_support import Proc, daemon, pg_rows, scaleout_env, worker
 from net_support import Reply, serving
 from waiting import wait_for
 
@@ -158,3 +158,89 @@ def test_a_stalled_worker_makes_no_call_after_its_lease_was_lost(cli_env, pg_url
     assert [(c["note"], c["attempt"], c["epoch"]) for c in calls] == [("retry", 2, rows[1][4])]
     assert calls[0]["key"] == run.idempotency_key
     assert len(model.requests) == 3  # attempt 1's one call, attempt 2's two; nothing after
+
+
+def sender_group(peer: tuple) -> int:
+    """The process group of the process that holds the loopback client socket `peer` (the
+    worker, with its pool processes, whose run sent a request)."""
+    port = peer[1]
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if int(fields[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(f"socket:[{fields[9]}]")
+    for fd in Path("/proc").glob("[0-9]*/fd/*"):
+        try:
+            if os.readlink(fd) in inodes:
+                return os.getpgid(int(fd.parts[2]))
+        except OSError:
+            continue
+    raise AssertionError(f"no process holds the socket of {peer}")
+
+
+def test_kill_9_between_a_send_and_its_record_never_sends_a_key_twice(
+        cli_env, pg_url, redis_server, api, procs, tmp_path):
+    """Attempt 1 POSTs an order and its worker is killed (-9) the moment the receiver has it;
+    attempt 2 does not POST it again, sends to a channel, and its worker is killed the moment
+    the channel's receiver has the message; attempt 3 sends neither again and succeeds. The
+    receiver saw the order's key once and the message once."""
+    seen: dict[str, list] = {"orders": [], "hook": []}
+    killed: list[int] = []
+
+    def receiving(kind: str, status: int):
+        def route(request):
+            seen[kind].append(request)
+            if len(seen[kind]) == 1:  # sent, not yet recorded as sent: its worker dies now
+                group = sender_group(request.peer)
+                os.killpg(group, signal.SIGKILL)
+                killed.append(group)
+            return Reply(status, "ok")
+        return route
+
+    def model(request):  # the same plan in every attempt: POST the order, tell the person
+        done = [m for m in request["messages"] if m.get("role") == "tool"]
+        if not done:
+            return reply(tool_calls=[tool_call("http_request", {
+                "url": receiver.url("/orders"), "method": "POST", "json": {"item": 7}})])
+        if len(done) == 1:
+            return reply(tool_calls=[tool_call("channel_send", {
+                "channel": "hook", "message": "order 7 placed"})])
+        return "done"
+
+    with serving({"/orders": receiving("orders", 201), "/hook": receiving("hook", 200)}) \
+            as receiver, FakeOpenAIServer([], default=model) as server:
+        Path("config.toml").write_text(config(server.base_url, f"""
+            [channels.hook]
+            url = "json://{receiver.hostport}/hook"
+            confirm = false
+            retries = 0
+
+            [tools.http_request]
+            allowed_hosts = ["127.0.0.1"]
+        """))
+        env = scaleout_env(cli_env, pg_url, redis_server.url, tmp_path / "runner.log")
+        task = api.add("Order item 7 and tell me", every=3600, on_crash="retry", max_retries=2,
+                       tools=["http_request", "channel_send"], approved_tools=["http_request"])
+        workers = [Proc(env, "worker", "--concurrency", "1") for _ in range(3)]  # start at once
+        procs.extend(workers)
+        for w in workers:
+            w.wait_for_line("ready.")
+        procs.append(daemon(env))
+        pg_rows(pg_url, "UPDATE jarvis_tasks SET next_run = %s", (time.time() - 0.5,))
+        rows = wait_for(lambda: (lambda r: r if r and r[-1][1] == "succeeded" else None)(
+            runs_of(pg_url, task.id)), timeout=60, what="attempt 3 to succeed")
+    assert [r[:3] for r in rows] == [(1, "failed", "crashed"), (2, "failed", "crashed"),
+                                     (3, "succeeded", None)]
+    assert len(set(killed)) == 2 and {w.pid for w in workers} >= set(killed)
+    assert len(seen["orders"]) == 1 and len(seen["hook"]) == 1  # each once, after recovery too
+    assert json.loads(seen["hook"][0].body)["message"] == "order 7 placed"
+    key = seen["orders"][0].headers["idempotency-key"].strip('"')
+    effects = {e.tool: e for e in api.store.list_effects()}
+    assert effects["http_request"].key == key and effects["http_request"].attempt == 1
+    assert effects["channel_send"].attempt == 2
+    assert {e.status for e in effects.values()} == {"unknown"}  # begun, never confirmed
+    last = api.store.list_runs(task.id)[0]
+    log = api.store.get_log_entry(last.run_log_id)
+    said = [c["content"] for c in log["tool_calls"]]
+    assert len(said) == 2 and all(s.startswith("not sent again: attempt") for s in said), said
