@@ -215,3 +215,32 @@ def test_mcp_calls_carry_the_key_in_meta(tmp_path):
     assert len(meta["jarvis/idempotency-key"]) == 32
     assert json.loads(again.content)["jarvis/idempotency-key"] == meta["jarvis/idempotency-key"]
     assert "jarvis/idempotency-key" not in json.loads(plain.content)
+
+
+def test_a_notify_delivery_is_never_sent_twice(store):
+    """A finished run's delivery is keyed by the run (occurrence and attempt): sent once, even
+    when delivered again; one begun by a process that died before confirming it is not sent."""
+    from jarvis.channels.delivery import ChannelNotifier
+    from jarvis.scheduler.fencing import deliver_once
+
+    with serving({"/hook": lambda seen: Reply(200, "ok")}) as server:
+        config = JarvisConfig.model_validate({"channels": {
+            "hook": {"url": f"json://{server.hostport}/hook"}}})
+        api = TaskScheduler(store=store, runner=lambda task, occurrence: "the answer",
+                            config=config)
+        task = api.add("echo", every=3600, notify="hook")
+        run = api.run_now(task.id)
+        assert run.delivery["status"] == "delivered" and len(server.seen) == 1
+        again = deliver_once(store, task, run, ChannelNotifier(config))
+        assert again["status"] == "delivered" and again["key"] == run.delivery["key"]
+        assert again["note"].startswith("already sent by attempt 1")
+        # Another run: its delivery was begun by a process that died before confirming it.
+        second = api.run_now(task.id)
+        assert len(server.seen) == 2
+        store.finish_effect(second.delivery["key"], status="unknown")
+        with store._write() as db:
+            db.execute(store._sql("UPDATE {effects} SET status = 'sending' WHERE key = ?"),
+                       (second.delivery["key"],))
+        resent = deliver_once(store, task, second, ChannelNotifier(config))
+    assert resent["status"] == "not_sent" and "may or may not have arrived" in resent["error"]
+    assert len(server.seen) == 2

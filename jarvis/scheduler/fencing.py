@@ -82,9 +82,11 @@ def deliver_once(store: Any, task: Task, run: Run,
         prior = gate.prior
         log.warning("task %s: run %d: delivery to channel %s not sent again (%s)", task.id,
                     run.id, task.notify, prior.status if prior else "?")
+        sent = prior is not None and prior.status == "sent"
         return {"channel": task.notify, "key": gate.key, "attempts": 0, "at": time.time(),
-                "status": "delivered" if prior and prior.status == "sent" else "not_sent",
-                "error": None if prior and prior.status == "sent" else gate.describe_prior()}
+                "status": "delivered" if sent else "not_sent",
+                "error": None if sent else gate.describe_prior(),
+                "note": gate.describe_prior() if sent else None}
     try:
         record = notifier(task, run)
     except Exception as exc:  # a broken notifier must not take the run or daemon down
