@@ -100,7 +100,6 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX jarvis_effects_run ON jarvis_effects (run_id);
     """,
 )
-UNSENT_SECONDS = 10.0  # a run claimed this long ago and never sent is sent again
 _MIGRATION_LOCK = 0x6A61727669730001  # pg_advisory_xact_lock key: "jarvis" + 1
 _QUOTA_LOCK = 0x6A61727669730002  # serializes quota-checked task inserts
 
@@ -538,7 +537,7 @@ class PostgresStore(StoreBase):
             return cur.rowcount
 
     def redispatch_expired(self, *, owner: str, dispatch_seconds: float, limit: int,
-                           unsent_seconds: float = UNSENT_SECONDS,
+                           unsent_seconds: float = 10.0,
                            lost_after: float | None = None) -> list[Claim]:
         """Dispatched runs to send again, with the next epoch, oldest occurrence first:
         - claimed and never sent for `unsent_seconds` (the daemon died between claim and
