@@ -1,21 +1,24 @@
 """Dispatch under a backlog: 1 000 runs due at once on Celery workers, with a short and the
 default `dispatch_timeout`, counting the messages the broker got.
 
-    python bench/bench_scheduler_backlog.py [--runs 1000] [--concurrency 4] [--workers 1,3]
-                                            [--timeouts 8,300] [--base PATH]
+    python bench/bench_scheduler_backlog.py [--runs 1000] [--concurrency 1] [--workers 1,3]
+                                            [--timeouts 8,300] [--repeat 3] [--base PATH]
 
 Needs the test extra (`pip install -e '.[test]'`): a real PostgreSQL (fsync on) and Redis on
 loopback ports (tests/servers.py), one `jarvis scheduler start` daemon and `jarvis worker`
 processes whose runs do no work (tests/scheduler_support.py ScriptRunner, "echo"), so only the
 dispatch path is measured. The tasks are due within one second, one millisecond apart, so
-their due order is known.
+their due order is known. One run at a time per worker process by default, so 1 000 runs make a
+backlog of about a minute (as minute-long agent runs would with more), and `lease_seconds = 20`
+so the daemon's reaper passes every 10 s during it.
 
 For each (workers, dispatch_timeout): messages the broker got (Redis LPUSH calls, from INFO
 commandstats) per run, runs re-sent (the daemon's log), runs/s = runs / (last finish - first
 due time), start lateness (start - scheduled time, p50 / p99) and FIFO order (mean distance
 between a run's place in the due order and in the start order, in runs). The 300 s case of
-the same worker count is the baseline in the same run. `--base PATH` runs the daemon and
-workers from another checkout (e.g. the commit before a change) for a before/after table.
+the same worker count is the baseline in the same run. The cases are interleaved `--repeat`
+times and each figure is the median (the machine's load varies). `--base PATH` runs the
+daemon and workers from another checkout (e.g. the commit before a change): the before table.
 """
 
 from __future__ import annotations
@@ -70,12 +73,13 @@ def case(*, runs: int, workers: int, timeout: float, concurrency: int, pg: objec
     from jarvis.scheduler.scheduler import TaskScheduler
     from jarvis.scheduler.store_postgres import PostgresStore
 
-    label = f"{workers}w_{int(timeout)}s"
+    label = f"{workers}w_{int(timeout)}s_{os.urandom(3).hex()}"
     folder = work / label
     folder.mkdir()
     (folder / "home").mkdir()
     (folder / "config.toml").write_text(
-        f"[scheduler]\npoll_seconds = 0.2\n\n[scheduler.celery]\ndispatch_timeout = {timeout}\n")
+        f"[scheduler]\npoll_seconds = 0.2\nlease_seconds = 20\n\n[scheduler.celery]\n"
+        f"dispatch_timeout = {timeout}\n")
     url = new_database(pg, f"backlog_{label}_{os.getpid()}")
     store = PostgresStore(url)
     api = TaskScheduler(store=store, runner=lambda t, o: "unused")
@@ -91,10 +95,10 @@ def case(*, runs: int, workers: int, timeout: float, concurrency: int, pg: objec
         for _ in range(workers):
             w = spawn(env, folder, "worker", "--concurrency", str(concurrency), *runner)
             procs.append(w)
-            wait_line(w, "ready.")
+            wait_line(w, "ready.", timeout=180)
         d = spawn(env, folder, "scheduler", "start")
         procs.append(d)
-        follow(d, "started on", lines)
+        follow(d, "started on", lines, timeout=180)
         sent_before = lpush_calls(redis_url)
         due = time.time() + 2.0
         with store._tx() as cur:  # due one millisecond apart, in id order
@@ -133,9 +137,10 @@ def case(*, runs: int, workers: int, timeout: float, concurrency: int, pg: objec
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=1000)
-    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--workers", default="1,3")
     parser.add_argument("--timeouts", default="8,300")
+    parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--base", default="", help="a checkout to run the processes from")
     args = parser.parse_args()
     from servers import start_postgres, start_redis
@@ -143,14 +148,16 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="jarvis-bench-backlog-"))
     pg = start_postgres(durable=True)
     redis = start_redis()
-    results = []
+    configs = [(int(w), float(t)) for w in args.workers.split(",")
+               for t in sorted((float(t) for t in args.timeouts.split(",")), reverse=True)]
+    measured: dict[tuple[int, float], list[dict]] = {c: [] for c in configs}
     try:
-        for workers in [int(w) for w in args.workers.split(",")]:
-            for timeout in sorted((float(t) for t in args.timeouts.split(",")), reverse=True):
+        for _ in range(args.repeat):
+            for workers, timeout in configs:
                 r = case(runs=args.runs, workers=workers, timeout=timeout,
                          concurrency=args.concurrency, pg=pg, redis_url=redis.url, work=work,
                          base=args.base)
-                results.append(r)
+                measured[(workers, timeout)].append(r)
                 print(f"  {workers} worker(s), dispatch_timeout {timeout:g} s: {r['messages']} "
                       f"messages, {r['resent']} re-sent, {r['runs_per_s']:.1f} runs/s, p50 "
                       f"{r['p50']:.1f} s, p99 {r['p99']:.1f} s, FIFO {r['fifo']:.1f}, "
@@ -161,16 +168,23 @@ def main() -> None:
         import shutil
 
         shutil.rmtree(work, ignore_errors=True)
-    print(f"\n{args.runs} runs due at once; {args.concurrency} runs at a time per worker\n")
+
+    def median(config: tuple[int, float], key: str) -> float:
+        return statistics.median(r[key] for r in measured[config])
+
+    print(f"\n{args.runs} runs due at once; {args.concurrency} run(s) at a time per worker; "
+          f"medians of {args.repeat}\n")
     print("| workers | dispatch_timeout | messages per run | runs re-sent | runs/s (vs 300 s) "
           "| lateness p50 / p99 (s) | FIFO: mean displacement (runs) |")
     print("|---|---|---|---|---|---|---|")
-    for r in results:
-        base = next(b for b in results if b["workers"] == r["workers"] and b["timeout"] == max(
-            x["timeout"] for x in results if x["workers"] == r["workers"]))
-        print(f"| {r['workers']} | {r['timeout']:g} s | {r['messages'] / r['runs']:.3f} | "
-              f"{r['resent']} | {r['runs_per_s']:.1f} ({r['runs_per_s'] / base['runs_per_s']:.2f}x)"
-              f" | {r['p50']:.1f} / {r['p99']:.1f} | {r['fifo']:.1f} |")
+    for workers, timeout in configs:
+        config = (workers, timeout)
+        base = (workers, max(t for w, t in configs if w == workers))
+        rate = median(config, "runs_per_s")
+        print(f"| {workers} | {timeout:g} s | {median(config, 'messages') / args.runs:.3f} | "
+              f"{median(config, 'resent'):.0f} | {rate:.1f} ({rate / median(base, 'runs_per_s'):.2f}x)"
+              f" | {median(config, 'p50'):.1f} / {median(config, 'p99'):.1f} | "
+              f"{median(config, 'fifo'):.1f} |")
 
 
 if __name__ == "__main__":
