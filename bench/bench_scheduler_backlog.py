@@ -17,7 +17,8 @@ commandstats) per run, runs re-sent (the daemon's log), runs/s = runs / (last fi
 due time), start lateness (start - scheduled time, p50 / p99) and FIFO order (mean distance
 between a run's place in the due order and in the start order, in runs). The 300 s case of
 the same worker count is the baseline in the same run. The cases are interleaved `--repeat`
-times and each figure is the median (the machine's load varies). `--base PATH` runs the
+times, every other round in reverse order, and each figure is the median (the machine's load
+varies). `--base PATH` runs the
 daemon and workers from another checkout (e.g. the commit before a change): the before table.
 """
 
@@ -152,8 +153,10 @@ def main() -> None:
                for t in sorted((float(t) for t in args.timeouts.split(",")), reverse=True)]
     measured: dict[tuple[int, float], list[dict]] = {c: [] for c in configs}
     try:
-        for _ in range(args.repeat):
-            for workers, timeout in configs:
+        for repeat in range(args.repeat):
+            # Every other round in reverse: a case run right after another pays for the
+            # database's work on it (checkpoints with fsync on); no config always goes second.
+            for workers, timeout in configs if repeat % 2 == 0 else configs[::-1]:
                 r = case(runs=args.runs, workers=workers, timeout=timeout,
                          concurrency=args.concurrency, pg=pg, redis_url=redis.url, work=work,
                          base=args.base)

@@ -53,8 +53,10 @@ def ledger_fence(store: Any, run: Run, owner: str, lease_seconds: float,
             return bool(store.renew(run.id, run.epoch, owner, lease_seconds, now=clock()))
         return bool(store.renew(run.id, run.epoch, owner, lease_seconds))
 
+    # A ledger of another make without `renew` gives its runs keys and no lease check.
     return RunFence(idempotency_key=run.idempotency_key, attempt=run.attempt, epoch=run.epoch,
-                    run_id=run.id, task_id=run.task_id, owner=owner, hold=hold,
+                    run_id=run.id, task_id=run.task_id, owner=owner,
+                    hold=hold if hasattr(store, "renew") else None,
                     effects=store if isinstance(store, EffectLedger) else None,
                     patience=lease_seconds)
 
