@@ -1,16 +1,17 @@
 """Dispatch under a backlog: 1 000 runs due at once on Celery workers, with a short and the
 default `dispatch_timeout`, counting the messages the broker got.
 
-    python bench/bench_scheduler_backlog.py [--runs 1000] [--concurrency 1] [--workers 1,3]
-                                            [--timeouts 8,300] [--repeat 3] [--base PATH]
+    python bench/bench_scheduler_backlog.py [--runs 1000] [--work 0.05] [--concurrency 1]
+                  [--workers 1,3] [--timeouts 8,300] [--repeat 3] [--base PATH]
 
 Needs the test extra (`pip install -e '.[test]'`): a real PostgreSQL (fsync on) and Redis on
 loopback ports (tests/servers.py), one `jarvis scheduler start` daemon and `jarvis worker`
-processes whose runs do no work (tests/scheduler_support.py ScriptRunner, "echo"), so only the
-dispatch path is measured. The tasks are due within one second, one millisecond apart, so
-their due order is known. One run at a time per worker process by default, so 1 000 runs make a
-backlog of about a minute (as minute-long agent runs would with more), and `lease_seconds = 20`
-so the daemon's reaper passes every 10 s during it.
+processes whose runs only wait `--work` seconds (tests/scheduler_support.py ScriptRunner,
+"sleep"), so the dispatch path is what is measured. The tasks are due within one second, one
+millisecond apart, so their due order is known. One run at a time per worker process by
+default: 1 000 runs of 50 ms make a backlog of about a minute on one worker (as fewer,
+minute-long agent runs would), and `lease_seconds = 20`, so the daemon's reaper passes every
+10 s during it.
 
 For each (workers, dispatch_timeout): messages the broker got (Redis LPUSH calls, from INFO
 commandstats) per run, runs re-sent (the daemon's log), runs/s = runs / (last finish - first
@@ -68,7 +69,7 @@ def lpush_calls(redis_url: str) -> int:
 
 
 def case(*, runs: int, workers: int, timeout: float, concurrency: int, pg: object,
-         redis_url: str, work: Path, base: str) -> dict:
+         redis_url: str, work: Path, base: str, seconds: float) -> dict:
     from servers import new_database
 
     from jarvis.scheduler.scheduler import TaskScheduler
@@ -84,7 +85,7 @@ def case(*, runs: int, workers: int, timeout: float, concurrency: int, pg: objec
     url = new_database(pg, f"backlog_{label}_{os.getpid()}")
     store = PostgresStore(url)
     api = TaskScheduler(store=store, runner=lambda t, o: "unused")
-    ids = [api.add(f"echo {i}", every=86400).id for i in range(runs)]
+    ids = [api.add(f"sleep {seconds}", every=86400).id for _ in range(runs)]
     log = folder / "runs.log"
     env = env_for(folder / "home", log, url, redis_url, "celery")
     if base:  # the daemon and workers import jarvis from that checkout
@@ -138,6 +139,7 @@ def case(*, runs: int, workers: int, timeout: float, concurrency: int, pg: objec
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=1000)
+    parser.add_argument("--work", type=float, default=0.05, help="seconds each run waits")
     parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--workers", default="1,3")
     parser.add_argument("--timeouts", default="8,300")
@@ -159,7 +161,7 @@ def main() -> None:
             for workers, timeout in configs if repeat % 2 == 0 else configs[::-1]:
                 r = case(runs=args.runs, workers=workers, timeout=timeout,
                          concurrency=args.concurrency, pg=pg, redis_url=redis.url, work=work,
-                         base=args.base)
+                         base=args.base, seconds=args.work)
                 measured[(workers, timeout)].append(r)
                 print(f"  {workers} worker(s), dispatch_timeout {timeout:g} s: {r['messages']} "
                       f"messages, {r['resent']} re-sent, {r['runs_per_s']:.1f} runs/s, p50 "
@@ -175,8 +177,8 @@ def main() -> None:
     def median(config: tuple[int, float], key: str) -> float:
         return statistics.median(r[key] for r in measured[config])
 
-    print(f"\n{args.runs} runs due at once; {args.concurrency} run(s) at a time per worker; "
-          f"medians of {args.repeat}\n")
+    print(f"\n{args.runs} runs of {args.work:g} s due at once; {args.concurrency} run(s) at a "
+          f"time per worker; medians of {args.repeat}\n")
     print("| workers | dispatch_timeout | messages per run | runs re-sent | runs/s (vs 300 s) "
           "| lateness p50 / p99 (s) | FIFO: mean displacement (runs) |")
     print("|---|---|---|---|---|---|---|")
