@@ -12,6 +12,7 @@ from pathlib import Path
 from logged_process import LoggedProcess
 from mcp_support import cli, pid_alive, stdio_server, write_config
 from ports import closed_port
+from serve_process import owner_headers
 from waiting import wait_for
 
 
@@ -26,7 +27,8 @@ def test_mcp_list_shows_status_tools_and_why_a_server_failed(tmp_path: Path, cli
     out = proc.stdout
     assert "tb  [connected]  stdio:" in out
     assert "tb__delete_everything [confirm]" in out
-    assert "tb__echo  Return the text unchanged." in out
+    # A server not marked trusted: every tool asks first, not only those it calls destructive.
+    assert "tb__echo [confirm]  Return the text unchanged." in out
     assert "(not exposed by include/exclude: crash, hang)" in out
     assert "broken  [failed]" in out and "command not found" in out
     assert "off  [disabled]" in out
@@ -50,7 +52,8 @@ def test_mcp_list_shows_status_tools_and_why_a_server_failed(tmp_path: Path, cli
 
 def test_tools_commands_start_servers_only_when_needed(tmp_path: Path, cli_env) -> None:
     marker = tmp_path / "starts.txt"
-    write_config(tmp_path, {"tb": stdio_server("tb", "--touch", str(marker))})
+    # unsandboxed: it marks its starts in a file of the host's
+    write_config(tmp_path, {"tb": stdio_server("tb", "--touch", str(marker), sandbox=False)})
 
     def starts() -> int:
         return len(marker.read_text().split()) if marker.exists() else 0
@@ -68,7 +71,7 @@ def test_tools_commands_start_servers_only_when_needed(tmp_path: Path, cli_env) 
     run = cli(["tools", "run", "calculator", '{"expression": "1+1"}'], cli_env, tmp_path)
     assert run.returncode == 0 and starts() == 1
 
-    spawned = cli(["tools", "run", "tb__spawn_child"], cli_env, tmp_path)
+    spawned = cli(["tools", "run", "--yes", "tb__spawn_child"], cli_env, tmp_path)
     assert spawned.returncode == 0, spawned.stderr
     assert starts() == 2
     # The server and the child it started both ended when jarvis exited.
@@ -76,10 +79,20 @@ def test_tools_commands_start_servers_only_when_needed(tmp_path: Path, cli_env) 
     wait_for(lambda: not pid_alive(child) and not pid_alive(server), timeout=5)
 
 
-async def _drive(server) -> dict:
+async def _drive(server, headers: dict[str, str] | None = None) -> dict:
+    """List and call tools of `server` (a URL: with `headers`, e.g. the owner's token)."""
+    import contextlib
+
     from mcp import Client
 
-    async with Client(server) as client:
+    async with contextlib.AsyncExitStack() as stack:
+        if headers is not None:
+            from mcp.client.streamable_http import streamable_http_client
+            from mcp.shared._httpx_utils import create_mcp_http_client
+
+            http = await stack.enter_async_context(create_mcp_http_client(headers=headers))
+            server = streamable_http_client(server, http_client=http)
+        client = await stack.enter_async_context(Client(server))
         listed = await client.list_tools()
         ok = await client.call_tool("calculator", {"expression": "sqrt(144) + 3**2"})
         bad = await client.call_tool("calculator", {"expr": "1"})
@@ -122,7 +135,7 @@ def serve_http(args: list[str], env: dict[str, str], cwd: Path) -> tuple[LoggedP
 def test_mcp_serve_over_http_with_chosen_tools(tmp_path: Path, cli_env) -> None:
     proc, url = serve_http(["--tools", "calculator"], cli_env, tmp_path)
     try:
-        seen = asyncio.run(_drive(url))
+        seen = asyncio.run(_drive(url, owner_headers(cli_env)))
         assert seen["names"] == ["calculator"]
         assert seen["ok"].content[0].text == "21.0"
         assert seen["bad"].is_error
@@ -151,7 +164,7 @@ def test_ask_uses_an_mcp_tool_end_to_end(tmp_path: Path, cli_env) -> None:
         extra = (f'[engine]\ndefault = "openai"\nmodel = "test-model"\nmax_retries = 0\n'
                  f'[engine.hosts]\nopenai = "{model.base_url}"\n[memory]\ncontext = false\n')
         write_config(tmp_path, {"tb": stdio_server("tb")}, extra=extra)
-        proc = cli(["ask", "--tools", "tb__search", "--json", "Find otters"],
+        proc = cli(["ask", "--yes", "--tools", "tb__search", "--json", "Find otters"],
                    {**cli_env, "OPENAI_API_KEY": "test-key"}, tmp_path)
         assert proc.returncode == 0, proc.stderr
         out = json.loads(proc.stdout)

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
-from mcp_support import HttpToolbox, pid_alive, stdio_server, write_config
+from mcp_support import HttpToolbox, approve_all, pid_alive, stdio_server, write_config
 from waiting import wait_for
 
 from jarvis.core.config import load_config
@@ -30,6 +30,8 @@ def servers(tmp_path_factory: pytest.TempPathFactory):
         "tb": stdio_server("tb", timeout=30, tool_timeouts={"sleep_ms": 0.5, "hang": 1.5},
                            env={"TOOLBOX_DIR": "${HOME}/toolbox"}),
         "other": stdio_server("other", protocol="legacy"),  # the initialize handshake
+        # unsandboxed (sandbox = false): a test follows its processes by their host pids
+        "host": stdio_server("host", sandbox=False),
         "web": {"url": web.url},
         "broken": {"command": "jarvis-no-such-mcp-server-binary"},
         "failing": stdio_server("failing", "--fail-start"),
@@ -46,7 +48,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory):
     web.close()
 
 
-def run(name: str, arguments: dict, approver=None):
+def run(name: str, arguments: dict, approver=approve_all):
     tool = ToolRegistry.get(name)
     return ToolExecutor([tool], approver=approver).execute({"name": name, "arguments": arguments})
 
@@ -111,8 +113,10 @@ def test_invalid_arguments_are_caught_before_the_server(registered: McpManager) 
 
 def test_destructive_tool_requires_confirmation(registered: McpManager) -> None:
     assert ToolRegistry.get("tb__delete_everything").spec.requires_confirmation
-    assert not ToolRegistry.get("tb__picture").spec.requires_confirmation  # readOnlyHint
-    denied = run("tb__delete_everything", {"confirm_phrase": "yes"})
+    # Annotations are the server's own claims: they count only for a server marked trusted
+    # (docs/trust.md), so here even the tool that says readOnlyHint asks first.
+    assert ToolRegistry.get("tb__picture").spec.requires_confirmation
+    denied = run("tb__delete_everything", {"confirm_phrase": "yes"}, approver=None)
     assert denied.error_type is ErrorType.DENIED
     allowed = run("tb__delete_everything", {"confirm_phrase": "yes"}, approver=lambda s, a: True)
     assert allowed.success and allowed.content == "deleted"
@@ -122,7 +126,7 @@ def test_calls_of_one_turn_share_the_session_concurrently(registered: McpManager
     # Each call waits on the server until all four are in progress at once: calls sent one
     # after another would each wait alone. (Observed, not timed: a loaded machine made a
     # wall-clock bound here flaky.)
-    executor = ToolExecutor([ToolRegistry.get("tb__meet")])
+    executor = ToolExecutor([ToolRegistry.get("tb__meet")], approver=approve_all)
     out = executor.execute_many([{"name": "tb__meet",
                                   "arguments": {"key": "one-turn", "parties": 4}}] * 4)
     assert [r.content for r in out] == ["met"] * 4, [r.content for r in out]
@@ -193,10 +197,11 @@ def test_hang_times_out_naming_the_server_then_reconnects(registered: McpManager
 
 
 def test_close_ends_the_whole_process_tree(registered: McpManager) -> None:
-    child = int(run("tb__spawn_child", {}).content)
-    server = int(run("tb__pid", {}).content)
+    # (A sandboxed server's tree ends with its PID namespace: test_mcp_sandbox.py.)
+    child = int(run("host__spawn_child", {}).content)
+    server = int(run("host__pid", {}).content)
     assert pid_alive(child) and pid_alive(server)
-    background_loop().run(registered.servers["tb"].connection.close())
+    background_loop().run(registered.servers["host"].connection.close())
     # Observable right away: close returns once the tree is gone.
     assert not pid_alive(server) and not pid_alive(child)
-    assert run("tb__echo", {"text": "reconnected"}).content == "reconnected"
+    assert run("host__echo", {"text": "reconnected"}).content == "reconnected"

@@ -423,12 +423,14 @@ print(sorted(t.spec.name for t in discovered)[:3])
 def test_mcp_tool_provider_discovers_a_real_servers_tools_and_they_run_in_an_executor(tmp_path):
     import sys
 
-    from mcp_support import TOOLBOX, pid_alive
+    from mcp_support import TOOLBOX
+    from sandbox_support import descendants, new_descendants
 
     from jarvis.agents import OrchestratorAgent
     from jarvis.mcp.client import MCPToolAdapter
     from jarvis.tools.executor import ToolExecutor
 
+    before = descendants()
     printed, ns = run_snippet(MCP_DISCOVER, {"python": sys.executable, "toolbox": str(TOOLBOX)})
     client = ns["client"]
     try:
@@ -437,7 +439,12 @@ def test_mcp_tool_provider_discovers_a_real_servers_tools_and_they_run_in_an_exe
         assert all(isinstance(t, MCPToolAdapter) for t in tools.values())
         assert tools["add"].spec.parameters["required"] == ["a", "b"]
         assert tools["delete_everything"].spec.requires_confirmation  # destructive on the server
-        executor = ToolExecutor(tools.values())
+        # A server not marked trusted: every tool asks before each call (its annotations are
+        # only its own claims; docs/trust.md), so without an approver even `add` is denied.
+        assert ToolExecutor(tools.values()).execute(
+            {"name": "add", "arguments": {"a": 2, "b": 3}}).error_type.value == "denied"
+        executor = ToolExecutor(tools.values(),
+                                approver=lambda spec, args: spec.name != "delete_everything")
         assert executor.execute({"name": "add", "arguments": {"a": 2, "b": 3}}).content == "5"
         failed = executor.execute({"name": "fail", "arguments": {"message": "nope"}})
         assert not failed.success and "Error executing tool fail" in failed.content
@@ -448,17 +455,19 @@ def test_mcp_tool_provider_discovers_a_real_servers_tools_and_they_run_in_an_exe
             "content": [{"text": "hi", "detail": None, "type": "text"}], "isError": False}
         # An agent uses them like any tool.
         engine = ScriptedEngine([reply(tool_calls=[tool_call("echo", {"text": "ping"})]), "pong"])
-        result = OrchestratorAgent(engine, "m", tools=[tools["echo"]]).run("echo ping")
-        assert result.tool_results[0].content == "ping"
+        agent = OrchestratorAgent(engine, "m", executor=ToolExecutor(
+            [tools["echo"]], approver=lambda spec, args: True))
+        assert agent.run("echo ping").tool_results[0].content == "ping"
         one = MCPToolAdapter(client, client.list_tools()[0])
         assert one.spec.name == client.list_tools()[0].name
-        pid = int(client.call_tool("pid")["content"][0]["text"])
-        assert pid_alive(pid)
+        assert int(client.call_tool("pid")["content"][0]["text"]) > 0
+        assert new_descendants(before)  # the server (in the sandbox: its pid is its own there)
     finally:
         client.close()
     from waiting import wait_for
 
-    wait_for(lambda: not pid_alive(pid), timeout=10, what="the stdio server ends with close()")
+    wait_for(lambda: not new_descendants(before), timeout=10,
+             what="the stdio server (and its sandbox) ends with close()")
 
 
 def test_mcp_client_failures_are_clear(tmp_path):

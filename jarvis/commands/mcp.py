@@ -55,7 +55,8 @@ def list_servers(as_json: bool, cached: bool) -> None:
                 click.echo("")
             # Everything a server wrote is shown with its escape sequences made visible: a
             # listing on the terminal must not clear the screen or retitle the window.
-            click.echo(f"{row['name']}  [{row['status']}]  {row['transport']}: "
+            bare = " (not sandboxed: sandbox = false)" if row["sandbox"] is False else ""
+            click.echo(f"{row['name']}  [{row['status']}]  {row['transport']}{bare}: "
                        f"{visible(row['target'], one_line=True)}")
             if row["error"]:
                 click.echo(f"  error: {visible(row['error'], one_line=True)}")
@@ -271,9 +272,11 @@ def json_text(value: Any) -> str:
 @click.option("--http", "http", default=None, metavar="HOST:PORT",
               help="Serve streamable HTTP on HOST:PORT (endpoint /mcp) instead of stdio; port "
                    "0 takes a free one (the URL is printed on stderr). Without "
-                   "--api-key only loopback Host headers are answered (DNS-rebinding protection "
-                   "on every loopback address); [serve] header_timeout, body_timeout, "
-                   "send_timeout and max_connections apply.")
+                   "--api-key only you are answered (every request carries your token: "
+                   "'Authorization: Bearer $(jarvis serve --print-token)') and only loopback "
+                   "Host headers (DNS-rebinding protection on every loopback address); "
+                   "[serve] header_timeout, body_timeout, send_timeout and max_connections "
+                   "apply.")
 @click.option("--api-key", envvar="JARVIS_API_KEY", default=None,
               help="With --http: require this key (X-API-Key or 'Authorization: Bearer KEY') "
                    "on every request; needed to listen anywhere but loopback.")

@@ -257,10 +257,20 @@ class McpServerConfig(_Section):
                         "folders the file tools may read (MCP roots)")
     elicitation: bool = Field(True, description="let the server ask the user questions on the "
                               "terminal (refused when not interactive)")
+    sandbox: bool = Field(True, description="stdio: run the server in the sandbox, seeing only "
+                          "its runtime, its package and the paths listed below, no network, an "
+                          "environment of only `env` (false: with your full rights)")
+    read_only_paths: list[str] = Field(default_factory=list, description="stdio, sandboxed: "
+                                       "paths the server may read")
+    writable_paths: list[str] = Field(default_factory=list, description="stdio, sandboxed: "
+                                      "folders the server may write")
     max_message_mb: float = Field(32.0, gt=0, le=1024, description="largest message the "
                                   "server may send, in MB (stdio: a line; HTTP: a JSON body or "
                                   "an SSE event); a larger one is dropped and the call it "
                                   "answers fails saying so")
+    trusted: bool = Field(False, description="believe the server's tool annotations "
+                          "(readOnlyHint, destructiveHint, openWorldHint); without it every "
+                          "tool of the server asks first and counts as sending data out")
 
     def model_post_init(self, __context: Any) -> None:
         if self.protocol not in ("auto", "legacy"):
@@ -283,6 +293,26 @@ class McpConfig(_Section):
             problem = check_server_name(name)
             if problem:
                 raise ValueError(f"mcp.servers.{name}: the server name {problem}")
+
+
+class EgressConfig(_Section):
+    """[egress]: what a run that read untrusted content and holds private data may send out
+    without asking a person (docs/trust.md)."""
+
+    allow_hosts: list[str] = Field(default_factory=list, description="hosts such runs may "
+                                   "send to: example.com (any port), example.com:8443, "
+                                   "*.example.com (its subdomains)")
+    allow_channels: list[str] = Field(default_factory=list, description="channels such runs "
+                                      "may send to")
+    allow_mcp_servers: list[str] = Field(default_factory=list, description="MCP servers such "
+                                         "runs may call")
+    trusted_tools: list[str] = Field(default_factory=list, description="tools you vouch for "
+                                     "(e.g. your own tools/*.py that declare nothing): their "
+                                     "results count as neutral, their calls as sending "
+                                     "nothing out")
+    max_unconfirmed_per_run: int = Field(8, ge=0, le=1000, description="calls such a run may "
+                                         "make without asking because they carry only your "
+                                         "words or follow a link (the rest ask)")
 
 
 class WorkspaceConfig(_Section):
@@ -379,6 +409,7 @@ class JarvisConfig(_Section):
     serve: ServeConfig = Field(default_factory=ServeConfig)
     channels: dict[str, ChannelConfig] = Field(default_factory=dict)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    egress: EgressConfig = Field(default_factory=EgressConfig)
 
     # Not part of the file: where it came from, for relative paths and `config show`.
     _source: Path | None = None

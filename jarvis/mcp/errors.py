@@ -16,8 +16,17 @@ class McpServerError(Exception):
 
     def __init__(self, server: str, reason: str) -> None:
         self.server = server
-        self.reason = reason
-        super().__init__(f"MCP server {server!r}: {reason}")
+        # Reasons quote URLs (a key in the path: Zapier's /mcp/sk-ak-.../sse) and servers'
+        # stderr: shown and remembered without their secrets.
+        self.reason = shown_reason(reason)
+        super().__init__(f"MCP server {server!r}: {self.reason}")
+
+
+def shown_reason(reason: str) -> str:
+    """A failure reason as it may be shown, stored or logged: keys in URLs and tokens hidden."""
+    from jarvis.security.redact import redact_value
+
+    return redact_value("error", reason)
 
 
 class McpCallTimeout(Exception):
@@ -32,7 +41,11 @@ class McpCallError(Exception):
         super().__init__(message)
 
 
-class BadCwdError(Exception):
+class ServerSetupError(Exception):
+    """A stdio server cannot be started as configured (its message says why and the fix)."""
+
+
+class BadCwdError(ServerSetupError):
     """A stdio server's `cwd` is not a folder (else it would read as 'command not found')."""
 
 
@@ -40,7 +53,7 @@ def describe(exc: BaseException) -> str:
     """A one-line reason from an exception, looking inside exception groups."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
-    if isinstance(exc, BadCwdError):
+    if isinstance(exc, ServerSetupError):
         return str(exc)
     if isinstance(exc, FileNotFoundError):
         return f"command not found: {exc.filename or exc}"

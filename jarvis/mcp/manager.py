@@ -101,7 +101,8 @@ class McpManager:
             if server.enabled:
                 state.connection = ServerConnection(name, server, self.base_dir,
                                                     on_tools=self._on_live_tools,
-                                                    log_path=log_dir / f"{name}.log", roots=roots)
+                                                    log_path=log_dir / f"{name}.log", roots=roots,
+                                                    sandbox=getattr(config, "sandbox", None))
             self.servers[name] = state
 
     # --- tool lists and registration -------------------------------------------------
@@ -255,7 +256,7 @@ class McpManager:
             except McpServerError as exc:
                 reason = exc.reason
             except Exception as exc:  # noqa: BLE001 - the reason is shown by `jarvis mcp list`
-                reason = f"{type(exc).__name__}: {exc}"
+                reason = redact_value("error", f"{type(exc).__name__}: {exc}")
             else:
                 state.remembered = None
                 clear_failure(self.state_dir, state.name, state.key)
@@ -389,6 +390,8 @@ class McpManager:
                            " ".join(map(str, [cfg.command or "", *redact_args(list(cfg.args))]))
                            .strip()),
                 "enabled": state.enabled,
+                # stdio servers: in the sandbox unless the config says sandbox = false
+                "sandbox": bool(cfg.sandbox) if cfg.command else None,
                 "status": status,
                 "error": redact_value("error", error) if isinstance(error, str) else error,
                 "tools_from": state.source,

@@ -9,9 +9,14 @@ Concurrency: WAL mode, a busy timeout, and `BEGIN IMMEDIATE` for every write. Wr
 through one connection under a lock; searches use a small pool of read connections, so a
 search never waits for an index job that is writing, in this process or another.
 
-Queries are plain text, never FTS5 syntax (see `jarvis.memory.query`). Words that occur in
-more than 5% of the chunks are left out when rarer words are in the query: they barely change
-BM25's order, and ranking every chunk that holds them is what would make a search slow.
+Every document records who wrote it (`written_by`: person, indexed, model; `provenance`: the
+run and what it had read, for a model's entry), so a run that reads it back knows what it
+read (docs/trust.md). Schema 2 added these columns; older entries are "indexed" (files) or
+"unknown" (text), which counts as untrusted.
+
+Queries are plain text, never FTS5 syntax (see `jarvis.memory.query`). They are ranked by
+FTS5's BM25 over all their words, without scoring every chunk that holds a common word (see
+`jarvis.memory.ranking`).
 """
 
 from __future__ import annotations
@@ -31,20 +36,17 @@ from typing import Any
 from jarvis.core.events import EventBus, EventType
 from jarvis.core.sqlite_wal import enter_wal
 from jarvis.errors import UserError
+from jarvis.memory import ranking
 from jarvis.memory.chunking import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, Chunk, chunk_text
-from jarvis.memory.query import check_query, fts_expression, query_terms
+from jarvis.memory.query import check_query, query_terms
 from jarvis.memory.types import MemoryStoreError, RetrievalResult
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+WRITERS = ("person", "indexed", "model", "unknown")
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 MAX_TOP_K = 100
 MAX_CONTENT_CHARS = 50_000_000
 MAX_METADATA_CHARS = 100_000
-# A word is "common" above this share of all chunks (and above COMMON_MIN_DOCS chunks).
-COMMON_SHARE = 0.05
-COMMON_MIN_DOCS = 2_000
-# The OR stage ranks at most about this many matching chunks (see _plan).
-OR_BUDGET = 4_000
 READ_POOL_SIZE = 4
 
 
@@ -88,13 +90,15 @@ class SQLiteMemory:
         self._all_readers: list[sqlite3.Connection] = []
         self._totals: dict[int, tuple[int, int]] = {}  # id(reader) -> (data_version, chunks)
         self._closed = False
-        if self.db_path.parent and not self.db_path.parent.exists():
-            try:
-                self.db_path.parent.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise UserError(f"cannot create the folder for memory database {self.db_path}: "
-                                f"{exc.strerror or exc}. Point memory.db_path (or "
-                                f"JARVIS_MEMORY_DB) at a writable folder") from None
+        try:
+            from jarvis.core.paths import private_database
+
+            private_database(self.db_path)  # 0600 (and so its -wal and -shm), whatever the umask
+        except OSError as exc:
+            what = "" if self.db_path.parent.is_dir() else "the folder for "
+            raise UserError(f"cannot create {what}memory database {self.db_path}: "
+                            f"{exc.strerror or exc}. Point memory.db_path (or "
+                            f"JARVIS_MEMORY_DB) at a writable folder") from None
         self._writer = self._connect()
         self._db = self._database(self._writer)
         self._migrate()
@@ -184,12 +188,23 @@ class SQLiteMemory:
         # second finds the schema complete. sqlite-utils nests its own transactions as
         # savepoints inside this one.
         with self._write():
-            if self._schema_version() == SCHEMA_VERSION:
+            version = self._schema_version()
+            if version == SCHEMA_VERSION:
+                return
+            if version == 1:
+                # Who wrote each entry: files were indexed; text entries cannot be told
+                # apart (a person's or a model's), so they count as unknown (untrusted).
+                self._writer.execute("ALTER TABLE documents ADD COLUMN written_by TEXT")
+                self._writer.execute("ALTER TABLE documents ADD COLUMN provenance TEXT")
+                self._writer.execute("UPDATE documents SET written_by = CASE kind WHEN 'file' "
+                                     "THEN 'indexed' ELSE 'unknown' END")
+                self._writer.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
                 return
             db = self._db
             db["documents"].create({
                 "id": str, "source": str, "kind": str, "content_hash": str,
                 "metadata": str, "chars": int, "chunk_count": int, "created_at": float,
+                "written_by": str, "provenance": str,
             }, pk="id", not_null={"id", "source", "kind"}, if_not_exists=True)
             db["documents"].create_index(["source"], if_not_exists=True)
             db["chunks"].create({
@@ -211,11 +226,14 @@ class SQLiteMemory:
 
     # --- writing -----------------------------------------------------------------------
     def store(self, content: str, source: str = "", metadata: dict[str, Any] | None = None,
-              *, kind: str = "text", content_hash: str | None = None) -> str:
+              *, kind: str = "text", content_hash: str | None = None,
+              written_by: str = "person", provenance: dict[str, Any] | None = None) -> str:
         """Chunk and store `content`; return the new document id.
 
         `source` names where the text came from (a file path, "conversation", ...); `metadata`
         is any JSON object kept with the document and usable as a retrieve() filter.
+        `written_by` is who wrote it ("person", the default for a direct call; the
+        memory_store tool passes "model" with `provenance` for a model's call).
         """
         if not isinstance(content, str):
             raise UserError(f"memory content must be a string, got {type(content).__name__}")
@@ -224,18 +242,23 @@ class SQLiteMemory:
                             f"{MAX_CONTENT_CHARS}. Split it or index the file instead")
         chunks = chunk_text(content, self.chunk_size, self.chunk_overlap)
         with self._write() as conn:
-            doc_id = self._insert(conn, content, chunks, source, metadata, kind, content_hash)
+            doc_id = self._insert(conn, content, chunks, source, metadata, kind, content_hash,
+                                  written_by, provenance)
         self._publish(EventType.MEMORY_STORE, {"doc_id": doc_id, "source": source,
                                                "chunks": len(chunks), "chars": len(content)})
         return doc_id
 
     def _insert(self, conn: sqlite3.Connection, content: str, chunks: Sequence[Chunk],
                 source: str, metadata: dict[str, Any] | None, kind: str,
-                content_hash: str | None) -> str:
+                content_hash: str | None, written_by: str = "person",
+                provenance: dict[str, Any] | None = None) -> str:
         """Insert one document and its chunks inside the caller's write transaction."""
         if not isinstance(source, str):
             raise UserError(f"source must be a string, got {type(source).__name__}")
+        if written_by not in WRITERS:
+            raise UserError(f"written_by must be one of {', '.join(WRITERS)}, not {written_by!r}")
         meta_json = _metadata_json(metadata)
+        provenance_json = json.dumps(provenance or {}, ensure_ascii=False, default=str)
         for label, value in (("content", content), ("source", source), ("metadata", meta_json)):
             try:
                 value.encode("utf-8")
@@ -245,8 +268,9 @@ class SQLiteMemory:
         doc_id = uuid.uuid4().hex
         conn.execute(
             "INSERT INTO documents (id, source, kind, content_hash, metadata, chars, chunk_count,"
-            " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (doc_id, source, kind, content_hash, meta_json, len(content), len(chunks), time.time()))
+            " created_at, written_by, provenance) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (doc_id, source, kind, content_hash, meta_json, len(content), len(chunks), time.time(),
+             written_by, provenance_json))
         # Plain executemany: at 100 000 chunks it is several times faster than a generic
         # insert_all, and the FTS index is kept current by the triggers sqlite-utils made.
         conn.executemany(
@@ -255,7 +279,8 @@ class SQLiteMemory:
             [(doc_id, c.index, c.start, c.end, c.line_start, c.line_end, c.text) for c in chunks])
         return doc_id
 
-    def store_many(self, items: Sequence[tuple[str, str, dict[str, Any] | None]]) -> list[str]:
+    def store_many(self, items: Sequence[tuple[str, str, dict[str, Any] | None]], *,
+                   written_by: str = "person") -> list[str]:
         """Store several (content, source, metadata) documents in one transaction."""
         prepared = []
         for content, source, metadata in items:
@@ -264,7 +289,7 @@ class SQLiteMemory:
             prepared.append((content, chunk_text(content, self.chunk_size, self.chunk_overlap),
                              source, metadata))
         with self._write() as conn:
-            ids = [self._insert(conn, content, chunks, source, metadata, "text", None)
+            ids = [self._insert(conn, content, chunks, source, metadata, "text", None, written_by)
                    for content, chunks, source, metadata in prepared]
         for doc_id, (content, chunks, source, _) in zip(ids, prepared, strict=True):
             self._publish(EventType.MEMORY_STORE, {"doc_id": doc_id, "source": source,
@@ -283,7 +308,7 @@ class SQLiteMemory:
                     "SELECT id FROM documents WHERE source = ? AND kind = 'file'", (f.source,))]
                 self._delete_docs(conn, old)
                 f.doc_id = self._insert(conn, f.content, f.chunks, f.source, f.metadata, "file",
-                                        f.content_hash)
+                                        f.content_hash, "indexed")
         for f in files:
             self._publish(EventType.MEMORY_STORE, {"doc_id": f.doc_id, "source": f.source,
                                                    "chunks": len(f.chunks),
@@ -355,12 +380,15 @@ class SQLiteMemory:
             chunks = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
             sources = conn.execute("SELECT count(DISTINCT source) FROM documents").fetchone()[0]
             files = conn.execute("SELECT count(*) FROM documents WHERE kind = 'file'").fetchone()[0]
+            writers = dict(conn.execute("SELECT coalesce(written_by, 'unknown'), count(*) FROM "
+                                        "documents GROUP BY 1").fetchall())
         size = sum(p.stat().st_size for p in (self.db_path, _sibling(self.db_path, "-wal"))
                    if p.exists())
         # backend and count: the keys OpenJarvis's `memory.stats()` has.
         return {"backend": "sqlite", "count": docs, "db_path": str(self.db_path),
                 "documents": docs, "files": files, "chunks": chunks, "sources": sources,
-                "chars": chars, "db_bytes": size}
+                "chars": chars, "db_bytes": size,
+                "written_by": {w: writers.get(w, 0) for w in WRITERS}}
 
     def sources(self, limit: int = 1000) -> list[dict[str, Any]]:
         """The stored sources with their document and chunk counts, most chunks first."""
@@ -371,13 +399,14 @@ class SQLiteMemory:
             return [{"source": s, "documents": d, "chunks": c, "chars": n} for s, d, c, n in rows]
 
     def documents(self, limit: int = 1000) -> list[dict[str, Any]]:
-        """The newest stored documents: id, source, kind, chars, created_at (no text)."""
+        """The newest stored documents: id, source, kind, chars, created_at, written_by
+        (no text)."""
         with self._reader() as conn:
             rows = conn.execute(
-                "SELECT id, source, kind, chars, created_at FROM documents "
-                "ORDER BY created_at DESC, id LIMIT ?", (max(0, int(limit)),))
-            return [{"id": i, "source": s, "kind": k, "chars": c, "created_at": t}
-                    for i, s, k, c, t in rows]
+                "SELECT id, source, kind, chars, created_at, coalesce(written_by, 'unknown') "
+                "FROM documents ORDER BY created_at DESC, id LIMIT ?", (max(0, int(limit)),))
+            return [{"id": i, "source": s, "kind": k, "chars": c, "created_at": t,
+                     "written_by": w} for i, s, k, c, t, w in rows]
 
     def document(self, doc_id: str) -> str | None:
         """A stored document's text (rebuilt from its chunks), or None if there is none."""
@@ -425,56 +454,16 @@ class SQLiteMemory:
 
     def _search(self, conn: sqlite3.Connection, terms: list[str], top_k: int, where: str,
                 params: list[Any]) -> list[RetrievalResult]:
-        and_terms, or_terms = self._plan(conn, terms)
-        results: list[RetrievalResult] = []
-        seen: set[int] = set()
-        # Chunks with every word first; then fill up with chunks that have some of them.
-        for stage in (fts_expression(and_terms, "AND") if and_terms else None,
-                      fts_expression(or_terms, "OR") if or_terms else None):
-            if stage is None or len(results) >= top_k:
-                continue
-            for result in self._match(conn, stage, top_k, where, params):
-                if result.chunk_id not in seen and len(results) < top_k:
-                    seen.add(result.chunk_id)
-                    results.append(result)
-        return results
-
-    def _plan(self, conn: sqlite3.Connection, terms: list[str]) -> tuple[list[str], list[str]]:
-        """Which words the AND stage and the OR stage search for.
-
-        Ranking costs FTS5 a few microseconds per matching chunk, so the work is bounded by
-        document frequency (counted with a cap, so even a word in every chunk is cheap to
-        count): words in no chunk are dropped; common words (over COMMON_SHARE of the chunks)
-        are dropped when rarer ones are present, as stop words are; and the OR stage takes the
-        rarest words until OR_BUDGET matches. Rare words carry nearly all of BM25's weight.
-        """
-        if len(terms) == 1:
-            return [], terms
-        limit = max(COMMON_MIN_DOCS, int(self._chunk_total(conn) * COMMON_SHARE))
-        counted: list[tuple[str, int]] = []
-        for term in terms:
-            df = conn.execute(
+        """BM25 over every word of the query; `jarvis.memory.ranking` bounds the work."""
+        def count(expression: str, cap: int) -> int:
+            return conn.execute(
                 "SELECT count(*) FROM (SELECT 1 FROM chunks_fts WHERE chunks_fts MATCH ? LIMIT ?)",
-                (fts_expression([term], "OR"), limit + 1)).fetchone()[0]
-            if df:
-                counted.append((term, df))
-        if not counted:
-            return [], []
-        rare = [(t, df) for t, df in counted if df <= limit]
-        if not rare:
-            # Only common words: chunks that hold all of them, else the least common word.
-            least = min(counted, key=lambda item: item[1])[0]
-            return ([t for t, _ in counted] if len(counted) > 1 else []), [least]
-        chosen: list[str] = []
-        total = 0
-        for term, df in sorted(rare, key=lambda item: item[1]):
-            if chosen and total + df > OR_BUDGET:
-                break
-            chosen.append(term)
-            total += df
-        keep = set(chosen)
-        return ([t for t, _ in rare] if len(rare) > 1 else [],
-                [t for t, _ in rare if t in keep])
+                (expression, cap)).fetchone()[0]
+
+        def match(expression: str, limit: int) -> list[RetrievalResult]:
+            return self._match(conn, expression, limit, where, params)
+
+        return ranking.best(terms, top_k, count, match, self._chunk_total(conn))
 
     def _chunk_total(self, conn: sqlite3.Connection) -> int:
         # data_version changes when another connection commits, so the cached count is
@@ -491,14 +480,16 @@ class SQLiteMemory:
                params: list[Any]) -> list[RetrievalResult]:
         if where:
             sql = ("SELECT c.id, c.doc_id, c.chunk_index, c.start, c.end, c.line_start, "
-                   "c.line_end, c.content, d.source, d.metadata, f.rank FROM chunks_fts f "
+                   "c.line_end, c.content, d.source, d.metadata, d.written_by, d.provenance, "
+                   "f.rank FROM chunks_fts f "
                    "JOIN chunks c ON c.id = f.rowid JOIN documents d ON d.id = c.doc_id "
                    f"WHERE chunks_fts MATCH ? {where} ORDER BY f.rank LIMIT ?")
             args: list[Any] = [expression, *params, top_k]
         else:
             # Rank inside FTS5 first, then join only the winners.
             sql = ("SELECT c.id, c.doc_id, c.chunk_index, c.start, c.end, c.line_start, "
-                   "c.line_end, c.content, d.source, d.metadata, f.rank FROM "
+                   "c.line_end, c.content, d.source, d.metadata, d.written_by, d.provenance, "
+                   "f.rank FROM "
                    "(SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ? "
                    "ORDER BY rank LIMIT ?) f "
                    "JOIN chunks c ON c.id = f.rowid JOIN documents d ON d.id = c.doc_id "
@@ -509,9 +500,11 @@ class SQLiteMemory:
         return [RetrievalResult(
             content=content, source=src, score=-rank,
             metadata=json.loads(meta) if meta else {}, chunk_index=index, doc_id=doc_id,
-            chunk_id=chunk_id, start=start, end=end, line_start=line_start, line_end=line_end)
+            chunk_id=chunk_id, start=start, end=end, line_start=line_start, line_end=line_end,
+            written_by=writer if writer in WRITERS else "unknown",
+            provenance=_provenance(prov))
             for chunk_id, doc_id, index, start, end, line_start, line_end, content, src, meta,
-            rank in rows]
+            writer, prov, rank in rows]
 
     # --- lifecycle ---------------------------------------------------------------------
     def _publish(self, event: EventType, data: dict[str, Any]) -> None:
@@ -538,6 +531,14 @@ class SQLiteMemory:
 
     def __repr__(self) -> str:
         return f"SQLiteMemory({str(self.db_path)!r})"
+
+
+def _provenance(text: str | None) -> dict[str, Any]:
+    try:
+        value = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def _folder_range(folder: str) -> tuple[str, str]:

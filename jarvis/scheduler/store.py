@@ -80,6 +80,12 @@ def _migration_2(db: Any) -> None:
 
 
 def _migration_3(db: Any) -> None:
+    # What the run that created a task had read (docs/trust.md): a task born in a tainted
+    # run starts every run tainted.
+    db["tasks"].add_column("trust", str)
+
+
+def _migration_4(db: Any) -> None:
     # Side effects of scheduled runs (jarvis.tools.fence): recorded before a send, confirmed
     # after, so a retried attempt never sends the same key twice.
     db.execute("CREATE TABLE effects (key TEXT PRIMARY KEY, run_id INTEGER, attempt INTEGER "
@@ -88,7 +94,8 @@ def _migration_3(db: Any) -> None:
     db.execute("CREATE INDEX effects_run ON effects (run_id)")
 
 
-MIGRATIONS: tuple[Callable[[Any], None], ...] = (_migration_1, _migration_2, _migration_3)
+MIGRATIONS: tuple[Callable[[Any], None], ...] = (_migration_1, _migration_2, _migration_3,
+                                                   _migration_4)
 
 
 
@@ -171,7 +178,9 @@ class SchedulerStore(StoreBase):
         else:
             path = Path(db_path).expanduser()
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            from jarvis.core.paths import private_database
+
+            private_database(path)  # 0600 (and so its -wal and -shm), whatever the umask
             conn = sqlite3.connect(str(path), timeout=busy_timeout, check_same_thread=False)
         except (OSError, sqlite3.Error) as exc:
             raise UserError(f"cannot open the scheduler database {path}: {exc}; set "

@@ -88,6 +88,10 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE jarvis_tasks ADD COLUMN notify text;
     ALTER TABLE jarvis_runs ADD COLUMN delivery text;
     """,
+    # What the run that created a task had read (docs/trust.md).
+    """
+    ALTER TABLE jarvis_tasks ADD COLUMN trust text;
+    """,
     # Fencing side effects and dispatch without storms: when a dispatched run's message was
     # really sent (NULL: claimed, never sent), and the side effects of scheduled runs.
     """

@@ -67,7 +67,15 @@ class ChannelSendTool(_ChannelTool):
             latency_estimate=1.0,
             timeout_seconds=60.0,
             metadata={"confirmation": "per call, unless the channel sets confirm = false"},
+            output_labels=frozenset(),
+            egress="channel",
         )
+
+    def egress_of(self, arguments: dict[str, Any]) -> list[Any]:
+        from jarvis.trust.labels import Egress
+
+        return [Egress.of("channel", str(arguments.get("channel") or ""),
+                          payload=[arguments.get("title"), arguments.get("message")])]
 
     def needs_confirmation(self, arguments: dict[str, Any]) -> bool:
         channels = getattr(self.config, "channels", None) or {}
@@ -86,34 +94,34 @@ class ChannelSendTool(_ChannelTool):
         from jarvis.channels.channels import get_channel, send
         from jarvis.errors import JarvisError
 
-        gate = None
+        effect = None
         fence = context.fence if context is not None else None
         if fence is not None:
             try:
                 get_channel(self.config, params.get("channel"))  # unknown: refused, no record
             except JarvisError as exc:
                 return ToolResult.failure("channel_send", str(exc), ErrorType.INVALID_ARGS)
-            gate = fence.begin("channel_send", f"channel {params.get('channel')}")
-            if not gate.go:
-                sent = gate.prior is not None and gate.prior.status == "sent"
-                return ToolResult(tool_name="channel_send", content=gate.describe_prior(),
+            effect = fence.begin("channel_send", f"channel {params.get('channel')}")
+            if not effect.go:
+                sent = effect.prior is not None and effect.prior.status == "sent"
+                return ToolResult(tool_name="channel_send", content=effect.describe_prior(),
                                   success=sent, error_type=None if sent else ErrorType.EXECUTION,
                                   metadata={"channel": params.get("channel"),
-                                            "idempotency_key": gate.key, "not_sent": True})
+                                            "idempotency_key": effect.key, "not_sent": True})
         try:
             outcome = send(self.config, params.get("channel"), params.get("message"),
                            params.get("title"))
         except JarvisError as exc:
-            if gate is not None:
-                gate.finish(False, str(exc))
+            if effect is not None:
+                effect.finish(False, str(exc))
             return ToolResult.failure("channel_send", str(exc), ErrorType.INVALID_ARGS
                                       if "unknown channel" in str(exc) else ErrorType.EXECUTION)
-        if gate is not None:
-            gate.finish(outcome.ok, outcome.error or f"sent ({outcome.service})")
+        if effect is not None:
+            effect.finish(outcome.ok, outcome.error or f"sent ({outcome.service})")
         meta = {"channel": outcome.channel, "service": outcome.service,
                 "seconds": round(outcome.seconds, 3)}
-        if gate is not None:
-            meta["idempotency_key"] = gate.key
+        if effect is not None:
+            meta["idempotency_key"] = effect.key
         if not outcome.ok:
             return ToolResult.failure("channel_send", f"sending to {outcome.channel} failed: "
                                                       f"{outcome.error}", ErrorType.TRANSPORT, **meta)
@@ -137,6 +145,8 @@ class ChannelListTool(_ChannelTool):
             parameters={"type": "object", "properties": {}},
             category="channels",
             latency_estimate=0.001,
+            output_labels=frozenset(),
+            egress="none",
         )
 
     def execute(self, **params: Any) -> ToolResult:
@@ -167,6 +177,8 @@ class ChannelStatusTool(_ChannelTool):
             category="channels",
             latency_estimate=0.5,
             timeout_seconds=15.0,
+            output_labels=frozenset(),
+            egress="none",  # it checks a configured channel; it sends no message
         )
 
     def execute(self, **params: Any) -> ToolResult:

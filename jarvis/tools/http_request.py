@@ -82,6 +82,21 @@ class NetTool(BaseTool):
         return self._client
 
 
+def url_egress(tool: str, arguments: dict[str, Any], method: str = "GET",
+               headers: Any = None, payload: tuple[Any, ...] = ()) -> list[Any]:
+    """What a call to `arguments["url"]` sends out: to the URL's host[:port] (string work,
+    no lookup), the URL itself, header names and values, and `payload` (query, body)."""
+    from jarvis.trust.evidence import url_host
+    from jarvis.trust.labels import Egress
+
+    url = arguments.get("url")
+    url = url if isinstance(url, str) else ""
+    _, hostport = url_host(url)
+    return [Egress.of("network", hostport or f"(no host in the URL {tool} got)", method=method,
+                      url=url, headers=headers if isinstance(headers, dict) else None,
+                      payload=payload)]
+
+
 def is_text(content_type: str, body: bytes) -> bool:
     """Whether a body is text a model can read (by its type; unknown types are sniffed)."""
     if content_type.startswith("text/") or content_type in _TEXT_TYPES:
@@ -179,7 +194,14 @@ class HttpRequestTool(NetTool):
             latency_estimate=0.5,
             timeout_seconds=self.timeout + 5.0,
             metadata={"confirmation": "per call: POST, PUT, PATCH and DELETE"},
+            output_labels=frozenset({"untrusted"}),
+            egress="network",  # every method: a GET's URL, headers and body carry data too
         )
+
+    def egress_of(self, arguments: dict[str, Any]) -> list[Any]:
+        method = str(arguments.get("method") or "GET").upper()
+        return url_egress("http_request", arguments, method, arguments.get("headers"),
+                          (arguments.get("query"), arguments.get("body"), arguments.get("json")))
 
     def needs_confirmation(self, arguments: dict[str, Any]) -> bool:
         if str(arguments.get("method") or "GET").upper() not in SAFE_METHODS:
@@ -214,27 +236,27 @@ class HttpRequestTool(NetTool):
                                       ErrorType.INVALID_ARGS)
         from jarvis.security.net import BlockedURLError, FetchError
 
-        gate = None
+        effect = None
         fence = context.fence if context is not None else None
         if fence is not None and method not in SAFE_METHODS:
-            gate = fence.begin("http_request", f"{method} {_target(params.get('url'))}")
-            if not gate.go:
-                return ToolResult(tool_name="http_request", content=gate.describe_prior(),
-                                  metadata={"idempotency_key": gate.key, "not_sent": True})
+            effect = fence.begin("http_request", f"{method} {_target(params.get('url'))}")
+            if not effect.go:
+                return ToolResult(tool_name="http_request", content=effect.describe_prior(),
+                                  metadata={"idempotency_key": effect.key, "not_sent": True})
             if not any(k.lower() == "idempotency-key" for k in headers):
-                headers["Idempotency-Key"] = f'"{gate.key}"'
+                headers["Idempotency-Key"] = f'"{effect.key}"'
         try:
             response = self.client.request(method, params.get("url"), headers=headers,
                                            params=query, content=content, timeout=timeout)
         except (BlockedURLError, FetchError) as exc:
-            if gate is not None:  # nothing answered: a retry may send it again (same key)
-                gate.finish(False, str(exc))
+            if effect is not None:  # nothing answered: a retry may send it again (same key)
+                effect.finish(False, str(exc))
             return net_failure("http_request", exc)
-        if gate is not None:
-            gate.finish(response.status < 500, f"HTTP {response.status} {response.reason}")
+        if effect is not None:
+            effect.finish(response.status < 500, f"HTTP {response.status} {response.reason}")
         metadata = response_metadata(response)
-        if gate is not None:
-            metadata["idempotency_key"] = gate.key
+        if effect is not None:
+            metadata["idempotency_key"] = effect.key
         if method == "HEAD":
             text = ""
         elif is_text(response.content_type, response.body):
