@@ -279,7 +279,7 @@ class Jarvis:
                  schema_retries: int | None = None, schema_mode: str = "auto",
                  trust: Any = None, allow_egress: Sequence[str] | None = None,
                  egress_approver: Callable[[Any], bool] | None = None,
-                 on_person_needed: Callable[[Any], Any] | None = None) -> dict[str, Any]:
+                 on_person_needed: Callable[[Any], Any] | None = None, fence: Any = None) -> dict[str, Any]:
         """Answer `query` and report how.
 
         Args:
@@ -312,6 +312,7 @@ class Jarvis:
                 `[egress]`; `fn(ApprovalRequest) -> bool` for calls the guard holds (else
                 denied; `approver` never answers them); the hook every person-needed
                 decision goes through (jarvis.tools.gate).
+            fence: a scheduled run's RunFence (jarvis.tools.fence): lease checks, effect keys.
 
         Returns a dict with content, usage (summed over turns), tool_results, turns, model,
         engine, agent, run_id, context_sources, trust (what the run read, when, by which
@@ -377,7 +378,7 @@ class Jarvis:
                                 max_abandoned=tc.max_abandoned_threads,
                                 metadata=run_metadata, trust=run_trust, egress_approver=
                                 egress_approver, on_person_needed=on_person_needed,
-                                trusted_tools=self.config.egress.trusted_tools)
+                                trusted_tools=self.config.egress.trusted_tools, fence=fence)
         system_prompt = system if system is not None else (
             spec.instructions if spec is not None and spec.instructions else self.config.agent.system)
         context_text, sources, writers = self._memory_context(query, context)

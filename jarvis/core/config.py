@@ -178,8 +178,12 @@ class CeleryConfig(_Section):
 
     broker: str = Field("", description="broker URL, e.g. redis://localhost:6379/0")
     queue: str = Field("jarvis", description="the Celery queue runs are sent to")
-    dispatch_timeout: float = Field(300.0, ge=1, description="a dispatched run that no worker "
-                                    "has started after this many seconds is sent again")
+    dispatch_timeout: float = Field(300.0, ge=1, description="a sent run that no worker has "
+                                    "started after this many seconds, while nothing waits in "
+                                    "the queue, is presumed lost and sent again")
+    message_expiry: float = Field(3600.0, ge=1, description="a run's message expires in the "
+                                  "broker after this many seconds, and a run still not started "
+                                  "then is sent again (the safety net for a lost message)")
     visibility_timeout: float | None = Field(None, gt=0, description="Redis redelivery time "
                                              "of unacknowledged messages; default: above the "
                                              "longest task timeout")

@@ -485,7 +485,8 @@ class ServerConnection:
                                                      else timeout)
 
     async def call(self, remote: str, arguments: dict[str, Any], timeout: float,
-                   max_timeout: float | None = None, on_progress: Any = None) -> Any:
+                   max_timeout: float | None = None, on_progress: Any = None,
+                   meta: dict[str, Any] | None = None) -> Any:
         """Call tool `remote`; returns the SDK's CallToolResult.
 
         `timeout` restarts whenever the server reports progress (and is paused while a person
@@ -525,8 +526,9 @@ class ServerConnection:
 
             self._calls[scope] = timeout
             try:
+                extra = {"meta": meta} if meta else {}  # `_meta` of the request
                 result = await self._request(lambda: client.call_tool(
-                    remote, arguments, progress_callback=progress))
+                    remote, arguments, progress_callback=progress, **extra))
             finally:
                 self._calls.pop(scope, None)
         if scope.cancelled_caught:

@@ -119,16 +119,29 @@ class McpTool(BaseTool):
 
         return report
 
+    def _meta(self, context: ToolContext | None) -> dict[str, Any] | None:
+        """A scheduled run's call carries its fence in `_meta`: the effect key (the same in
+        every attempt of the occurrence, at this call's position), the attempt and the epoch,
+        for a server that de-duplicates."""
+        fence = context.fence if context is not None else None
+        if fence is None:
+            return None
+        from jarvis.tools.fence import meta_for
+
+        target = f"mcp {self.server}/{self.remote_name}"
+        return meta_for(fence, fence.effect_key("mcp", target, fence.position("mcp", target)))
+
     def invoke(self, arguments: dict[str, Any], context: ToolContext | None = None) -> ToolResult:
         return self.manager.call(self.server, self.remote_name, self._spec.name, arguments,
-                                 self.call_timeout, on_progress=self._progress(context))
+                                 self.call_timeout, on_progress=self._progress(context),
+                                 meta=self._meta(context))
 
     async def ainvoke(self, arguments: dict[str, Any], context: ToolContext | None = None) -> ToolResult:
         from jarvis.mcp.loop import background_loop
 
         return await background_loop().arun(self.manager.acall(
             self.server, self.remote_name, self._spec.name, arguments, self.call_timeout,
-            on_progress=self._progress(context)))
+            on_progress=self._progress(context), meta=self._meta(context)))
 
     def execute(self, **params: Any) -> ToolResult:
         """Call the tool directly (outside an executor: no validation or confirmation)."""
