@@ -184,14 +184,17 @@ def requires_confirmation(config: Any, tool: RemoteTool) -> bool:
 
 def provenance(config: Any, tool: RemoteTool) -> tuple[frozenset[str], str]:
     """(output labels, egress kind) of a server's tool (docs/trust.md). A server not marked
-    trusted: untrusted results, and every call may send its arguments to the server (and
-    beyond). A trusted server's annotations count: openWorldHint=false means its results are
-    the person's own data (private) rather than the world's (untrusted); readOnlyHint with
-    openWorldHint=false means a call sends nothing beyond this machine's server."""
+    trusted: results both private and untrusted (a filesystem or mail server returns the
+    person's data, written by anyone), and every call may send its arguments to the server
+    (and beyond). A trusted server's annotations count: openWorldHint=false means its results
+    are the person's own data (private) rather than also the world's; readOnlyHint with
+    openWorldHint=false means a call sends nothing beyond this machine's server. An open-world
+    tool says nothing about whose data it returns (a mailbox is open-world): both."""
+    both = frozenset({"private", "untrusted"})
     if not getattr(config, "trusted", False):
-        return frozenset({"untrusted"}), "mcp"
+        return both, "mcp"
     ann = tool.annotations or {}
     open_world = ann.get("openWorldHint", True) is not False
-    labels = frozenset({"untrusted"}) if open_world else frozenset({"private"})
+    labels = both if open_world else frozenset({"private"})
     egress = "none" if ann.get("readOnlyHint") and not open_world else "mcp"
     return labels, egress
