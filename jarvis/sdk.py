@@ -59,15 +59,12 @@ class Jarvis:
 
     Args:
         config_path: config.toml to use (default lookup: ./config.toml, $JARVIS_HOME/config.toml).
-        engine: an InferenceEngine instance, or a backend name (ollama, vllm, llamacpp,
-            lmstudio, sglang, openai); default: JARVIS_ENGINE / config, else discovery.
-        model: the model name; default: JARVIS_MODEL / config, else the engine's first model.
-        bus: an EventBus to publish tool, inference and run events on.
-        host: the engine's host (overrides the environment and config).
-        config: an already loaded JarvisConfig (instead of config_path).
-        default_client: the HTTP client ("openai", "http" or "auto") when `[engine] client`
-            is auto; "auto": the built-in client for a plain http:// engine URL with no proxy
-            set (~6x cheaper a request), else the openai package.
+        engine / model: an InferenceEngine or a backend name (ollama, vllm, llamacpp, ...) and
+            the model; default: JARVIS_ENGINE / JARVIS_MODEL, config, else discovery.
+        bus: an EventBus for tool, inference and run events; host: the engine's host
+            (overrides the environment and config); config: a loaded JarvisConfig.
+        default_client: "openai", "http" or "auto" (the built-in client for a plain http://
+            URL with no proxy, ~6x cheaper a request) when `[engine] client` is auto.
         engine_key: OpenJarvis's name for `engine` (a backend name).
     """
 
@@ -151,7 +148,6 @@ class Jarvis:
         # Worked out once: every ask checks whether the file exists (a served request too).
         if self._memory_file is None:
             from jarvis.memory import memory_path
-
             self._memory_file = memory_path(self.config)
         return self._memory_file
 
@@ -273,13 +269,13 @@ class Jarvis:
                  context: bool | None = None, source: str = "sdk",
                  on_token: Callable[[str], Any] | None = None,
                  history: Sequence[Message] | None = None, temperature: float | None = None,
-                 max_tokens: int | None = None,
-                 run_metadata: dict[str, Any] | None = None,
+                 max_tokens: int | None = None, run_metadata: dict[str, Any] | None = None,
                  cancel: Any = None, output_schema: Any = None,
                  schema_retries: int | None = None, schema_mode: str = "auto",
                  trust: Any = None, allow_egress: Sequence[str] | None = None,
                  egress_approver: Callable[[Any], bool] | None = None,
-                 on_person_needed: Callable[[Any], Any] | None = None, fence: Any = None) -> dict[str, Any]:
+                 on_person_needed: Callable[[Any], Any] | None = None,
+                 fence: Any = None) -> dict[str, Any]:
         """Answer `query` and report how.
 
         Args:
@@ -287,15 +283,13 @@ class Jarvis:
                 orchestrator when tools are given, simple otherwise).
             tools: tool names (a list or "a,b"); default: the agent's or config's tools.
             system: the system prompt.
-            approver: `approver(spec, arguments) -> bool` for confirmation-gated tools.
-            approved_tools: tool names approved without asking. With neither, such calls
-                are denied.
+            approver: `approver(spec, arguments) -> bool` for confirmation-gated tools;
+            approved_tools: names approved without asking. With neither, such calls are denied.
             context: False skips the memory context.
             source: recorded in the run log (sdk, cli, scheduler, ...).
             on_token: called with each piece of the answer as it streams.
-            run_metadata: facts about this run for its tools (ToolContext.metadata) and agent
-                (its executor's metadata), kept in the result's metadata and the run log; the
-                scheduler passes `scheduled_run` (idempotency key, attempt).
+            run_metadata: facts for its tools (ToolContext.metadata) and agent, kept in the
+                result's metadata and the run log (the scheduler's `scheduled_run`).
             cancel: a threading.Event (anything with `is_set()`); once set, from any thread,
                 the run stops at its next boundary (before an engine call, between streamed
                 chunks, before the tool calls of a turn) and raises RunCancelled; the run log
@@ -304,8 +298,8 @@ class Jarvis:
             output_schema: a pydantic model class or a JSON schema: the answer must be JSON
                 that matches it (jarvis.agents.structured); `parsed` holds the checked value
                 (a model instance for a model), or None when no answer matched.
-            schema_retries: how often a non-matching answer is shown to the model with the
-                validation error (default 2); schema_mode: auto, native or tool.
+            schema_retries: retries with the validation error shown (default 2); schema_mode:
+                auto, native or tool.
             trust / allow_egress / egress_approver / on_person_needed: docs/trust.md. The
                 starting RunTrust (default: `query` and `history`'s user messages are the
                 person's words); "HOST", "channel:NAME", "mcp:SERVER" allowed beside
