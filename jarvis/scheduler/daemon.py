@@ -218,14 +218,23 @@ class SchedulerDaemon:
             free = self.max_workers - len(self._active)
         free -= self._held_by_orphans()
         claims: list[Claim] = []
-        wake_at = self.store.next_wake()
+        # next_wake only decides whether to claim and how long to sleep; claim_due decides
+        # what runs. So when the last tick saw something due, claim at once (a claim that
+        # finds nothing then asks next_wake); and after a claim that took a run for every
+        # free worker, more is likely due: the next tick claims again (a burst of due runs
+        # costs one claim per tick instead of two next_wake and a claim).
+        wake_at = self._last_wake
+        if wake_at is None or wake_at > self.clock() or free <= 0:
+            wake_at = self.store.next_wake()
         if free > 0 and wake_at is not None and wake_at <= self.clock():
             claims = self.store.claim_due(now=self.clock(), owner=self.owner,
                                           lease_seconds=self.lease_seconds, limit=free,
                                           default_grace=self.grace_seconds)
             for claim in claims:
                 self._spawn(claim)
-            wake_at = self.store.next_wake()
+            if len(claims) < free:
+                wake_at = self.store.next_wake()
+        self._last_wake = wake_at
         idle_state = self._report_idle(idle_state, wake_at)
         timeout = self.poll_seconds
         if wake_at is not None and free - len(claims) > 0:
