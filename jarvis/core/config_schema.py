@@ -19,7 +19,7 @@ from pydantic import (
     model_validator,
 )
 
-from jarvis.core.config import (
+from jarvis.core.config_base import (
     ENV_OVERRIDES,
     PATH_KEYS,
     PATH_SETTING_SUFFIXES,
