@@ -91,8 +91,24 @@ ALLOWED: dict[tuple[str, str, str], str] = {
         "the first line of a stdio MCP server's program, named by `command` in config.toml",
     ("jarvis.mcp.sandboxing", "_npx", ".read_text"):
         "the package.json of the package a server's `npx` line names, where npx installed it",
-    ("jarvis.core.config", "load_config", ".read_text"):
+    ("jarvis.core.config", "load_config", ".read_bytes"):
         "config.toml found by the config lookup or named by --config / JARVIS_CONFIG",
+    ("jarvis.core.config_cache", "schema_digest", ".read_bytes"):
+        "jarvis's own config modules (their source keys the validated-config cache)",
+    ("jarvis.core.config_cache", "load", "os.open"):
+        "a validated-config cache file: JARVIS_HOME/cache/config/<sha256>.json, O_NOFOLLOW",
+    ("jarvis.core.config_cache", "store", "jarvis.core.paths.private_dir"):
+        "makes JARVIS_HOME/cache/config 0700 before a cache file is written",
+    ("jarvis.core.config_cache", "store", "os.open"):
+        "a new validated-config cache file (O_EXCL, O_NOFOLLOW, 0600) in JARVIS_HOME",
+    ("jarvis.core.config_cache", "store", "os.replace"):
+        "puts that cache file in place, within JARVIS_HOME/cache/config",
+    ("jarvis.core.config_cache", "store", ".unlink"):
+        "removes that temporary cache file when writing it failed",
+    ("jarvis.core.config_cache", "_prune", ".glob"):
+        "lists JARVIS_HOME/cache/config to keep only the newest cache files",
+    ("jarvis.core.config_cache", "_prune", ".unlink"):
+        "removes an old cache file found in JARVIS_HOME/cache/config",
     # --- stores: SQLite files at paths from config or JARVIS_HOME -----------------------------
     ("jarvis.memory.sqlite", "SQLiteMemory.__init__", "jarvis.core.paths.private_database"):
         "creates the memory database 0600 (its folder 0700) before it is opened",
