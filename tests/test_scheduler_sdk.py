@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import signal
+import sqlite3
 import time
 from pathlib import Path
 
@@ -94,11 +95,16 @@ def test_confirmation_gated_tools_need_explicit_approval(cli_env, tmp_path, work
             f'[engine.hosts]\nopenai = "{server.base_url}"\n')
         env = daemon_env(cli_env, db, tmp_path / "unused.log")
         env["OPENAI_API_KEY"] = "test"
-        at = iso(time.time() + 1)
+        # Due in an hour, then made due now: a time a second ahead was in the past by the
+        # second `schedule add` on a loaded machine (the CLI refuses a time in the past).
+        at = iso(time.time() + 3600)
         for path, extra in ((denied_file, []), (approved_file, ["--approve-tools", "danger"])):
             out = jarvis(env, "schedule", "add", f"write {path}", "--at", at, "--tools", "danger",
                          "--agent", "orchestrator", *extra)
             assert out.returncode == 0, out.stderr
+        with sqlite3.connect(db) as conn:
+            assert conn.execute("UPDATE tasks SET next_run = ?", (time.time() - 1,)).rowcount == 2
+        conn.close()
         daemon = Daemon(env, "--poll", "0.2", runner=None, cwd=str(workspace))
         try:
             rows = wait_for(lambda: len(r := query(db, "SELECT answer FROM runs WHERE status = "
