@@ -77,26 +77,52 @@ def redis_server():
     server.stop()
 
 
-# --- the code sandbox's tests (test_sandbox*.py) ---------------------------------------------
+# --- the order tests run in -------------------------------------------------------------------
 UNPRIVILEGED_RUN = "tests/test_sandbox_unprivileged.py::"
+
+# The longest tests (node id prefix -> seconds on a quiet 2-core machine, rounded; why each
+# takes its time: README's "The slowest tests"). They start first, spread over the two halves
+# of the collection that `--dist worksteal` gives the two test processes, so that none starts
+# late and runs on alone at the end (the other process steals from the end of a queue).
+SLOWEST: dict[str, float] = {
+    UNPRIVILEGED_RUN: 90,
+}
+
+
+def _expected(item: pytest.Item) -> float:
+    return next((s for prefix, s in SLOWEST.items() if item.nodeid.startswith(prefix)), 0.0)
+
+
+def slowest_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """`items` reordered: the slowest start each half of the list (the longest first, each
+    put in the half with less slow time so far); the others keep their order."""
+    slow = sorted((item for item in items if _expected(item)), key=_expected, reverse=True)
+    if not slow:
+        return items
+    chosen = set(map(id, slow))
+    rest = [item for item in items if id(item) not in chosen]
+    halves: tuple[list[pytest.Item], list[pytest.Item]] = ([], [])
+    for item in slow:
+        min(halves, key=lambda half: sum(map(_expected, half))).append(item)
+    cut = max(0, len(items) // 2 - len(halves[0]))
+    return halves[0] + rest[:cut] + halves[1] + rest[cut:]
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked root_only (jarvis run as root, or set up as root) test what does not exist
     when the suite runs as a normal user: deselected then, never skipped (see
-    tests/test_sandbox_unprivileged.py, which runs the sandbox modules as both). That test,
-    the suite's longest, goes first: started late it ran minutes past everything else."""
-    first = [item for item in items if item.nodeid.startswith(UNPRIVILEGED_RUN)]
-    if first:
-        items[:] = first + [item for item in items if item not in first]
-    if os.geteuid() == 0:
-        return
-    dropped = [item for item in items if item.get_closest_marker("root_only")]
-    if dropped:
-        config.hook.pytest_deselected(items=dropped)
-        items[:] = [item for item in items if not item.get_closest_marker("root_only")]
+    tests/test_sandbox_unprivileged.py, which runs the sandbox modules as both). The slowest
+    tests (SLOWEST; the run as another user is the longest) go first: started late, one ran
+    minutes past everything else."""
+    if os.geteuid() != 0:
+        dropped = [item for item in items if item.get_closest_marker("root_only")]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = [item for item in items if not item.get_closest_marker("root_only")]
+    items[:] = slowest_first(items)
 
 
-
+# --- the code sandbox's tests (test_sandbox*.py) ---------------------------------------------
 @pytest.fixture(params=["bwrap", "namespaces"])
 def mechanism(request: pytest.FixtureRequest) -> str:
     """Each sandbox mechanism in turn: bubblewrap and jarvis's own launcher."""
