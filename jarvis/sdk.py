@@ -273,7 +273,8 @@ class Jarvis:
                  schema_retries: int | None = None, schema_mode: str = "auto",
                  trust: Any = None, allow_egress: Sequence[str] | None = None,
                  egress_approver: Callable[[Any], bool] | None = None,
-                 on_person_needed: Callable[[Any], Any] | None = None) -> dict[str, Any]:
+                 on_person_needed: Callable[[Any], Any] | None = None,
+                 on_approval: str | None = None, _resume: Any = None) -> dict[str, Any]:
         """Answer `query` and report how.
 
         Args:
@@ -312,6 +313,9 @@ class Jarvis:
                 none such calls are denied (`approver` and approved_tools do not cover them).
             on_person_needed: the hook every person-needed decision goes through (see
                 jarvis.tools.gate); replaces approver and egress_approver.
+            on_approval: "defer": a call nobody may answer now parks the run; the result has
+                status "parked" and `pending_approvals`, and `resume(run_id)` continues it
+                once they are answered (docs/approvals.md). Default: such calls are denied.
 
         Returns a dict with content, usage (summed over turns), tool_results, turns, model,
         engine, agent, run_id, context_sources, trust (when and by which call the run read
@@ -363,14 +367,20 @@ class Jarvis:
             # MCP servers allowed to sample (`sampling = true`) get this run's engine and model.
             set_sampling_engine(engine, use_model)
 
+        from jarvis.approvals.parking import Parking
         from jarvis.runlog import new_run_id
         from jarvis.tools.executor import ToolExecutor
         from jarvis.trust.markdown import AnswerGuard
         from jarvis.trust.run import RunTrust
 
-        run_id = new_run_id()
+        run_id = _resume.run.run_id if _resume is not None else new_run_id()
         run_trust = RunTrust.for_ask(self.config, query, history=history, run_id=run_id,
                                      given=trust, allow_egress=allow_egress)
+        parking = Parking(self, run_id, run_trust, dict(
+            query=query, agent=agent_name, tools=tool_names, model=use_model, source=source,
+            approved_tools=approved_tools, run_metadata=run_metadata, max_turns=max_turns,
+            temperature=temperature, max_tokens=max_tokens, on_approval=on_approval),
+            on_person_needed, approver, egress_approver, _resume, structured is not None)
         tc = self.config.tools
         executor = ToolExecutor(built, bus=self.bus, approver=_approver(approver, approved_tools),
                                 default_timeout=tc.default_timeout,
@@ -380,7 +390,7 @@ class Jarvis:
                                 max_abandoned=tc.max_abandoned_threads,
                                 metadata=run_metadata, trust=run_trust,
                                 egress_approver=egress_approver,
-                                on_person_needed=on_person_needed,
+                                on_person_needed=parking.hook,
                                 trusted_tools=self.config.egress.trusted_tools)
         system_prompt = system if system is not None else (
             spec.instructions if spec is not None and spec.instructions else self.config.agent.system)
@@ -409,7 +419,7 @@ class Jarvis:
         outcome = None
         try:
             if structured is None:
-                result = runner.run(query, history=history)
+                result = parking.run(runner, query, history)
             else:
                 from jarvis.agents.structured import run as run_structured
 
@@ -466,6 +476,7 @@ class Jarvis:
         }
         if outcome is not None:
             out["parsed"] = outcome.parsed
+        status = out["status"] = parking.settle(out, status, result)
         try:
             out["run_id"] = self._record(record, status=status, started=started, result=result,
                                          tool_results=tool_results, out=out,
@@ -481,6 +492,14 @@ class Jarvis:
         self.bus.publish(EventType.RUN_END, {"run_id": run_id, "status": status,
                                              "usage": out["usage"], "turns": out["turns"]})
         return out
+
+    def resume(self, run_id: str, decisions: dict[str, Any] | None = None,
+               **kwargs: Any) -> dict[str, Any]:
+        """Continue a parked run once, where it stopped (docs/approvals.md); `decisions`:
+        {approval id: "approve" | "deny"}. Returns what ask_full returns."""
+        from jarvis.approvals.parking import resume_arguments
+
+        return self.ask_full(**resume_arguments(self, run_id, decisions, kwargs), **kwargs)
 
     def _memory_context(self, query: str,
                         context: bool | None) -> tuple[str, list[str], list[str]]:
