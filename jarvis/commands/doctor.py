@@ -35,8 +35,11 @@ def doctor(as_json: bool) -> None:
         if own is not None and own != config.sandbox.isolation:
             tools[name] = status(own, config.sandbox.network, **bounds)
     state = _state()
+    from jarvis.commands.grants import doctor_line, doctor_report
+
+    grants = doctor_report(config)
     if as_json:
-        echo_json({"sandbox": info, "tools": tools, "state": state})
+        echo_json({"sandbox": info, "tools": tools, "state": state, "grants": grants})
     else:
         yes_no = {True: "yes", False: "no"}
         click.echo(f"sandbox: {describe(info)}")
@@ -57,6 +60,7 @@ def doctor(as_json: bool) -> None:
         for name, own in tools.items():
             click.echo(f"{name} (its own isolation = {own['isolation']!r}): {describe(own)}")
         click.echo(f"state: {_describe_state(state)}")
+        click.echo(doctor_line(grants))
     if info["mechanism"] is None or any(own["mechanism"] is None for own in tools.values()):
         sys.exit(1)
 

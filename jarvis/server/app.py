@@ -173,7 +173,10 @@ def build_app(settings: ServeSettings | None = None, *, config: Any = None, tool
     async def environments(request: Request) -> Response:
         return JSONResponse([env.name])
 
+    from jarvis.server.approvals import ApprovalRoutes
+
     routes = [
+        *ApprovalRoutes(config).routes(),  # before /{env}/...: the owner's API and link page
         Route("/health", health, methods=["GET"]),
         Route("/list_environments", environments, methods=["GET"]),
         Route("/create_session", env.create_session, methods=["POST"]),
