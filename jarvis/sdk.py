@@ -269,12 +269,11 @@ class Jarvis:
                  history: Sequence[Message] | None = None, temperature: float | None = None,
                  max_tokens: int | None = None,
                  run_metadata: dict[str, Any] | None = None,
-                 cancel: Any = None, output_schema: Any = None,
+                 cancel: Any = None, output_schema: Any = None, _resume: Any = None,
                  schema_retries: int | None = None, schema_mode: str = "auto",
                  trust: Any = None, allow_egress: Sequence[str] | None = None,
-                 egress_approver: Callable[[Any], bool] | None = None,
-                 on_person_needed: Callable[[Any], Any] | None = None,
-                 on_approval: str | None = None, _resume: Any = None) -> dict[str, Any]:
+                 egress_approver: Callable[[Any], bool] | None = None, on_approval: str | None = None,
+                 on_person_needed: Callable[[Any], Any] | None = None) -> dict[str, Any]:
         """Answer `query` and report how.
 
         Args:
@@ -301,29 +300,18 @@ class Jarvis:
                 (a model instance for a model), or None when no answer matched.
             schema_retries: how often a non-matching answer is shown to the model with the
                 validation error (default 2); schema_mode: auto, native or tool.
-            trust: the run's starting RunTrust (jarvis.trust), or its to_dict() form; default:
-                `query` and the user messages of `history` are the person's own words. The
-                scheduler passes one for a task a model created (its prompt is not the
-                person's words, and it may be born tainted).
-            allow_egress: destinations this run may send to even when it read untrusted
-                content and holds private data: "HOST", "channel:NAME", "mcp:SERVER" (added
-                to `[egress]` in config.toml).
-            egress_approver: `egress_approver(request) -> bool`, asked (with an
-                ApprovalRequest) for calls the egress guard will not allow on its own; with
-                none such calls are denied (`approver` and approved_tools do not cover them).
-            on_person_needed: the hook every person-needed decision goes through (see
-                jarvis.tools.gate); replaces approver and egress_approver.
-            on_approval: "defer": a call nobody may answer now parks the run; the result has
-                status "parked" and `pending_approvals`, and `resume(run_id)` continues it
-                once they are answered (docs/approvals.md). Default: such calls are denied.
+            trust / allow_egress / egress_approver / on_person_needed: docs/trust.md. The
+                starting RunTrust (default: `query` and `history`'s user messages are the
+                person's words); "HOST", "channel:NAME", "mcp:SERVER" allowed beside
+                `[egress]`; `fn(ApprovalRequest) -> bool` for calls the guard holds (else
+                denied, `approver` never answers them; on_approval="defer" parks them:
+                docs/approvals.md); the hook every person-needed decision goes through (jarvis.tools.gate).
 
         Returns a dict with content, usage (summed over turns), tool_results, turns, model,
-        engine, agent, run_id, context_sources, trust (when and by which call the run read
-        untrusted content or private data, and its egress decisions), metadata and status
-        ("ok", or "incomplete" when the run ended without an answer: max_turns, the loop
-        guard, or no answer that matched `output_schema`). When the run read untrusted
-        content, images and auto-links to hosts the person did not name are neutralized in
-        the answer (streamed too; jarvis.trust.markdown; `parsed` is left as checked).
+        engine, agent, run_id, context_sources, trust (what the run read, when, by which
+        call; its egress decisions), metadata and status ("ok", or "incomplete" when the run
+        ended without an answer: max_turns, the loop guard, or no answer that matched
+        `output_schema`). A tainted run's answer has its self-fetching Markdown neutralized.
         """
         if not isinstance(query, str) or not query.strip():
             raise UserError("the query is empty; pass a question to ask")
@@ -368,19 +356,12 @@ class Jarvis:
             set_sampling_engine(engine, use_model)
 
         from jarvis.approvals.parking import Parking
-        from jarvis.runlog import new_run_id
         from jarvis.tools.executor import ToolExecutor
-        from jarvis.trust.markdown import AnswerGuard
-        from jarvis.trust.run import RunTrust
+        from jarvis.trust import AnswerGuard
 
-        run_id = _resume.run.run_id if _resume is not None else new_run_id()
-        run_trust = RunTrust.for_ask(self.config, query, history=history, run_id=run_id,
-                                     given=trust, allow_egress=allow_egress)
-        parking = Parking(self, run_id, run_trust, dict(
-            query=query, agent=agent_name, tools=tool_names, model=use_model, source=source,
-            approved_tools=approved_tools, run_metadata=run_metadata, max_turns=max_turns,
-            temperature=temperature, max_tokens=max_tokens, on_approval=on_approval),
-            on_person_needed, approver, egress_approver, _resume, structured is not None)
+        parking = Parking(self, query, history, trust, allow_egress, on_approval, approved_tools,
+                          run_metadata, (on_person_needed, approver, egress_approver), _resume)
+        run_id, run_trust = parking.check(structured), parking.trust
         tc = self.config.tools
         executor = ToolExecutor(built, bus=self.bus, approver=_approver(approver, approved_tools),
                                 default_timeout=tc.default_timeout,
@@ -388,10 +369,7 @@ class Jarvis:
                                 approved_tools=approved_tools or (),
                                 max_abandoned_per_tool=tc.max_abandoned_per_tool,
                                 max_abandoned=tc.max_abandoned_threads,
-                                metadata=run_metadata, trust=run_trust,
-                                egress_approver=egress_approver,
-                                on_person_needed=parking.hook,
-                                trusted_tools=self.config.egress.trusted_tools)
+                                **parking.options, trusted_tools=self.config.egress.trusted_tools)
         system_prompt = system if system is not None else (
             spec.instructions if spec is not None and spec.instructions else self.config.agent.system)
         context_text, sources, writers = self._memory_context(query, context)
@@ -476,7 +454,7 @@ class Jarvis:
         }
         if outcome is not None:
             out["parsed"] = outcome.parsed
-        status = out["status"] = parking.settle(out, status, result)
+        status = out["status"] = parking.settle(out, status, result, record, runner)
         try:
             out["run_id"] = self._record(record, status=status, started=started, result=result,
                                          tool_results=tool_results, out=out,
@@ -493,13 +471,7 @@ class Jarvis:
                                              "usage": out["usage"], "turns": out["turns"]})
         return out
 
-    def resume(self, run_id: str, decisions: dict[str, Any] | None = None,
-               **kwargs: Any) -> dict[str, Any]:
-        """Continue a parked run once, where it stopped (docs/approvals.md); `decisions`:
-        {approval id: "approve" | "deny"}. Returns what ask_full returns."""
-        from jarvis.approvals.parking import resume_arguments
-
-        return self.ask_full(**resume_arguments(self, run_id, decisions, kwargs), **kwargs)
+    from jarvis.approvals.parking import resume as resume  # Jarvis.resume(run_id, decisions)
 
     def _memory_context(self, query: str,
                         context: bool | None) -> tuple[str, list[str], list[str]]:

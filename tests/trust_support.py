@@ -131,8 +131,14 @@ class Lab:
         self.site = Site()  # pages the person (or a search) points at: localhost:PORT
         self.attacker = Site()  # the attacker's receiver: 127.0.0.1:PORT
         self.dns_log = tmp_path / "dns.log"
-        self.mcp_record = tmp_path / "mcp-record.txt"
-        self.mcp_page = tmp_path / "mcp-page.txt"
+        # The lab MCP server's own folder: stdio servers run sandboxed, seeing only this.
+        self.mcp_dir = tmp_path / "lab-server"
+        self.mcp_dir.mkdir()
+        from sandbox_support import give_to_sandbox
+
+        give_to_sandbox(self.mcp_dir)  # writable for the sandbox's uid (jarvis as root)
+        self.mcp_record = self.mcp_dir / "record.txt"
+        self.mcp_page = self.mcp_dir / "page.txt"
         site_dir = tmp_path / "site-customize"
         site_dir.mkdir()
         (site_dir / "sitecustomize.py").write_text(SITECUSTOMIZE, encoding="utf-8")
@@ -186,6 +192,7 @@ class Lab:
                                "--record", str(self.mcp_record)])
             lines += ["[mcp.servers.lab]", f"command = {json.dumps(sys.executable)}",
                       f"args = {args}", f"trusted = {'true' if mcp_trusted else 'false'}",
+                      f"writable_paths = {json.dumps([str(self.mcp_dir)])}",
                       "connect_timeout = 60"]  # a loaded machine starts Python slowly
         with (self.root / "config.toml").open("a", encoding="utf-8") as fh:
             fh.write("\n".join(lines) + "\n" + extra)

@@ -96,39 +96,57 @@ def add_grants(config: Any, trust: Any, task_id: str | None = None) -> int:
 
 
 class Parking:
-    """One ask's part in approvals: its hook, and what happens when it parks (see the module
-    docstring)."""
+    """One ask's part in approvals: its RunTrust (with the person's grants), its hook, and
+    what happens when it parks (see the module docstring).
 
-    def __init__(self, system: Any, run_id: str, trust: Any, ask: dict[str, Any],
-                 on_person_needed: Any = None, approver: Any = None,
-                 egress_approver: Any = None, resume: ResumePlan | None = None,
-                 structured: bool = False) -> None:
-        """`ask`: query, agent, tools, model, source, approved_tools, run_metadata,
-        max_turns, temperature, max_tokens, on_approval (what a continuation rebuilds)."""
-        on_approval = ask.get("on_approval")
+    Args:
+        system: the Jarvis asking (its config).
+        query, history, trust, allow_egress: what the run's RunTrust starts from (as
+            RunTrust.for_ask takes them).
+        on_approval: "defer" (park what nobody may answer now), "deny" or None (deny).
+        approved_tools, run_metadata: as ask_full takes them.
+        people: (on_person_needed, approver, egress_approver) of the caller.
+        resume: the claimed parked run this ask continues (`resume_arguments`), or None.
+    """
+
+    def __init__(self, system: Any, query: str, history: Any, trust: Any, allow_egress: Any,
+                 on_approval: str | None, approved_tools: Any, run_metadata: Any,
+                 people: tuple[Any, Any, Any], resume: ResumePlan | None = None) -> None:
+        from jarvis.runlog import new_run_id
+        from jarvis.trust.run import RunTrust
+
         if on_approval not in ON_APPROVAL:
             raise UserError(f"on_approval must be 'defer' (park the run until the person "
                             f"answers) or 'deny', not {on_approval!r}")
-        if on_approval == "defer" and structured:
-            raise UserError("on_approval='defer' cannot be combined with output_schema: a "
-                            "structured answer is checked in one go")
         self.system = system
-        self.ask = {**ask, "approved_tools": list(ask.get("approved_tools") or ()),
-                    "run_metadata": dict(ask.get("run_metadata") or {}),
-                    "tools": list(ask.get("tools") or ()), "on_approval": on_approval or "defer"}
-        self.run_id = run_id
-        self.trust = trust
         self.resume = resume
+        self.on_approval = on_approval
+        self.run_id = resume.run.run_id if resume is not None else new_run_id()
+        self.trust = RunTrust.for_ask(system.config, query, history=history, run_id=self.run_id,
+                                      given=trust, allow_egress=allow_egress)
         self.defer = on_approval == "defer" or (resume is not None and on_approval != "deny")
-        self.user_hook = on_person_needed
-        self.approver = approver
-        self.egress_approver = egress_approver
-        self.approved = frozenset(self.ask["approved_tools"])
-        scheduled = self.ask["run_metadata"].get("scheduled_run") or {}
+        self.user_hook, self.approver, self.egress_approver = people
+        self.approved = frozenset(approved_tools or ())
+        self.run_metadata = dict(run_metadata or {})
+        scheduled = self.run_metadata.get("scheduled_run") or {}
         self.task_id = scheduled.get("task_id")
         self.sched_run_id = scheduled.get("run_id")
         self.requests: dict[str, Any] = {}
-        add_grants(system.config, trust, self.task_id)
+        add_grants(system.config, self.trust, self.task_id)
+
+    def check(self, structured: Any) -> str:
+        """Refuse what cannot park (a structured answer is checked in one go); the run id."""
+        if self.on_approval == "defer" and structured is not None:
+            raise UserError("on_approval='defer' cannot be combined with output_schema: a "
+                            "structured answer is checked in one go")
+        return self.run_id
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The ToolExecutor arguments that are the run's: its metadata, its trust, and who
+        answers when a person is needed."""
+        return {"metadata": self.run_metadata, "trust": self.trust,
+                "egress_approver": self.egress_approver, "on_person_needed": self.hook}
 
     @property
     def hook(self) -> Any:
@@ -174,9 +192,12 @@ class Parking:
         run["tool_results"] = [result_from_dict(r) for r in run.get("tool_results") or []]
         return runner.resume(restore_messages(state), run, state.get("pending") or [])
 
-    def settle(self, out: dict[str, Any], status: str, result: Any) -> str:
+    def settle(self, out: dict[str, Any], status: str, result: Any, record: dict[str, Any],
+               runner: Any) -> str:
         """After the run: park it (store its state and requests, tell the person) when a call
-        waits; record how a continuation ended. Returns the run's status."""
+        waits; record how a continuation ended. Returns the run's status. `record` (the run
+        log's: query, agent, model, tools, source) and `runner` (the agent: its limits) are
+        what a continuation rebuilds the ask from."""
         pending = out["metadata"].pop("parked", None)
         if not pending:
             if self.resume is not None:
@@ -199,7 +220,13 @@ class Parking:
                 tool=request.tool, kind=request.kind, request=request.to_dict(),
                 created_at=now, expires_at=expires, task_id=self.task_id))
         result.metadata["parked"] = pending
-        state = snapshot(ask=self.ask, result=result, trust=self.trust)
+        ask = {"query": record.get("query"), "agent": record.get("agent"),
+               "tools": list(record.get("tools") or []), "model": record.get("model"),
+               "source": record.get("source"), "approved_tools": sorted(self.approved),
+               "run_metadata": self.run_metadata, "max_turns": runner.max_turns,
+               "temperature": runner.temperature, "max_tokens": runner.max_tokens,
+               "on_approval": self.on_approval or "defer"}
+        state = snapshot(ask=ask, result=result, trust=self.trust)
         parked = ParkedRun(run_id=self.run_id, state=state,
                            resumer=SCHEDULER if self.sched_run_id is not None else SDK,
                            task_id=self.task_id, sched_run_id=self.sched_run_id,
@@ -253,6 +280,16 @@ def _answer(value: Any) -> bool:
     if text in ("deny", "denied", "no", "n", "refuse"):
         return False
     raise UserError(f"a decision is 'approve' or 'deny' (or True / False), not {value!r}")
+
+
+def resume(self: Any, run_id: str, decisions: dict[str, Any] | None = None,
+           **kwargs: Any) -> dict[str, Any]:
+    """Continue a run that parked (`ask_full(on_approval="defer")`), once, where it stopped:
+    `decisions` maps approval ids to "approve" / "deny" (answers given elsewhere, e.g.
+    `jarvis approvals approve ID`, count too). Returns what ask_full returns (the run may
+    park again). Other ask_full arguments (on_token, approvers) may be given. This is
+    `Jarvis.resume`."""
+    return self.ask_full(**resume_arguments(self, run_id, decisions, kwargs), **kwargs)
 
 
 def resume_arguments(system: Any, run_id: str, decisions: dict[str, Any] | None = None,

@@ -248,17 +248,13 @@ class ToolExecutor:
         max_abandoned_per_tool / max_abandoned: timed-out calls whose threads still run,
             allowed per tool and in all (process-wide); beyond that a call of the tool fails
             at once (error_type timeout) instead of starting another thread.
-        trust: the run's RunTrust (jarvis.trust): what it has read; each result's labels are
-            applied to it, and the egress guard checks calls against it. Default: a fresh
-            one (the guard applies to direct users of the executor too).
-        egress_approver: called as egress_approver(request) with an ApprovalRequest when the
-            guard needs a person (an interactive person; `approver` and approved_tools do
-            not answer these). With none, such calls are denied.
-        on_person_needed: the hook every person-needed decision goes through (see
-            jarvis.tools.gate): on_person_needed(request) -> Verdict (approve, deny, park)
-            or a bool. Set, it replaces both approvers.
-        trusted_tools: tool names the person vouches for ([egress] trusted_tools): their
-            results count as neutral and their calls as sending nothing out.
+        trust: the run's RunTrust (default: a fresh one): results' labels apply to it, the
+            egress guard checks calls against it (docs/trust.md).
+        egress_approver: `fn(ApprovalRequest) -> bool` for calls the guard holds (approver
+            and approved_tools never answer them); none: denied.
+        on_person_needed: `fn(request) -> Verdict | bool`, the hook every person-needed
+            decision goes through (jarvis.tools.gate); replaces both approvers.
+        trusted_tools: names the person vouches for: neutral results, nothing sent out.
     """
 
     def __init__(self, tools: Iterable[BaseTool] = (), bus: EventBus | None = None, *,

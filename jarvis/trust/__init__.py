@@ -11,15 +11,16 @@ person (`request`). Answers of tainted runs go through `markdown.neutralize`.
     run       RunTrust (per run state), EgressRules (what the person allows)
     guard     check(trust, tool, egress) -> Decision
     request   ApprovalRequest, Verdict
-    markdown  neutralize(text, allowed), MarkdownStream
+    markdown  neutralize(text, allowed), MarkdownStream, AnswerGuard
 """
 
 from __future__ import annotations
 
 from jarvis.trust.guard import Decision, check
 from jarvis.trust.labels import NEUTRAL, PRIVATE, UNTRUSTED, Egress
+from jarvis.trust.markdown import AnswerGuard
 from jarvis.trust.request import ApprovalRequest, Verdict
 from jarvis.trust.run import EgressRules, RunTrust
 
-__all__ = ["ApprovalRequest", "Decision", "Egress", "EgressRules", "NEUTRAL", "PRIVATE",
-           "RunTrust", "UNTRUSTED", "Verdict", "check"]
+__all__ = ["AnswerGuard", "ApprovalRequest", "Decision", "Egress", "EgressRules", "NEUTRAL",
+           "PRIVATE", "RunTrust", "UNTRUSTED", "Verdict", "check"]
