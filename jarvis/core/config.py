@@ -331,8 +331,8 @@ class ApprovalsConfig(_Section):
         from jarvis.core.durations import parse_duration
 
         seconds = parse_duration(value)
-        if not 60 <= seconds <= 366 * 86400:
-            raise ValueError(f"expire_after {value!r} must be between 1 minute and 366 days")
+        if not 1 <= seconds <= 366 * 86400:
+            raise ValueError(f"expire_after {value!r} must be between 1 second and 366 days")
         return value
 
     @field_validator("notify")
