@@ -188,6 +188,10 @@ class Parking:
         from jarvis.approvals.state import restore_messages, result_from_dict
 
         state = self.resume.state
+        fence = getattr(getattr(runner, "executor", None), "fence", None)
+        if fence is not None and hasattr(fence, "restore_positions"):
+            # The continuation's effects follow the parked part's: same occurrence, next keys.
+            fence.restore_positions(state.get("effects"))
         run = dict(state.get("run") or {})
         run["tool_results"] = [result_from_dict(r) for r in run.get("tool_results") or []]
         return runner.resume(restore_messages(state), run, state.get("pending") or [])
@@ -227,6 +231,9 @@ class Parking:
                "temperature": runner.temperature, "max_tokens": runner.max_tokens,
                "on_approval": self.on_approval or "defer"}
         state = snapshot(ask=ask, result=result, trust=self.trust)
+        fence = getattr(getattr(runner, "executor", None), "fence", None)
+        if fence is not None and hasattr(fence, "positions"):
+            state["effects"] = fence.positions()  # the effect keys the run used so far
         parked = ParkedRun(run_id=self.run_id, state=state,
                            resumer=SCHEDULER if self.sched_run_id is not None else SDK,
                            task_id=self.task_id, sched_run_id=self.sched_run_id,

@@ -74,7 +74,7 @@ class ParkedRuns:
             elif status in (READY, RESUMED) and (free is None or len(claims) < free):
                 claim = self.store.claim_parked(
                     run.id, now=now, owner=self.owner,
-                    lease_seconds=self.dispatcher.dispatch_seconds if self.dispatcher
+                    lease_seconds=self._expiry_seconds() if self.dispatcher
                     else self.lease_seconds, dispatch=self.dispatcher is not None)
                 if claim is not None:
                     log.info("task %s: run %d continues (its approvals are answered)",

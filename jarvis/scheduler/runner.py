@@ -100,19 +100,20 @@ class SdkRunner:
             self._idle.put(system)
 
     def run(self, task: Task, occurrence: Run) -> RunOutcome:
-        return self._ask(task, occurrence, lambda system: system.ask_full(
+        return self._ask(task, occurrence, lambda system, fenced: system.ask_full(
             task.prompt, agent=task.agent or None, tools=task_tools(task),
             approved_tools=list(task.approved_tools), source="scheduler",
             run_metadata=run_metadata(occurrence), trust=task_trust(task),
-            on_approval="defer"))
+            on_approval="defer", **fenced))
 
     def resume(self, task: Task, occurrence: Run) -> RunOutcome:
         """Continue the occurrence's parked run where it stopped (the ledger gave this
         process its continuation; the approvals store hands over the state, once)."""
-        return self._ask(task, occurrence, lambda system: system.resume(
-            str(occurrence.run_log_id), _scheduled=True))
+        return self._ask(task, occurrence, lambda system, fenced: system.resume(
+            str(occurrence.run_log_id), _scheduled=True, **fenced))
 
-    def _ask(self, task: Task, occurrence: Run, ask: Callable[[Any], Any]) -> RunOutcome:
+    def _ask(self, task: Task, occurrence: Run,
+             ask: Callable[[Any, dict[str, Any]], Any]) -> RunOutcome:
         system = self._acquire()
         # A run that fails mid-way is still in the run log; remember its id (from RUN_START,
         # published on this thread) so the failed run record links to it.
@@ -128,8 +129,13 @@ class SdkRunner:
             from jarvis.core.events import EventType
 
             bus.subscribe(EventType.RUN_START, on_start)
+        from jarvis.scheduler.fencing import current_fence
+
+        # The run's fence (its worker's or daemon's): checked before every engine and tool
+        # call, and its keys for side effects. Passed only when there is one.
+        fenced = {"fence": fence} if (fence := current_fence()) is not None else {}
         try:
-            result = ask(system)
+            result = ask(system, fenced)
         except Exception as exc:
             if started:
                 with contextlib.suppress(AttributeError, TypeError):
@@ -151,16 +157,21 @@ class SdkRunner:
         return outcome
 
 
-def start_run(runner: TaskRunner, task: Task, run: Run,
-              name: str) -> tuple[threading.Thread, dict[str, Any]]:
-    """`runner.run(task, run)` on a daemon thread named `name`, started; the box gets its
-    "outcome", or the "error" it raised (recorded, never allowed to stop a daemon or worker).
-    Python cannot stop a thread: the caller waits on it with its own lease and timeout."""
+def start_run(runner: TaskRunner, task: Task, run: Run, name: str,
+              fence: Any = None) -> tuple[threading.Thread, dict[str, Any]]:
+    """`runner.run(task, run)` on a daemon thread named `name`, started, with `fence` (the
+    run's RunFence) as that thread's current fence; the box gets its "outcome", or the
+    "error" it raised (recorded, never allowed to stop a daemon or worker). Python cannot
+    stop a thread: the caller waits on it with its own lease and timeout."""
     box: dict[str, Any] = {}
 
     resume = getattr(runner, "resume", None) if run.parked_at is not None else None
 
     def call() -> None:
+        if fence is not None:
+            from jarvis.scheduler.fencing import set_fence
+
+            set_fence(fence)
         try:
             box["outcome"] = resume(task, run) if resume is not None else runner.run(task, run)
         except BaseException as exc:  # noqa: BLE001 - the caller records it
@@ -210,7 +221,8 @@ def run_metadata(occurrence: Run) -> dict[str, Any]:
     return {"scheduled_run": {
         "task_id": occurrence.task_id, "run_id": occurrence.id,
         "idempotency_key": occurrence.idempotency_key, "attempt": occurrence.attempt,
-        "scheduled_for": occurrence.to_dict()["scheduled_for"], "trigger": occurrence.trigger}}
+        "epoch": occurrence.epoch, "scheduled_for": occurrence.to_dict()["scheduled_for"],
+        "trigger": occurrence.trigger}}
 
 
 def outcome_from_result(result: Any) -> RunOutcome:

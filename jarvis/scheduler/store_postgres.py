@@ -48,9 +48,8 @@ from jarvis.scheduler.store_common import (
     quota_refused,
     storable,
 )
+from jarvis.scheduler.store_postgres_parked import NOW, PostgresParkedRuns
 
-# The database clock as a POSIX timestamp: leases are set and judged with it.
-NOW = "EXTRACT(EPOCH FROM now())::float8"
 # A task with a run in one of these is not started again ("parked": waiting for the person).
 ACTIVE = "('running', 'dispatched', 'parked')"
 MAX_LOG_ENTRY_CHARS = 1_000_000
@@ -93,6 +92,17 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE jarvis_tasks ADD COLUMN trust text;
     """,
+    # Fencing side effects and dispatch without storms: when a dispatched run's message was
+    # really sent (NULL: claimed, never sent), and the side effects of scheduled runs.
+    """
+    ALTER TABLE jarvis_runs ADD COLUMN sent_at float8;
+    CREATE TABLE jarvis_effects (
+        key text PRIMARY KEY, run_id bigint, attempt integer NOT NULL,
+        epoch integer NOT NULL DEFAULT 0, tool text NOT NULL, target text, status text NOT NULL,
+        detail text, created_at float8, updated_at float8
+    );
+    CREATE INDEX jarvis_effects_run ON jarvis_effects (run_id);
+    """,
     # Runs that park waiting for the person (jarvis.approvals).
     """
     ALTER TABLE jarvis_runs ADD COLUMN parked_at float8;
@@ -134,10 +144,10 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
 
 
-class PostgresStore(StoreBase):
+class PostgresStore(PostgresParkedRuns, StoreBase):
     """Tasks and runs in PostgreSQL; one connection per process, shared by its threads."""
 
-    TASKS, RUNS, MARK = "jarvis_tasks", "jarvis_runs", "%s"
+    TASKS, RUNS, EFFECTS, MARK = "jarvis_tasks", "jarvis_runs", "jarvis_effects", "%s"
     TASK_ORDER = "created_at, id"
 
     def __init__(self, url: str, *, connect_timeout: float = 10.0) -> None:
@@ -258,7 +268,15 @@ class PostgresStore(StoreBase):
             cur.execute(f"DELETE FROM jarvis_runs WHERE id = ANY(%s) AND {FINISHED}", (run_ids,))
             deleted = cur.rowcount
             cur.execute("DELETE FROM jarvis_run_logs WHERE run_id = ANY(%s)", (run_ids,))
+            cur.execute("DELETE FROM jarvis_effects WHERE run_id = ANY(%s) AND NOT EXISTS "
+                        "(SELECT 1 FROM jarvis_runs r WHERE r.id = jarvis_effects.run_id)",
+                        (run_ids,))
         return deleted
+
+    def _holds(self, cur: Any, run_id: int, epoch: int, owner: str | None) -> bool:
+        cur.execute("SELECT 1 FROM jarvis_runs WHERE id = %s AND epoch = %s AND claimed_by = %s "
+                    "AND status = 'running'", (run_id, epoch, owner))
+        return cur.fetchone() is not None
 
     # --- runs --------------------------------------------------------------------------
     def next_wake(self) -> float | None:
@@ -339,8 +357,8 @@ class PostgresStore(StoreBase):
               dispatch: bool) -> Run:
         if dispatch:
             cur.execute(f"UPDATE jarvis_runs SET status = 'dispatched', epoch = epoch + 1, "
-                        f"claimed_by = %s, lease_until = {NOW} + %s, dispatched_at = {NOW} "
-                        f"WHERE id = %s RETURNING *", (owner, seconds, run_id))
+                        f"claimed_by = %s, lease_until = {NOW} + %s, dispatched_at = {NOW}, "
+                        f"sent_at = NULL WHERE id = %s RETURNING *", (owner, seconds, run_id))
         else:
             cur.execute(f"UPDATE jarvis_runs SET status = 'running', claimed_by = %s, "
                         f"lease_until = {NOW} + %s, started_at = %s WHERE id = %s RETURNING *",
@@ -520,24 +538,58 @@ class PostgresStore(StoreBase):
             return run
 
     # --- dispatch to workers (DispatchLedger) -----------------------------------------
-    def redispatch_expired(self, *, owner: str, dispatch_seconds: float,
-                           limit: int) -> list[Claim]:
-        """Dispatched runs no worker started in time (lost message, dead daemon between claim
-        and send, workers all busy): the next epoch, to be sent again. Nothing ran them, so
-        this is not a re-run: the old message, if it still comes, is dropped by its epoch."""
+    def mark_sent(self, runs: list[tuple[int, int]]) -> int:
+        """Record that the messages of these (run id, epoch) were handed to the broker: from
+        then on a run is only sent again on evidence that its message was lost."""
+        if not runs:
+            return 0
+        with self._tx() as cur:
+            cur.execute(f"UPDATE jarvis_runs r SET sent_at = {NOW} FROM unnest(%s::bigint[], "
+                        f"%s::integer[]) AS u(id, e) WHERE r.id = u.id AND r.epoch = u.e AND "
+                        f"r.status = 'dispatched'", ([r for r, _ in runs], [e for _, e in runs]))
+            return cur.rowcount
+
+    def redispatch_expired(self, *, owner: str, dispatch_seconds: float, limit: int,
+                           unsent_seconds: float = 10.0,
+                           lost_after: float | None = None) -> list[Claim]:
+        """Dispatched runs to send again, with the next epoch, oldest occurrence first:
+        - claimed and never sent for `unsent_seconds` (the daemon died between claim and
+          send, or the broker refused the message);
+        - past their dispatch deadline (`lease_until`, set to `dispatch_seconds` from the
+          claim: the long safety net; their old message has expired in the broker by then);
+        - with `lost_after` (the caller saw the broker's queue empty: nothing is waiting in
+          it), sent more than `lost_after` seconds ago and still not started: lost.
+        A run still waiting in a backlog is left alone: it keeps its place in the queue.
+        Nothing ran these runs, so this is not a re-run: the old message, if it still comes,
+        is dropped by its epoch."""
         with self._tx() as cur:
             cur.execute(
-                f"UPDATE jarvis_runs SET epoch = epoch + 1, claimed_by = %s, lease_until = {NOW} "
-                f"+ %s, dispatched_at = {NOW} WHERE id IN (SELECT id FROM jarvis_runs WHERE "
-                f"status = 'dispatched' AND lease_until < {NOW} ORDER BY lease_until LIMIT %s "
-                f"FOR UPDATE SKIP LOCKED) RETURNING *", (owner, dispatch_seconds, limit))
-            runs = [_run(r) for r in cur.fetchall()]
+                f"WITH old AS (SELECT id, sent_at FROM jarvis_runs WHERE status = 'dispatched' "
+                f"AND ((sent_at IS NULL AND dispatched_at < {NOW} - %(unsent)s) OR lease_until "
+                f"< {NOW} OR (%(lost)s::float8 IS NOT NULL AND sent_at < {NOW} - %(lost)s)) "
+                f"ORDER BY scheduled_for, id LIMIT %(limit)s FOR UPDATE SKIP LOCKED) "
+                f"UPDATE jarvis_runs r SET epoch = r.epoch + 1, claimed_by = %(owner)s, "
+                f"lease_until = {NOW} + %(deadline)s, dispatched_at = {NOW}, sent_at = NULL "
+                f"FROM old WHERE r.id = old.id RETURNING r.*, old.sent_at AS was_sent_at",
+                {"unsent": unsent_seconds, "lost": lost_after, "limit": limit, "owner": owner,
+                 "deadline": dispatch_seconds})
+            rows = sorted(cur.fetchall(), key=lambda r: (r["scheduled_for"], r["id"]))
             claims = []
-            for run in runs:
+            for row in rows:
+                run = _run(row)
                 cur.execute("SELECT * FROM jarvis_tasks WHERE id = %s", (run.task_id,))
-                row = cur.fetchone()
-                if row is not None:
-                    claims.append(Claim(_task(row), run))
+                task_row = cur.fetchone()
+                if task_row is None:
+                    continue
+                if row["was_sent_at"] is None:
+                    note = "it was claimed but never sent (its daemon stopped in between)"
+                elif lost_after is not None and row["was_sent_at"] < row["dispatched_at"] - lost_after:
+                    note = (f"its message was sent {row['dispatched_at'] - row['was_sent_at']:.0f} "
+                            f"s ago and nothing is waiting in the queue: it was lost")
+                else:
+                    note = (f"no worker started it within {dispatch_seconds:g} s (its message "
+                            f"has expired)")
+                claims.append(Claim(_task(task_row), run, note))
             return claims
 
     def start_dispatched(self, run_id: int, epoch: int, owner: str,
@@ -562,8 +614,10 @@ class PostgresStore(StoreBase):
                 return None
             return Claim(_task(task_row), run)
 
-    def renew(self, run_id: int, epoch: int, owner: str, lease_seconds: float) -> bool:
-        """A worker extends the lease of the run it executes; False: it is no longer its own."""
+    def renew(self, run_id: int, epoch: int, owner: str, lease_seconds: float, *,
+              now: float | None = None) -> bool:
+        """A worker extends the lease of the run it executes; False: it is no longer its own.
+        (`now` is ignored: leases are on the database clock.)"""
         with self._tx() as cur:
             cur.execute(f"UPDATE jarvis_runs SET lease_until = {NOW} + %s WHERE id = %s AND "
                         f"epoch = %s AND claimed_by = %s AND status = 'running'",
@@ -601,92 +655,6 @@ class PostgresStore(StoreBase):
         cur.execute("INSERT INTO jarvis_run_logs (id, run_id, created_at, entry) "
                     f"VALUES (%s, %s, {NOW}, %s) ON CONFLICT (id) DO UPDATE SET "
                     "entry = EXCLUDED.entry", (run_log_id, run_id, text))
-
-    # --- runs that wait for the person (jarvis.approvals) -------------------------------
-    def park_run(self, run_id: int, owner: str, *, now: float, run_log_id: str | None,
-                 note: str, epoch: int | None = None,
-                 log_entry: dict[str, Any] | None = None) -> Run | None:
-        """The run `owner` holds (with `epoch`, for a worker) stopped before a call that
-        needs the person: "parked", holding its task, until a continuation is claimed or it
-        expires. None: it is no longer this owner's (nothing written)."""
-        fence = " AND epoch = %s" if epoch is not None else ""
-        with self._tx() as cur:
-            cur.execute(
-                "UPDATE jarvis_runs SET status = 'parked', parked_at = %s, lease_until = NULL, "
-                "run_log_id = %s, error = %s, error_type = 'parked' WHERE id = %s AND "
-                f"claimed_by = %s AND status = 'running'{fence} RETURNING *",
-                (now, run_log_id, _clip(note, MAX_ERROR_CHARS), run_id, owner)
-                + ((epoch,) if epoch is not None else ()))
-            row = cur.fetchone()
-            if row is None:
-                return None
-            run = _run(row)
-            cur.execute("UPDATE jarvis_tasks SET last_outcome = 'parked', updated_at = %s "
-                        "WHERE id = %s", (now, run.task_id))
-            if run_log_id and log_entry is not None:
-                self._store_log_entry(cur, run_id, run_log_id, log_entry)
-            return run
-
-    def parked_runs(self, limit: int = 500) -> list[Run]:
-        """Runs waiting for the person, oldest first."""
-        rows = self._query("SELECT * FROM jarvis_runs WHERE status = 'parked' ORDER BY "
-                           "parked_at LIMIT %s", (limit,))
-        return [_run(r) for r in rows]
-
-    def claim_parked(self, run_id: int, *, now: float, owner: str, lease_seconds: float,
-                     dispatch: bool = False) -> Claim | None:
-        """Claim the continuation of a parked run, once (compare-and-set "parked" ->
-        "running" for this owner, or -> "dispatched" with the next epoch for workers). None:
-        another daemon took it. A run of a cancelled task is not continued."""
-        status, extra = ("dispatched", f", dispatched_at = {NOW}") if dispatch else (
-            "running", "")
-        with self._tx() as cur:
-            cur.execute(
-                f"UPDATE jarvis_runs SET status = %s, claimed_by = %s, lease_until = {NOW} + %s, "
-                f"epoch = epoch + 1, resumes = resumes + 1, error = NULL, error_type = NULL"
-                f"{extra} WHERE id = %s AND status = 'parked' RETURNING *",
-                (status, owner, lease_seconds, run_id))
-            row = cur.fetchone()
-            if row is None:
-                return None
-            run = _run(row)
-            task = self._locked_task(cur, run.task_id)
-            if task is None or task.status == "cancelled":
-                cur.execute("UPDATE jarvis_runs SET status = 'skipped', finished_at = %s, "
-                            "error = 'not continued: task cancelled while it waited for "
-                            "approval', lease_until = NULL WHERE id = %s", (now, run_id))
-                return None
-            return Claim(task, run)
-
-    def expire_run(self, run_id: int, *, now: float, error: str) -> Run | None:
-        """A parked run nobody answered in time ends "expired" (never retried)."""
-        with self._tx() as cur:
-            cur.execute("UPDATE jarvis_runs SET status = 'expired', finished_at = %s, "
-                        "error = %s, error_type = 'expired', lease_until = NULL WHERE id = %s "
-                        "AND status = 'parked' RETURNING *",
-                        (now, _clip(error, MAX_ERROR_CHARS), run_id))
-            row = cur.fetchone()
-            if row is None:
-                return None
-            run = _run(row)
-            self._after_attempt(cur, run, now=now, retry=False, crashed=False)
-            return run
-
-    def _repark(self, cur: Any, run_id: int) -> bool:
-        """A continuation whose worker or daemon died goes back to "parked" (the next epoch
-        fences the stale one) while its task's on_crash is "retry" and it has not been
-        re-continued more than its retries allow."""
-        cur.execute("SELECT r.parked_at, r.resumes, t.on_crash, t.max_retries FROM jarvis_runs "
-                    "r JOIN jarvis_tasks t ON t.id = r.task_id WHERE r.id = %s", (run_id,))
-        row = cur.fetchone()
-        if (row is None or row["parked_at"] is None or row["on_crash"] != "retry"
-                or row["resumes"] > 1 + (row["max_retries"] or 0)):
-            return False
-        cur.execute("UPDATE jarvis_runs SET status = 'parked', claimed_by = NULL, lease_until = "
-                    "NULL, epoch = epoch + 1, error = 'its continuation stopped (its process or "
-                    "machine died); it continues again', error_type = 'parked' WHERE id = %s",
-                    (run_id,))
-        return True
 
     def get_log_entry(self, run_log_id: str) -> dict[str, Any] | None:
         """The run log entry a worker stored for `run_log_id` (None if there is none)."""

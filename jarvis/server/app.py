@@ -176,6 +176,8 @@ def build_app(settings: ServeSettings | None = None, *, config: Any = None, tool
     from jarvis.server.approvals import ApprovalRoutes
 
     routes = [
+        # The busiest route first: Starlette tries them in order (no other one overlaps it).
+        Route("/v1/chat/completions", chat.completions, methods=["POST"]),
         *ApprovalRoutes(config).routes(),  # before /{env}/...: the owner's API and link page
         Route("/health", health, methods=["GET"]),
         Route("/list_environments", environments, methods=["GET"]),
@@ -186,7 +188,6 @@ def build_app(settings: ServeSettings | None = None, *, config: Any = None, tool
         Route("/delete_session", env.delete, methods=["POST"]),
         Route("/v1/models", chat.models, methods=["GET"]),
         Route("/v1/models/{model}", chat.model, methods=["GET"]),
-        Route("/v1/chat/completions", chat.completions, methods=["POST"]),
         Route("/{env}/tools", env.list_tools, methods=["GET"]),
         Route("/{env}/task_tools", env.task_tools, methods=["GET"]),
         Route("/{env}/prompt", env.prompt, methods=["GET"]),
