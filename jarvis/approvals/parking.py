@@ -35,6 +35,7 @@ from jarvis.approvals.records import (
     RESUMED,
     SCHEDULER,
     SDK,
+    SERVE,
     Approval,
     ParkedRun,
 )
@@ -235,7 +236,8 @@ class Parking:
         if fence is not None and hasattr(fence, "positions"):
             state["effects"] = fence.positions()  # the effect keys the run used so far
         parked = ParkedRun(run_id=self.run_id, state=state,
-                           resumer=SCHEDULER if self.sched_run_id is not None else SDK,
+                           resumer=SCHEDULER if self.sched_run_id is not None
+                           else SERVE if record.get("source") == "serve" else SDK,
                            task_id=self.task_id, sched_run_id=self.sched_run_id,
                            created_at=self.resume.run.created_at if self.resume else now,
                            expires_at=expires)
@@ -322,6 +324,9 @@ def resume_arguments(system: Any, run_id: str, decisions: dict[str, Any] | None 
         if found.resumer == SCHEDULER and not scheduled:
             raise UserError(f"run {found.run_id} belongs to scheduled task {found.task_id}: "
                             f"the scheduler continues it once its requests are answered")
+        if found.resumer == SERVE and not scheduled:
+            raise UserError(f"run {found.run_id} is a chat run of jarvis serve: the server "
+                            f"continues it once its requests are answered")
         for approval_id, value in (decisions or {}).items():
             approve = _answer(value)
             try:

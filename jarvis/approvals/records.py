@@ -20,8 +20,9 @@ REQUEST_STATUSES = (PENDING, APPROVED, DENIED, EXPIRED)
 PARKED, READY, RESUMED = "parked", "ready", "resumed"
 RUN_STATUSES = (PARKED, READY, RESUMED, EXPIRED)
 # Who continues a parked run: the scheduler (the daemon or a Celery worker that claims it),
-# or the SDK process that calls Jarvis.resume.
-SCHEDULER, SDK = "scheduler", "sdk"
+# `jarvis serve` (a chat run: jarvis.approvals.served), or the SDK process that calls
+# Jarvis.resume.
+SCHEDULER, SDK, SERVE = "scheduler", "sdk", "serve"
 GRANT_KINDS = ("host", "channel", "server")
 
 

@@ -202,6 +202,14 @@ class ApprovalStoreBase:
                           tuple(run_ids))
         return {r["run_id"]: _parked(r, with_state=False) for r in rows}
 
+    def ready(self, resumer: str, limit: int = 50) -> list[ParkedRun]:
+        """Runs of `resumer` whose requests are all answered (without their state), oldest
+        first: what that resumer continues next."""
+        rows = self._read(self._sql("SELECT * FROM {p}parked_runs WHERE status = ? AND "
+                                    "resumer = ? ORDER BY updated_at LIMIT ?"),
+                          (READY, resumer, max(1, min(int(limit), MAX_LIST))))
+        return [_parked(r, with_state=False) for r in rows]
+
     def claim(self, run_id: str, *, again: bool = False) -> ParkedRun | None:
         """Take a run whose requests are all answered for its continuation: `ready` ->
         `resumed`, epoch + 1, once. `again`: also a run already `resumed` (the scheduler's

@@ -229,9 +229,15 @@ def build_app(settings: ServeSettings | None = None, *, config: Any = None, tool
                     log.exception("ending idle sessions failed")
 
         task = asyncio.create_task(reaper())
+        from jarvis.approvals.served import ServedRuns, parks
+
+        # Chat runs that parked go on once answered (docs/approvals.md).
+        served = ServedRuns(jarvis).start() if parks(jarvis.config) else None
         try:
             yield
         finally:
+            if served is not None:
+                await asyncio.to_thread(served.stop)
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
