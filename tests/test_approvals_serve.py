@@ -103,3 +103,42 @@ def test_without_a_channel_serve_refuses_as_before(tmp_path, cli_env):
     assert body["choices"][0]["message"]["content"].startswith("tool said: ERROR (denied)")
     assert marks(target) == [] and receiver.requests() == []
     assert Path(target).exists() is False
+
+
+def test_two_servers_racing_continue_a_chat_run_once(tmp_path, cli_env, monkeypatch):
+    """Two ServedRuns (two servers on one store) find the same answered run at once: one
+    continues it, the other's claim is refused; the tool ran once, one answer was sent."""
+    import threading
+
+    from jarvis import Jarvis
+    from jarvis.approvals import decide
+    from jarvis.approvals.served import ServedRuns
+    from jarvis.core.config import load_config
+
+    with FakeOpenAIServer(default=answer_from_request) as engine, Receiver() as receiver:
+        with_danger_tool(Path.cwd())
+        path = Path.cwd() / "config.toml"
+        path.write_text(config_text(engine.base_url, receiver,
+                                    extra="[memory]\ncontext = false\n"))
+        monkeypatch.setenv("OPENAI_API_KEY", "test")
+        target = tmp_path / "t.txt"
+        with Jarvis(config=load_config(path)) as one, Jarvis(config=load_config(path)) as two:
+            parked = one.ask_full(f"write now {target}", tools=["danger"], agent="orchestrator",
+                                  source="serve", on_approval="defer")
+            assert parked["status"] == "parked"
+            decide(parked["pending_approvals"][0]["id"], True, by="test", config=one.config)
+            start = threading.Barrier(2)
+            done: list[int] = []
+
+            def race(system) -> None:
+                start.wait()
+                done.append(ServedRuns(system).tick())
+
+            threads = [threading.Thread(target=race, args=(s,)) for s in (one, two)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(60)
+        assert sorted(done) == [0, 1], done
+        assert marks(target) == ["written now"]
+        assert len(answers(receiver)) == 1

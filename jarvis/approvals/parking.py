@@ -313,6 +313,9 @@ def resume_arguments(system: Any, run_id: str, decisions: dict[str, Any] | None 
     from jarvis.approvals.stores import open_approvals
 
     scheduled = bool((options or {}).pop("_scheduled", False))
+    # serve continuing its chat run: its claim is the store's compare-and-set alone (no
+    # ledger decided it first), so a run continued already is never taken again.
+    served = bool((options or {}).pop("_served", False))
 
     store = open_approvals(system.config)
     try:
@@ -324,7 +327,7 @@ def resume_arguments(system: Any, run_id: str, decisions: dict[str, Any] | None 
         if found.resumer == SCHEDULER and not scheduled:
             raise UserError(f"run {found.run_id} belongs to scheduled task {found.task_id}: "
                             f"the scheduler continues it once its requests are answered")
-        if found.resumer == SERVE and not scheduled:
+        if found.resumer == SERVE and not served:
             raise UserError(f"run {found.run_id} is a chat run of jarvis serve: the server "
                             f"continues it once its requests are answered")
         for approval_id, value in (decisions or {}).items():

@@ -95,7 +95,7 @@ class ServedRuns:
 
     def _continue(self, run_id: str) -> int:
         try:
-            out = self.jarvis.resume(run_id, _scheduled=True)
+            out = self.jarvis.resume(run_id, _served=True)
         except UserError as exc:  # another server took it, or it expired meanwhile
             log.info("chat run %s not continued here: %s", run_id, exc)
             return 0
