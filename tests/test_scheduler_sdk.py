@@ -94,7 +94,7 @@ def test_confirmation_gated_tools_need_explicit_approval(cli_env, tmp_path, work
             f'[engine.hosts]\nopenai = "{server.base_url}"\n')
         env = daemon_env(cli_env, db, tmp_path / "unused.log")
         env["OPENAI_API_KEY"] = "test"
-        at = iso(time.time() + 1)
+        at = iso(time.time() + 4)
         for path, extra in ((denied_file, []), (approved_file, ["--approve-tools", "danger"])):
             out = jarvis(env, "schedule", "add", f"write {path}", "--at", at, "--tools", "danger",
                          "--agent", "orchestrator", *extra)
