@@ -59,6 +59,9 @@ class TerminalPerson:
     def __init__(self) -> None:
         self.always: set[tuple[str, str, str]] = set()  # (tool, egress kind, destination)
 
+    # The prompt shows the whole call: allowing where it goes also confirms the tool.
+    covers_confirmation = True
+
     def __call__(self, spec: Any, arguments: dict[str, Any]) -> bool:
         from jarvis.trust.request import CONFIRMATION, ApprovalRequest
 
