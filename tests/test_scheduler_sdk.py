@@ -107,15 +107,19 @@ def test_confirmation_gated_tools_need_explicit_approval(cli_env, tmp_path, work
         conn.close()
         daemon = Daemon(env, "--poll", "0.2", runner=None, cwd=str(workspace))
         try:
-            rows = wait_for(lambda: len(r := query(db, "SELECT answer FROM runs WHERE status = "
-                                                   "'succeeded'")) == 2 and r, what="both runs")
+            rows = wait_for(lambda: len(r := query(
+                db, "SELECT status, answer, error FROM runs WHERE status IN ('succeeded', "
+                "'parked') ORDER BY status")) == 2 and r, what="both runs")
         finally:
             assert daemon.stop() == 0
-    answers = sorted(a for (a,) in rows)
+    # The approved tool ran; the other call waits for the person (docs/approvals.md): the run
+    # is parked, its tool has not run.
+    (parked, _, waiting), (succeeded, answer, _) = rows
     assert approved_file.read_text() == "written"
     assert not denied_file.exists()
-    assert any("requires confirmation" in a or "denied" in a for a in answers), answers
-    assert any(a == f"tool said: wrote {approved_file}" for a in answers), answers
+    assert (parked, succeeded) == ("parked", "succeeded")
+    assert waiting.startswith("waiting for your approval of danger"), waiting
+    assert answer == f"tool said: wrote {approved_file}"
 
 
 def test_a_run_that_fails_mid_ask_links_to_its_run_log(tmp_path):
