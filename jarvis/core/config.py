@@ -120,7 +120,7 @@ def load_config(path: str | os.PathLike[str] | None = None, *,
 
 
 _SCHEMA_NAMES = frozenset({
-    "AgentConfig", "CeleryConfig", "ChannelConfig", "EgressConfig", "EngineConfig",
+    "AgentConfig", "ApprovalsConfig", "CeleryConfig", "ChannelConfig", "EgressConfig", "EngineConfig",
     "EngineHosts", "JarvisConfig", "KeepRuns", "McpConfig", "McpServerConfig", "MemoryConfig",
     "RunsConfig", "SandboxConfig", "SchedulerConfig", "ServeConfig", "ToolsConfig",
     "WorkspaceConfig", "validate_config",

@@ -80,4 +80,19 @@ class KeepRunsMethods:
 # the config file's folder, never the current folder (e.g. [tools.file_read] allowed_dirs).
 PATH_SETTING_SUFFIXES: tuple[str, ...] = ("_dir", "_dirs", "_path", "_paths", "_file", "_files")
 # State files and folders given in the file, resolved the same way.
-PATH_KEYS: tuple[str, ...] = ("memory.db_path", "scheduler.db_path", "runs.db_path")
+PATH_KEYS: tuple[str, ...] = ("memory.db_path", "scheduler.db_path", "runs.db_path",
+                              "approvals.db_path")
+
+
+class ApprovalsMethods:
+    """ApprovalsConfig's own property, shared by the model and the cached view."""
+
+    __slots__ = ()
+    if TYPE_CHECKING:
+        expire_after: str
+
+    @property
+    def expire_seconds(self) -> float:
+        from jarvis.core.durations import parse_duration
+
+        return parse_duration(self.expire_after)

@@ -28,13 +28,20 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from jarvis.core.config_base import ENV_OVERRIDES, PATH_KEYS, KeepRunsMethods, RootMethods
+from jarvis.core.config_base import (
+    ENV_OVERRIDES,
+    PATH_KEYS,
+    ApprovalsMethods,
+    KeepRunsMethods,
+    RootMethods,
+)
 from jarvis.core.paths import jarvis_home
 
 FORMAT = 1
 KEEP_FILES = 8  # newest cache files kept; older ones are removed when one is written
 _HERE = Path(__file__).parent
-_SCHEMA_FILES = ("config.py", "config_base.py", "config_schema.py", "config_cache.py", "server_names.py")
+_SCHEMA_FILES = ("config.py", "config_base.py", "config_schema.py", "config_cache.py",
+                 "server_names.py", "durations.py")
 _schema_digest: str | None = None
 
 
@@ -362,7 +369,7 @@ class _ToolsMethods:
 
 
 _MIXINS: dict[str, type] = {"JarvisConfig": RootMethods, "KeepRuns": KeepRunsMethods,
-                            "ToolsConfig": _ToolsMethods}
+                            "ToolsConfig": _ToolsMethods, "ApprovalsConfig": ApprovalsMethods}
 _CLASSES: dict[str, type] = {}
 
 
