@@ -129,6 +129,10 @@ def test_the_cache_file_is_private_and_a_tampered_one_is_ignored(tmp_path: Path,
     assert _is_view(load_config(path))
     entry.chmod(0o620)  # writable by others: never trusted as validated
     assert type(load_config(path)) is JarvisConfig
+    assert stat.S_IMODE(entry.stat().st_mode) == 0o600
+    (jarvis_home / "cache").chmod(0o755)  # left open (an older jarvis, a umask): tightened
+    assert _is_view(load_config(path))
+    assert stat.S_IMODE((jarvis_home / "cache").stat().st_mode) == 0o700
     entry.chmod(0o600)
     entry.write_text("{not json", encoding="utf-8")
     assert type(load_config(path)) is JarvisConfig  # unreadable: validated again, rewritten

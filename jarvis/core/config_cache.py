@@ -35,7 +35,7 @@ from jarvis.core.config_base import (
     KeepRunsMethods,
     RootMethods,
 )
-from jarvis.core.paths import jarvis_home
+from jarvis.core.paths import jarvis_home, tighten
 
 FORMAT = 1
 KEEP_FILES = 8  # newest cache files kept; older ones are removed when one is written
@@ -171,15 +171,19 @@ def _prune(folder: Path, keep: Path) -> None:
 # --- reading ------------------------------------------------------------------------------------
 def load(key: str) -> Any:
     """The view of the cached config of `key`, or None (no usable cache file)."""
-    path = cache_dir() / f"{key}.json"
+    folder = cache_dir()
+    path = folder / f"{key}.json"
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError:
         return None
     try:
         info = os.fstat(fd)
-        if info.st_uid != os.getuid() or info.st_mode & 0o077:
+        if info.st_uid != os.geteuid() or info.st_mode & 0o077:
+            tighten(path)  # made private (with a warning) and rewritten after validation
             return None  # not ours alone: never trusted as validated
+        for held in (folder.parent, folder):  # private like the rest of JARVIS_HOME
+            tighten(held)
         with os.fdopen(fd, "rb") as handle:
             fd = -1
             entry = json.loads(handle.read())
