@@ -14,7 +14,6 @@ scheduler tool asks for it.
 
 from __future__ import annotations
 
-import inspect
 import os
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
@@ -27,10 +26,6 @@ from jarvis.errors import JarvisError, UnknownNameError, UserError
 
 Approver = Callable[[Any, dict[str, Any]], bool]
 
-# Constructor parameters a tool may take, and what the SDK hands it.
-DEPENDENCY_KEYS = ("engine", "model", "bus", "config", "backend", "scheduler")
-
-
 def _split_names(value: str | Sequence[str] | None) -> list[str] | None:
     if value is None:
         return None
@@ -40,15 +35,6 @@ def _split_names(value: str | Sequence[str] | None) -> list[str] | None:
         raise UserError(f"tools must be a list of tool names or a comma-separated string, "
                         f"not {type(value).__name__}")
     return [str(n).strip() for n in value if str(n).strip()]
-
-
-def _explicit_params(factory: Any) -> set[str]:
-    """Named constructor parameters (a bare **kwargs does not pull in every dependency)."""
-    try:
-        params = inspect.signature(factory).parameters.values()
-    except (TypeError, ValueError):
-        return set()
-    return {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
 
 
 class Jarvis:
@@ -228,27 +214,33 @@ class Jarvis:
                                        hint="it is not in [tools] enabled in config.toml")
 
     def build_tools(self, names: list[str], model: str | None = None) -> list[Any]:
-        """Tool instances with the dependencies their constructors take (built lazily)."""
+        """Tool instances, each given the services its class declares in `needs` (engine,
+        model, memory, scheduler, bus, config), built only when a requested tool needs them:
+        asking with `calculator` never opens the memory or the scheduler database."""
         from jarvis.core.registry import ToolRegistry
+        from jarvis.core.services import needed_services
         from jarvis.tools.catalog import build_tools
 
         self.load_extensions()
         self._check_tool_names(names)
         needed: set[str] = set()
         for name in names:
-            value = ToolRegistry.get(name)
-            if isinstance(value, type):
-                needed |= _explicit_params(value) & set(DEPENDENCY_KEYS)
+            needed |= needed_services(ToolRegistry.get(name))
+        return build_tools(names, services=self.services(needed, model),
+                           settings=self.config.tools.settings)
+
+    def services(self, names: set[str] | Sequence[str], model: str | None = None) -> dict[str, Any]:
+        """The jarvis services `names` (see jarvis.core.services) from this Jarvis, built on
+        demand: engine, model (`model`, else the default one), memory, scheduler, bus, config."""
         makers: dict[str, Callable[[], Any]] = {
             "engine": lambda: self.engine,
             "model": lambda: model or self.model,
             "bus": lambda: self.bus,
             "config": lambda: self.config,
-            "backend": lambda: self.memory,
+            "memory": lambda: self.memory,
             "scheduler": lambda: self.scheduler,
         }
-        dependencies = {key: makers[key]() for key in DEPENDENCY_KEYS if key in needed}
-        return build_tools(names, dependencies=dependencies, settings=self.config.tools.settings)
+        return {name: makers[name]() for name in makers if name in names}
 
     # --- asking ------------------------------------------------------------------------------
     def ask(self, query: str, **kwargs: Any) -> str:

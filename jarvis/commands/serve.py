@@ -76,6 +76,8 @@ def serve(host: str | None, port: int | None, api_key: str | None, env_name: str
     env_name = settings.env_name
     click.echo(f"  ORS environment {env_name!r}: {url}/{env_name}/tools  tools: {tools}", err=True)
     click.echo(f"  OpenAI-compatible API: {url}/v1 (models are jarvis agents)", err=True)
+    for name, reason in app.state.ors.unavailable.items():
+        click.echo(f"  not serving {name}: {reason}", err=True)
     if api_key:
         click.echo("  API key required (X-API-Key or Authorization: Bearer)", err=True)
     serve_forever(app, sock)

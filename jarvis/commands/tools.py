@@ -31,7 +31,7 @@ def _catalog(names: list[str] | None = None, config: Any = None) -> list:
     enabled = config.tools.enabled
     if names is None and enabled is not None:
         names = enabled
-    return build_tools(names, dependencies={"config": config}, settings=config.tools.settings)
+    return build_tools(names, services={"config": config}, settings=config.tools.settings)
 
 
 @click.group()

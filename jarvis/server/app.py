@@ -101,10 +101,12 @@ def _approver(approve: bool) -> Any:
     return (lambda spec, arguments: True) if approve else None
 
 
-def serve_tools(jarvis: Any, names: list[str] | None) -> list[Any]:
-    """The tools to expose, built by the SDK with the dependencies they take (memory store,
-    scheduler, engine). Named tools fail loudly; with no names, every enabled tool that can
-    be built is exposed and the others are logged as skipped."""
+def serve_tools(jarvis: Any, names: list[str] | None) -> tuple[list[Any], dict[str, str]]:
+    """The tools to expose, built by the SDK with the services they declare (memory store,
+    scheduler, engine), and the tools that could not be built with the reason (name ->
+    reason). Named tools fail loudly; with no names, every enabled tool that can be built is
+    exposed, and the others are reported (`jarvis serve` prints them; calling one is a 404
+    that says why), never dropped without a word."""
     from jarvis import load_builtin_catalog
     from jarvis.core.registry import ToolRegistry
     from jarvis.errors import JarvisError
@@ -112,15 +114,17 @@ def serve_tools(jarvis: Any, names: list[str] | None) -> list[Any]:
     load_builtin_catalog()
     jarvis.load_extensions()
     if names is not None:
-        return list(jarvis.build_tools(names))
+        return list(jarvis.build_tools(names)), {}
     enabled = jarvis.config.tools.enabled
-    built = []
+    built: list[Any] = []
+    skipped: dict[str, str] = {}
     for name in enabled if enabled is not None else ToolRegistry.keys():
         try:
             built.extend(jarvis.build_tools([name]))
         except (JarvisError, TypeError) as exc:  # e.g. the llm tool with no engine running
-            log.warning("not exposing tool %s: %s", name, exc)
-    return built
+            skipped[name] = str(exc)
+            log.warning("not serving tool %s: %s", name, exc)
+    return built, skipped
 
 
 def build_app(settings: ServeSettings | None = None, *, config: Any = None, tools: Any = None,
@@ -141,10 +145,11 @@ def build_app(settings: ServeSettings | None = None, *, config: Any = None, tool
         from jarvis.sdk import Jarvis
 
         jarvis = Jarvis(config=config)
+    skipped: dict[str, str] = {}
     if tools is None:
-        tools = serve_tools(jarvis, settings.tools)
+        tools, skipped = serve_tools(jarvis, settings.tools)
     approver = _approver(settings.approve)
-    env = OrsEnvironment(settings.env_name, list(tools), approver=approver,
+    env = OrsEnvironment(settings.env_name, list(tools), approver=approver, unavailable=skipped,
                          default_timeout=config.tools.default_timeout,
                          max_output_chars=config.tools.max_output_chars,
                          max_abandoned_per_tool=config.tools.max_abandoned_per_tool,

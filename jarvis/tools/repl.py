@@ -48,6 +48,8 @@ class SandboxedPythonTool(BaseTool):
     where the code runs (isolation, network, paths) comes only from [sandbox].
     """
 
+    needs = ("config",)
+
     tool_id = ""
     kind = ""
     description = ""
