@@ -63,7 +63,12 @@ class Jarvis:
                 raise UserError("pass engine or engine_key (the same setting), not both")
             engine = engine_key
 
-        self.config = config if config is not None else load_config(config_path)
+        if config is None:
+            from jarvis.extensions import check_tool_tables
+
+            config = load_config(config_path)
+            check_tool_tables(config)  # a typo in a [tools.NAME] table is found now, not later
+        self.config = config
         self.bus = bus if bus is not None else EventBus()
         self._engine: Any = None
         self._engine_name: str | None = None

@@ -53,9 +53,13 @@ def terminal_approver(assume_yes: bool) -> Any:
 
 
 def load_cli_config() -> Any:
+    """The config (the documented lookup), every [tools.NAME] table checked against its tool."""
     from jarvis.core.config import load_config
+    from jarvis.extensions import check_tool_tables
 
-    return load_config()
+    config = load_config()
+    check_tool_tables(config)
+    return config
 
 
 def show_progress(bus: Any) -> None:
