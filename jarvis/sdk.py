@@ -249,8 +249,11 @@ class Jarvis:
 
     # --- asking ------------------------------------------------------------------------------
     def ask(self, query: str, **kwargs: Any) -> str:
-        """Answer `query`; returns the answer text (see ask_full for the arguments)."""
-        return self.ask_full(query, **kwargs)["content"]
+        """Answer `query`; returns the answer text (see ask_full for the arguments).
+
+        A run that ends without an answer (max_turns, the loop guard) raises RunIncomplete:
+        an empty string would pass for an answer."""
+        return _answer(self.ask_full(query, **kwargs))
 
     def ask_full(self, query: str, agent: str | None = None,
                  tools: str | Sequence[str] | None = None, system: str | None = None,
@@ -285,7 +288,9 @@ class Jarvis:
                 interrupted: it finishes (bounded by its timeout) and its result is dropped.
 
         Returns a dict with content, usage (summed over turns), tool_results, turns, model,
-        engine, agent, run_id, context_sources and metadata.
+        engine, agent, run_id, context_sources, metadata, and status: "ok", or "incomplete"
+        for a run that ended without an answer (stop_reason "max_turns" or "loop_guard",
+        stop_message saying so; content is then empty, the run log records it as incomplete).
         """
         if not isinstance(query, str) or not query.strip():
             raise UserError("the query is empty; pass a question to ask")
@@ -370,8 +375,12 @@ class Jarvis:
             tool_results.append(item)
         metadata = {k: v for k, v in result.metadata.items() if k not in ("tool_calls", "model")}
         metadata.update(run_metadata or {})
+        stop_reason, stop_message = _stopped(result)
         out = {
-            "content": result.content,
+            "content": "" if stop_reason else result.content,
+            "status": "incomplete" if stop_reason else "ok",
+            "stop_reason": stop_reason,
+            "stop_message": stop_message,
             "usage": dict(result.usage),
             "tool_results": tool_results,
             "turns": result.turns,
@@ -384,7 +393,8 @@ class Jarvis:
             "duration_seconds": time.time() - started,
         }
         try:
-            out["run_id"] = self._record(record, status="ok", started=started, result=result,
+            out["run_id"] = self._record(record, status=out["status"], error=stop_message,
+                                         started=started, result=result,
                                          tool_results=tool_results, out=out)
         except JarvisError as exc:
             # The answer is paid for: keep it, and say the run was not recorded.
@@ -393,7 +403,7 @@ class Jarvis:
             out["metadata"]["run_log_error"] = str(exc)
             logging.getLogger("jarvis").warning("jarvis: warning: the run was not recorded: %s",
                                                 exc)
-        self.bus.publish(EventType.RUN_END, {"run_id": run_id, "status": "ok",
+        self.bus.publish(EventType.RUN_END, {"run_id": run_id, "status": out["status"],
                                              "usage": out["usage"], "turns": out["turns"]})
         return out
 
@@ -423,7 +433,7 @@ class Jarvis:
                    duration_seconds=finished - started)
         calls: list[dict[str, Any]] = []
         if result is not None and out is not None:
-            run.update(content=result.content, turns=result.turns, usage=result.usage,
+            run.update(content=out["content"], turns=result.turns, usage=result.usage,
                        model=out["model"],
                        # Images as placeholders: the tool results keep their data already.
                        messages=[m.to_openai(images=False) for m in result.messages],
@@ -435,7 +445,8 @@ class Jarvis:
         """Answer `query` piece by piece: yields the answer's text as the engine streams it.
 
         Takes ask_full's arguments (not on_token). An error in the run is raised from the
-        iteration, after the pieces that came before it. Stopping early (closing the
+        iteration, after the pieces that came before it; so is RunIncomplete, for a run that
+        ended without an answer (max_turns, the loop guard). Stopping early (closing the
         iterator, or leaving a `for` loop over it) cancels the run: it stops at its next
         engine or tool boundary in the background and is recorded as "cancelled".
         """
@@ -452,8 +463,8 @@ class Jarvis:
 
         def run() -> None:
             try:
-                self.ask_full(query, on_token=lambda piece: pieces.put(("piece", piece)),
-                              cancel=cancel, **kwargs)
+                _answer(self.ask_full(query, on_token=lambda piece: pieces.put(("piece", piece)),
+                                      cancel=cancel, **kwargs))
             except BaseException as exc:  # noqa: BLE001  (re-raised in the caller's thread)
                 pieces.put(("error", exc))
             else:
@@ -505,7 +516,7 @@ class Jarvis:
 
     async def aask(self, query: str, **kwargs: Any) -> str:
         """Async `ask` (the run happens in a worker thread; cancelling works as in aask_full)."""
-        return (await self.aask_full(query, **kwargs))["content"]
+        return _answer(await self.aask_full(query, **kwargs))
 
     async def aask_full(self, query: str, **kwargs: Any) -> dict[str, Any]:
         """Async `ask_full` (the run happens in a worker thread, the loop stays free).
@@ -561,6 +572,26 @@ class Jarvis:
 
     async def __aexit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _stopped(result: Any) -> tuple[str | None, str | None]:
+    """(stop reason, message) of a run that ended without an answer, else (None, None)."""
+    meta = result.metadata
+    if meta.get("max_turns_exceeded"):
+        return "max_turns", (f"stopped at max_turns ({result.turns} turns) without a final "
+                             f"answer; raise max_turns to give the model more turns")
+    if meta.get("loop_detected"):
+        return "loop_guard", ("stopped because the model kept repeating the same tool call "
+                              "without an answer")
+    return None, None
+
+
+def _answer(out: dict[str, Any]) -> str:
+    if out.get("status") == "incomplete":
+        from jarvis.errors import RunIncomplete
+
+        raise RunIncomplete(f"the run {out['stop_message']}", out["stop_reason"], out)
+    return out["content"]
 
 
 def _approver(approver: Approver | None, approved_tools: Sequence[str] | None) -> Approver | None:

@@ -200,19 +200,17 @@ def ask(ctx: click.Context, query: tuple[str, ...], agent: str | None, tools: st
     finally:
         status.clear()
         stdout.finish()  # text streamed before a failure still ends its line
-    meta = result.get("metadata") or {}
-    stopped = bool(meta.get("max_turns_exceeded") or meta.get("loop_detected"))
+    stopped = result.get("status") == "incomplete"
     if as_json:
         echo_json(result)
     elif streaming and stdout.wrote:
         stdout.finish()
     elif not stopped:  # a stop has no answer: stdout stays for answers
         click.echo(shown_data(result["content"]))
-    if meta.get("max_turns_exceeded"):
+    if result.get("stop_reason") == "max_turns":
         click.echo(f"Error: stopped at max_turns ({result['turns']} turns) without a final "
                    f"answer; raise it with --max-turns (exit code {STOPPED_EXIT_CODE})", err=True)
-    elif meta.get("loop_detected"):
-        click.echo(f"Error: stopped because the model kept repeating the same tool call "
-                   f"without an answer (exit code {STOPPED_EXIT_CODE})", err=True)
+    elif stopped:
+        click.echo(f"Error: {result['stop_message']} (exit code {STOPPED_EXIT_CODE})", err=True)
     if stopped:
         ctx.exit(STOPPED_EXIT_CODE)

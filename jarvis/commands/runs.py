@@ -134,13 +134,15 @@ def show_run(run_id: str, as_json: bool) -> None:
     echo(f"turns:   {run['turns']}   tokens: {usage['prompt_tokens']} prompt + "
                f"{usage['completion_tokens']} completion = {usage['total_tokens']}")
     echo(f"query:   {run['query']}")
-    if run.get("error"):
+    if run.get("error") and run["status"] == "incomplete":
+        echo(f"stopped: {run['error'].removeprefix('stopped ')}")
+    elif run.get("error"):
         echo(f"error:   {run['error']}")
     echo(f"delivery: {_delivery_line(run['delivery'])}")
     meta = run.get("metadata") or {}
-    if meta.get("max_turns_exceeded"):
+    if run["status"] != "incomplete" and meta.get("max_turns_exceeded"):  # runs logged before
         echo("stopped: at max_turns, before a final answer")
-    elif meta.get("loop_detected"):
+    elif run["status"] != "incomplete" and meta.get("loop_detected"):
         echo("stopped: the model kept repeating the same tool call")
     for call in run["tool_calls"]:
         state = "ok" if call["success"] else f"FAILED ({call['error_type']})"

@@ -306,6 +306,10 @@ def run_task(task_id: str, runner: str | None, wait: bool, as_json: bool) -> Non
                            f"{run.delivery.get('status')}"
                            + ("" if sent else f" after {run.delivery.get('attempts')} "
                               f"attempt(s): {run.delivery.get('error')}")), err=True)
+    if run.status == "incomplete":  # no answer: the same code as ask's stop (and as busy)
+        click.echo(visible(f"Error: run #{run.id} {run.error} ({run.error_type}; exit code 3)"),
+                   err=True)
+        sys.exit(3)
     if run.status != "succeeded":
         click.echo(visible(f"Error ({run.error_type or 'failed'}): {run.error}"), err=True)
         sys.exit(1)
@@ -451,12 +455,19 @@ def start(once: bool, runner: str | None, max_workers: int | None, poll: float |
             click.echo(f"nothing to run: {counts['active']} active task(s), none due; next run "
                        f"due at {iso(wake) or '-'}")
         return
-    failed = 0
+    failed = sum(run.status not in ("succeeded", "incomplete") for run in runs)
+    incomplete = sum(run.status == "incomplete" for run in runs)
     for run in runs:
-        failed += run.status != "succeeded"
-        click.echo(f"task {run.task_id}: run #{run.id} {run.status}"
-                   + (f" ({run.error_type}: {one_line(run.error or '', 100)})"
-                      if run.status != "succeeded" else "")
-                   + (f" [delivery to {run.delivery.get('channel')}: "
-                      f"{run.delivery.get('status')}]" if run.delivery else ""))
-    click.echo(f"ran {len(runs)} task run(s), {failed} failed", err=True)
+        click.echo(visible(f"task {run.task_id}: run #{run.id} {run.status}"
+                           + (f" ({run.error_type}: {one_line(run.error or '', 100)})"
+                              if run.status != "succeeded" else "")
+                           + (f" [delivery to {run.delivery.get('channel')}: "
+                              f"{run.delivery.get('status')}]" if run.delivery else "")))
+    click.echo(f"ran {len(runs)} task run(s), {failed} failed"
+               + (f", {incomplete} stopped without an answer" if incomplete else ""), err=True)
+    # For cron and CI: 1 when a run failed, 3 (as `jarvis ask`) when one stopped without an
+    # answer and none failed.
+    if failed:
+        sys.exit(1)
+    if incomplete:
+        sys.exit(3)

@@ -10,8 +10,19 @@ from jarvis.scheduler.schedules import Schedule, iso
 
 TASK_STATUSES: tuple[str, ...] = ("active", "paused", "completed", "cancelled")
 # "dispatched": sent to a Celery worker that has not started it yet (PostgreSQL ledger only).
-RUN_STATUSES: tuple[str, ...] = ("pending", "dispatched", "running", "succeeded", "failed",
-                                 "skipped")
+# "incomplete": the run ended without an answer on a limit (INCOMPLETE_KINDS), not an error.
+RUN_STATUSES: tuple[str, ...] = ("pending", "dispatched", "running", "succeeded", "incomplete",
+                                 "failed", "skipped")
+# Why a run stopped without an answer (its error_type): max_turns reached, or the loop guard
+# ended it. Such a run is recorded "incomplete", never retried (it would stop the same way).
+INCOMPLETE_KINDS: tuple[str, ...] = ("max_turns", "loop_guard", "budget")
+
+
+def finished_status(success: bool, error_type: str | None) -> str:
+    """The status a finished attempt is recorded with."""
+    if success:
+        return "succeeded"
+    return "incomplete" if error_type in INCOMPLETE_KINDS else "failed"
 CRASH_POLICIES: tuple[str, ...] = ("retry", "fail")
 
 

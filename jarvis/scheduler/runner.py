@@ -28,7 +28,9 @@ from jarvis.scheduler.records import Run, Task
 
 @dataclass(slots=True)
 class RunOutcome:
-    """What a run produced: an answer, or an error (with its kind)."""
+    """What a run produced: an answer, or an error (with its kind). A run that ended without
+    an answer on a limit is not a success either: its error_type is one of
+    records.INCOMPLETE_KINDS ("max_turns", "loop_guard") and it is recorded "incomplete"."""
 
     success: bool
     answer: str | None = None
@@ -173,6 +175,11 @@ def outcome_from_result(result: Any) -> RunOutcome:
                     if isinstance(r, dict) and not r.get("success", True)]
     if failed_tools:
         metadata["failed_tools"] = failed_tools
+    if result.get("status") == "incomplete":
+        # No answer: recorded "incomplete" (its kind is the error_type), never retried.
+        return RunOutcome(success=False, error=str(result.get("stop_message") or "no answer"),
+                          error_type=str(result.get("stop_reason") or "max_turns"),
+                          run_log_id=None if run_id is None else str(run_id), metadata=metadata)
     return RunOutcome(success=True, answer=str(result.get("content") or ""),
                       run_log_id=None if run_id is None else str(run_id), metadata=metadata)
 

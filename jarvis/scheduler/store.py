@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from jarvis.errors import UserError
-from jarvis.scheduler.records import Run, Task
+from jarvis.scheduler.records import Run, Task, finished_status
 from jarvis.scheduler.store_common import (  # "X as X": callers import X from here
     FINISHED,
     MAX_ANSWER_CHARS,
@@ -370,7 +370,7 @@ class SchedulerStore(StoreBase):
         Returns None when the run is no longer ours (its lease expired and another daemon
         recovered it), in which case nothing is written.
         """
-        status = "succeeded" if success else "failed"
+        status = finished_status(success, error_type)
         with self.immediate() as conn:
             cursor = conn.execute(
                 "UPDATE runs SET status = ?, finished_at = ?, answer = ?, error = ?, "
@@ -381,7 +381,7 @@ class SchedulerStore(StoreBase):
             if cursor.rowcount != 1:
                 return None
             run = self.get_run(run_id)
-            self._after_attempt(conn, run, now=now, retry=retry and not success,
+            self._after_attempt(conn, run, now=now, retry=retry and status == "failed",
                                 crashed=False)
             return run
 

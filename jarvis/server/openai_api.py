@@ -201,7 +201,7 @@ class ChatAPI:
         return JSONResponse({
             "id": cid, "object": "chat.completion", "created": created, "model": parsed["model"],
             "choices": [{"index": 0, "message": {"role": "assistant", "content": out["content"]},
-                         "finish_reason": "stop", "logprobs": None}],
+                         "finish_reason": _finish_reason(out), "logprobs": None}],
             "usage": _usage(out),
             "jarvis": _summary(out),
         })
@@ -279,7 +279,7 @@ class ChatAPI:
         out = job.result()
         if not streamed and out["content"]:
             yield chunk({"content": out["content"]})
-        yield chunk({}, "stop", jarvis=_summary(out))
+        yield chunk({}, _finish_reason(out), jarvis=_summary(out))
         if parsed["include_usage"]:
             data = {"id": cid, "object": "chat.completion.chunk", "created": created,
                     "model": model, "choices": [], "usage": _usage(out)}
@@ -309,10 +309,17 @@ def _usage(out: dict[str, Any]) -> dict[str, int]:
             "total_tokens": int(usage.get("total_tokens", prompt + completion) or 0)}
 
 
+def _finish_reason(out: dict[str, Any]) -> str:
+    """"stop" for an answer; "length" for a run that stopped on a limit without one (max_turns,
+    the loop guard): its content is empty, and `jarvis.stop_reason` says which limit."""
+    return "length" if out.get("status") == "incomplete" else "stop"
+
+
 def _summary(out: dict[str, Any]) -> dict[str, Any]:
     """jarvis extras next to the OpenAI fields (clients ignore unknown keys)."""
     return {"agent": out.get("agent"), "engine": out.get("engine"), "turns": out.get("turns"),
-            "run_id": out.get("run_id"),
+            "run_id": out.get("run_id"), "status": out.get("status", "ok"),
+            "stop_reason": out.get("stop_reason"), "stop_message": out.get("stop_message"),
             "tool_results": [{k: r.get(k) for k in ("tool_name", "success", "content",
                                                      "latency_seconds", "error_type")}
                              for r in out.get("tool_results", [])]}
