@@ -198,10 +198,12 @@ class Jarvis:
                 workspace_names = [s.name for s in load_agents(self.config).agents]
         if spec is None:
             from jarvis.core.registry import AgentRegistry
+            from jarvis.workspace import describe_workspace
 
             raise UnknownNameError("agent", name, set(AgentRegistry.keys()) | set(BUILTIN_AGENTS)
                                    | set(workspace_names),
-                                   hint="workspace agents live in agents/*.toml")
+                                   hint="workspace agents live in agents/*.toml; "
+                                   + describe_workspace(self.config))
         return BUILTIN_AGENTS[spec.base], spec
 
     def _check_tool_names(self, names: list[str]) -> None:
@@ -210,10 +212,13 @@ class Jarvis:
         enabled = self.config.tools.enabled
         for name in names:
             if not ToolRegistry.contains(name):
+                from jarvis.workspace import describe_workspace
+
                 ToolRegistry.check_available(name)  # e.g. its MCP server failed: say why
                 raise UnknownNameError("tool", name, enabled if enabled is not None
                                        else ToolRegistry.keys(),
-                                       hint="`jarvis tools list` shows them")
+                                       hint="`jarvis tools list` shows them; "
+                                       + describe_workspace(self.config))
             if enabled is not None and name not in enabled:
                 raise UnknownNameError("tool", name, enabled,
                                        hint="it is not in [tools] enabled in config.toml")

@@ -62,6 +62,27 @@ def load_cli_config() -> Any:
     return config
 
 
+def system_factory(config: Any) -> Any:
+    """`factory(workspace)` for the scheduler's SdkRunner: a Jarvis on `config`, or, for a task
+    created in another workspace (its config.toml), a Jarvis on that workspace's config, so the
+    run has the workspace's tools and agents whatever folder the daemon runs in."""
+    from pathlib import Path
+
+    def make(workspace: str | None = None) -> Any:
+        from jarvis.errors import ConfigError
+        from jarvis.sdk import Jarvis
+
+        if not workspace or (config.source is not None and Path(workspace) == config.source):
+            return Jarvis(config=config)
+        if not Path(workspace).is_file():
+            raise ConfigError(f"the task was created in the workspace {Path(workspace).parent}, "
+                              f"whose config file {workspace} is gone; restore it, or cancel "
+                              f"the task and schedule it again where it should run")
+        return Jarvis(config_path=workspace)
+
+    return make
+
+
 def show_progress(bus: Any) -> None:
     """Print tools' progress reports (TOOL_PROGRESS events) on stderr, one line each."""
     from jarvis.core.events import EventType

@@ -90,7 +90,8 @@ def path() -> None:
 
     found = find_config()
     if found is None:
-        click.echo("no config file found (looked for --config/$JARVIS_CONFIG, ./config.toml, "
-                   "$JARVIS_HOME/config.toml); run `jarvis init` to create one", err=True)
+        click.echo("no config file found (looked for --config/$JARVIS_CONFIG, ./config.toml, a "
+                   "workspace's config.toml in the folders above, $JARVIS_HOME/config.toml); run "
+                   "`jarvis init` to create one", err=True)
         raise SystemExit(1)
     click.echo(str(found.resolve()))

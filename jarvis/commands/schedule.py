@@ -13,6 +13,7 @@ from jarvis.commands._common import (
     log_scheduler_to_stderr,
     one_line,
     shown_data,
+    system_factory,
 )
 from jarvis.core.terminal import visible
 
@@ -40,9 +41,7 @@ def _scheduler(runner: str | None = None, config: Any = None, *, dispatch: bool 
     if target:
         made = load_runner(target)
     else:
-        from jarvis.sdk import Jarvis
-
-        made = SdkRunner(factory=lambda: Jarvis(config=config))
+        made = SdkRunner(factory=system_factory(config))
     return TaskScheduler(store=open_store(config), runner=made, config=config,
                          dispatcher=dispatcher, **options)
 

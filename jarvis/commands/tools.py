@@ -31,6 +31,15 @@ def _catalog(names: list[str] | None = None, config: Any = None) -> list:
     enabled = config.tools.enabled
     if names is None and enabled is not None:
         names = enabled
+    for name in names or ():
+        if not ToolRegistry.contains(name):
+            from jarvis.errors import UnknownNameError
+            from jarvis.workspace import describe_workspace
+
+            ToolRegistry.check_available(name)  # e.g. its MCP server failed: say why
+            raise UnknownNameError("tool", name, ToolRegistry.keys(),
+                                   hint="`jarvis tools list` shows them; "
+                                   + describe_workspace(config))
     return build_tools(names, services={"config": config}, settings=config.tools.settings)
 
 

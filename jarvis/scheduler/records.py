@@ -51,6 +51,9 @@ class Task:
     grace_seconds: float | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     notify: str | None = None  # channel that gets each finished run's answer or failure
+    # The config.toml of the workspace the task was created in (None: no config file): its
+    # runs use that config, whatever folder the daemon was started in.
+    workspace: str | None = None
 
     @property
     def schedule(self) -> Schedule:
@@ -86,6 +89,7 @@ class Task:
             "grace_seconds": self.grace_seconds,
             "created_by": self.created_by,
             "notify": self.notify,
+            "workspace": self.workspace,
         }
 
     @property

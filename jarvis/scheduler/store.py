@@ -78,7 +78,12 @@ def _migration_2(db: Any) -> None:
     db["runs"].add_column("delivery", str)
 
 
-MIGRATIONS: tuple[Callable[[Any], None], ...] = (_migration_1, _migration_2)
+def _migration_3(db: Any) -> None:
+    # The workspace (config.toml) a task was created in: its runs use that config.
+    db["tasks"].add_column("workspace", str)
+
+
+MIGRATIONS: tuple[Callable[[Any], None], ...] = (_migration_1, _migration_2, _migration_3)
 
 
 

@@ -86,6 +86,10 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE jarvis_tasks ADD COLUMN notify text;
     ALTER TABLE jarvis_runs ADD COLUMN delivery text;
     """,
+    # The workspace (config.toml) a task was created in: its runs use that config.
+    """
+    ALTER TABLE jarvis_tasks ADD COLUMN workspace text;
+    """,
 )
 _MIGRATION_LOCK = 0x6A61727669730001  # pg_advisory_xact_lock key: "jarvis" + 1
 _QUOTA_LOCK = 0x6A61727669730002  # serializes quota-checked task inserts
