@@ -9,6 +9,23 @@ from typing import Any
 import click
 
 
+class Group(click.Group):
+    """A command group whose unknown subcommand gets a did-you-mean and the list of its
+    commands (click's own message names neither)."""
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> Any:
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and self.get_command(ctx, name) is None:
+            from jarvis.errors import did_you_mean
+
+            names = self.list_commands(ctx)
+            close = did_you_mean(name, names)
+            ctx.fail(f"No such command {name!r}." + (f" {close[0].upper()}{close[1:]}"
+                                                      if close else "")
+                     + f" `{ctx.command_path}` has: {', '.join(names)}.")
+        return super().resolve_command(ctx, args)
+
+
 def one_line(text: str, width: int) -> str:
     """`text` with its whitespace folded, cut to `width` characters with an ellipsis."""
     text = " ".join(text.split())

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from jarvis.commands._common import echo_json
+from jarvis.commands._common import Group, echo_json
 
 
 def _flatten(data: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
@@ -45,7 +45,7 @@ def config_rows(config: Any) -> list[dict[str, Any]]:
     return rows
 
 
-@click.group()
+@click.group(cls=Group)
 def config() -> None:
     """Show the effective configuration and where it comes from."""
 

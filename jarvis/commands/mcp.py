@@ -8,11 +8,11 @@ from typing import Any
 
 import click
 
-from jarvis.commands._common import echo_json, load_cli_config, shown_data
+from jarvis.commands._common import Group, echo_json, load_cli_config, shown_data
 from jarvis.core.terminal import visible
 
 
-@click.group()
+@click.group(cls=Group)
 def mcp() -> None:
     """Use MCP servers' tools, and serve jarvis tools over MCP.
 

@@ -9,7 +9,7 @@ from typing import Any, TextIO
 
 import click
 
-from jarvis.commands._common import echo_json, load_cli_config
+from jarvis.commands._common import Group, echo_json, load_cli_config
 
 
 class ProgressBar:
@@ -66,7 +66,7 @@ def _open(ctx: click.Context, create: bool = False) -> Any:
     return config, open_memory(config, db_path=db)
 
 
-@click.group()
+@click.group(cls=Group)
 @click.option("--db", "db_path", type=click.Path(dir_okay=False),
               help="Memory database (default: memory.db_path from config, else "
                    "$JARVIS_HOME/memory.db).")

@@ -7,7 +7,7 @@ import time
 
 import click
 
-from jarvis.commands._common import echo_json, load_cli_config, one_line
+from jarvis.commands._common import Group, echo_json, load_cli_config, one_line
 from jarvis.core.terminal import visible
 
 
@@ -21,7 +21,7 @@ def _when(ts: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else "-"
 
 
-@click.group()
+@click.group(cls=Group)
 def runs() -> None:
     """List and show recorded runs (the run log)."""
 

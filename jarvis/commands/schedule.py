@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from jarvis.commands._common import (
+    Group,
     echo_json,
     load_cli_config,
     log_scheduler_to_stderr,
@@ -85,14 +86,15 @@ def _unknown_names(agent: str | None, tools: str | None) -> list[str]:
     return problems
 
 
-# --- jarvis schedule -----------------------------------------------------------------------
-@click.group()
+# --- jarvis schedule / jarvis scheduler (one group, two names) -------------------------------
+@click.group(cls=Group)
 def schedule() -> None:
-    """Add, list, pause, resume, cancel and run scheduled tasks.
+    """Add, list, pause, resume, cancel and run scheduled tasks; `start` runs the daemon.
 
     Tasks are stored in the scheduler database ([scheduler] db_path, default
     $JARVIS_HOME/scheduler.db, or the PostgreSQL ledger of [scheduler] store) and run by
-    `jarvis scheduler start`.
+    `jarvis scheduler start`. `jarvis schedule` and `jarvis scheduler` are the same group:
+    `jarvis schedule start` and `jarvis scheduler list` work too.
     """
 
 
@@ -407,13 +409,14 @@ def _sync_agents(sched: Any, config: Any) -> None:
         click.echo(f"warning: {error}", err=True)
 
 
-# --- jarvis scheduler ----------------------------------------------------------------------
-@click.group()
-def scheduler() -> None:
-    """Run the scheduler daemon that executes scheduled tasks."""
+# --- the daemon ------------------------------------------------------------------------------
+# `jarvis scheduler` is `jarvis schedule` under its other name (the daemon's command was
+# `jarvis scheduler start`, the tasks' `jarvis schedule ...`; each got "No such command" for
+# the other's).
+scheduler = schedule
 
 
-@scheduler.command("start")
+@schedule.command("start")
 @click.option("--once", is_flag=True, help="Run what is due now, wait for it, and exit.")
 @click.option("--runner", default=None, metavar="MODULE:FACTORY",
               help="TaskRunner to use instead of the configured one ([scheduler] runner); "

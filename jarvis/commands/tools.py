@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from jarvis.commands._common import (
+    Group,
     echo_json,
     load_cli_config,
     show_progress,
@@ -43,7 +44,7 @@ def _catalog(names: list[str] | None = None, config: Any = None) -> list:
     return build_tools(names, services={"config": config}, settings=config.tools.settings)
 
 
-@click.group()
+@click.group(cls=Group)
 def tools() -> None:
     """List, inspect and run tools."""
 
