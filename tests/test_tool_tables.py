@@ -32,8 +32,7 @@ def set_table(ws: Path, old: str, new: str) -> None:
     path.write_text(text.replace(old, new))
 
 
-@pytest.mark.parametrize("command", [("config", "show"), ("tools", "list"),
-                                     ("ask", "hello"), ("doctor",)])
+@pytest.mark.parametrize("command", [("config", "show"), ("tools", "list"), ("ask", "hello")])
 def test_a_misspelt_setting_is_found_by_every_command(workspace: Path, cli_env, command) -> None:
     set_table(workspace, 'allowed_dirs = ["."]', 'allowed_dir = ["."]')
     out = jarvis(workspace, cli_env, *command)
