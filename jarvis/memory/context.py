@@ -77,6 +77,21 @@ def _stem(term: str) -> str:
     return term
 
 
+def _found(stem: str, words: set[str]) -> bool:
+    """`stem` is one of `words` (stems too), or one is the other and a short ending more
+    ("migration" -> "migr", "migrate" -> "migrat"): never for stems under 4 letters, so "hi"
+    is not found in "his"."""
+    if stem in words:
+        return True
+    if len(stem) < 4:
+        return False
+    for word in words:
+        if len(word) >= 4 and abs(len(word) - len(stem)) <= 3 and (
+                word.startswith(stem) or stem.startswith(word)):
+            return True
+    return False
+
+
 MATCH_BASE = 6  # a long prompt counts as this many key words (no passage holds 50 of them)
 MIN_FOUND = 2  # key words a passage must hold when the question has two or more
 
@@ -106,7 +121,7 @@ def relevant(terms: list[str], text: str, min_match: float) -> bool:
     words = {_stem(w) for w in _WORD.findall(text.lower())}
     found = 0
     for term in terms:
-        if _stem(term) in words:
+        if _found(_stem(term), words):
             found += 1
             if found >= needed:
                 return True
