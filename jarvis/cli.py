@@ -89,7 +89,9 @@ class LazyGroup(click.Group):
         except JarvisError as exc:
             if os.environ.get("JARVIS_DEBUG"):
                 raise
-            click.echo(f"Error: {exc}", err=True)
+            from jarvis.core.terminal import paint
+
+            click.echo(f"{paint('Error:', 'red', 'bold')} {exc}", err=True)
             if exc.details and (ctx.obj or {}).get("verbose"):
                 click.echo(exc.details, err=True)
             ctx.exit(exc.exit_code)

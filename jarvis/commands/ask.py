@@ -8,13 +8,14 @@ Exit codes: 0 answered; 1 failed (engine, run); 2 misuse (unknown tool, bad opti
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from typing import Any
 
 import click
 
 from jarvis.commands._common import echo_json, show_progress, shown_data, terminal_approver
-from jarvis.core.terminal import visible
+from jarvis.core.terminal import paint, visible
 
 PREVIEW_CHARS = 200
 STOPPED_EXIT_CODE = 3  # max_turns or the loop guard ended the run without an answer
@@ -22,24 +23,66 @@ MAX_STDIN_CHARS = 1_000_000
 
 
 class _Status:
-    """A one-line status on stderr while the model is working ("waiting for m..."); only on
-    a terminal (a pipe or a log file gets nothing), erased before any other output."""
+    """A one-line status on stderr while the model is working ("… waiting for m  3s"), its
+    elapsed time redrawn every second; only on a terminal (a pipe or a log file gets nothing),
+    erased before any other output."""
 
     def __init__(self) -> None:
+        import threading
+
         self.enabled = _isatty(sys.stderr)
         self.shown = False
+        self._text = ""
+        self._drawn = ""
+        self._since = 0.0
+        self._lock = threading.RLock()
+        self._ticker: Any = None
+        self._stop = threading.Event()
 
-    def show(self, text: str) -> None:
-        if self.enabled:
-            sys.stderr.write(f"\r\033[K{text}")
+    def show(self, text: str, *, since: float | None = None) -> None:
+        """Show `text`, followed by the seconds since `since` (default: now), kept up to date."""
+        import time
+
+        if not self.enabled:
+            return
+        with self._lock:
+            self._text = text
+            self._since = time.monotonic() if since is None else since
+            self._draw()
+            if self._ticker is None:
+                import threading
+
+                self._stop.clear()
+                self._ticker = threading.Thread(target=self._tick, daemon=True,
+                                                name="jarvis-ask-status")
+                self._ticker.start()
+
+    def _draw(self) -> None:
+        import time
+
+        line = f"{self._text}  {int(time.monotonic() - self._since)}s"
+        if line != self._drawn or not self.shown:
+            sys.stderr.write("\r\033[K" + paint(line, "dim"))
             sys.stderr.flush()
-            self.shown = True
+            self._drawn = line
+        self.shown = True
+
+    def _tick(self) -> None:
+        while not self._stop.wait(0.2):  # the seconds change on time, drawn only then
+            with self._lock:
+                if self.shown:
+                    self._draw()
 
     def clear(self) -> None:
-        if self.shown:
-            sys.stderr.write("\r\033[K")
-            sys.stderr.flush()
-            self.shown = False
+        with self._lock:
+            if self.shown:
+                sys.stderr.write("\r\033[K")
+                sys.stderr.flush()
+                self.shown = False
+
+    def close(self) -> None:
+        self._stop.set()
+        self.clear()
 
 
 def _isatty(stream: Any) -> bool:
@@ -71,29 +114,60 @@ def _preview(value: Any) -> str:
     return visible(text, PREVIEW_CHARS + 40, one_line=True)  # a model's or a tool's text
 
 
-def _show_events(bus: Any, status: _Status, system: Any) -> None:
+class _Lines:
+    """stderr lines that start on a line of their own: on a terminal, an answer streamed to
+    stdout may have left the line open ("Let me check."), and a tool line or a warning was
+    glued to it. stdout gets nothing but the answer; the line is ended on stderr."""
+
+    def __init__(self, status: _Status, stdout: _Stdout) -> None:
+        self.status = status
+        self.stdout = stdout
+
+    def echo(self, text: str) -> None:
+        self.status.clear()
+        if self.stdout.open and _isatty(sys.stdout) and _isatty(sys.stderr):
+            sys.stderr.write("\n")
+            self.stdout.last = "\n"  # the terminal's line is ended (stdout's own stays exact)
+        click.echo(text, err=True)
+
+
+class _LogLines(logging.Handler):
+    """jarvis's warnings during an ask, through _Lines (never glued to the answer)."""
+
+    def __init__(self, lines: _Lines) -> None:
+        super().__init__(logging.WARNING)
+        self.lines = lines
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.lines.echo(paint(self.format(record), "yellow"))
+        except Exception:  # noqa: BLE001 - logging must not break the ask
+            self.handleError(record)
+
+
+def _show_events(bus: Any, status: _Status, system: Any, lines: _Lines) -> None:
     from jarvis.core.events import EventType
 
     def start(event: Any) -> None:
         data = event.data
-        status.clear()
         name = visible(data['tool_name'], 100, one_line=True)  # the model's, maybe unknown
-        click.echo(f"[tool] {name} {_preview(data.get('arguments') or {})}", err=True)
+        lines.echo(f"{paint('[tool]', 'cyan')} {name} "
+                   f"{_preview(data.get('arguments') or {})}")
 
     def end(event: Any) -> None:
         data = event.data
         result = data.get("result")
-        mark = "->" if data.get("success") else "-> FAILED"
+        mark = "->" if data.get("success") else paint("-> FAILED", "red")
         content = _preview(result.content) if result is not None else ""
         latency = data.get("latency") or 0.0
-        status.clear()
         name = visible(data['tool_name'], 100, one_line=True)
-        click.echo(f"[tool] {name} {mark} {content} ({latency * 1000:.1f} ms)", err=True)
+        lines.echo(f"{paint('[tool]', 'cyan')} {name} {mark} {content} "
+                   f"({latency * 1000:.1f} ms)")
 
     def run_start(event: Any) -> None:
         sources = event.data.get("context_sources") or []
         if sources:  # before the answer, so the reader knows what it draws on
-            click.echo(f"[memory] context from: {', '.join(sources)}", err=True)
+            lines.echo(f"{paint('[memory]', 'magenta')} context from: {', '.join(sources)}")
 
     def waiting(event: Any) -> None:
         model = event.data.get("model") or "the model"
@@ -118,7 +192,7 @@ def _show_retries(engine: Any, status: _Status) -> None:
     if hasattr(engine, "on_retry"):
         def retrying(attempt: int, retries: int, delay: float, reason: str) -> None:
             status.show(f"… {reason} from {engine.engine_id}; retry {attempt} of {retries} in "
-                        f"{delay:.1f} s")
+                        f"{delay:.1f} s", since=status._since)
 
         engine.on_retry = retrying
 
@@ -130,6 +204,11 @@ class _Stdout:
         self.wrote = False
         self.last = "\n"
         self.status = status
+
+    @property
+    def open(self) -> bool:
+        """Whether the answer left its line unended."""
+        return self.wrote and self.last != "\n"
 
     def __call__(self, text: str) -> None:
         if self.status is not None:
@@ -187,18 +266,22 @@ def ask(ctx: click.Context, query: tuple[str, ...], agent: str | None, tools: st
     config_path = (ctx.obj or {}).get("config_path")
     status = _Status()
     stdout = _Stdout(status)
+    lines = _Lines(status, stdout)
     streaming = not (as_json or no_stream)
+    handler = _LogLines(lines)
+    logging.getLogger("jarvis").addHandler(handler)
     # The built-in HTTP client: importing the openai package would triple start-up time.
     try:
         with Jarvis(config_path=config_path, engine=engine, model=model, host=host,
                     default_client="http") as j:
-            _show_events(j.bus, status, j)
+            _show_events(j.bus, status, j, lines)
             result = j.ask_full(question, agent=agent, tools=tools, system=system,
                                 max_turns=max_turns, approver=terminal_approver(yes),
                                 context=False if no_context else None, source="cli",
                                 on_token=stdout if streaming else None)
     finally:
-        status.clear()
+        status.close()
+        logging.getLogger("jarvis").removeHandler(handler)
         stdout.finish()  # text streamed before a failure still ends its line
     stopped = result.get("status") == "incomplete"
     if as_json:
@@ -207,10 +290,11 @@ def ask(ctx: click.Context, query: tuple[str, ...], agent: str | None, tools: st
         stdout.finish()
     elif not stopped:  # a stop has no answer: stdout stays for answers
         click.echo(shown_data(result["content"]))
+    error = paint("Error:", "red", "bold")
     if result.get("stop_reason") == "max_turns":
-        click.echo(f"Error: stopped at max_turns ({result['turns']} turns) without a final "
+        click.echo(f"{error} stopped at max_turns ({result['turns']} turns) without a final "
                    f"answer; raise it with --max-turns (exit code {STOPPED_EXIT_CODE})", err=True)
     elif stopped:
-        click.echo(f"Error: {result['stop_message']} (exit code {STOPPED_EXIT_CODE})", err=True)
+        click.echo(f"{error} {result['stop_message']} (exit code {STOPPED_EXIT_CODE})", err=True)
     if stopped:
         ctx.exit(STOPPED_EXIT_CODE)

@@ -108,19 +108,51 @@ def show_tool(name: str, as_json: bool) -> None:
     click.echo(visible(json.dumps(spec["parameters"], indent=2, ensure_ascii=False)))
 
 
+def _arguments(words: tuple[str, ...], tool: Any) -> str | dict[str, Any]:
+    """The call's arguments: one JSON object as typed, or key=value words. A value is taken
+    as JSON (5, true, [1, 2]) unless the tool's schema says the argument is a string."""
+    from jarvis.errors import UserError
+
+    if not words:
+        return "{}"
+    if len(words) == 1 and words[0].lstrip()[:1] in ("{", "["):
+        return words[0]
+    properties = (tool.spec.parameters or {}).get("properties") or {}
+    out: dict[str, Any] = {}
+    for word in words:
+        key, sep, value = word.partition("=")
+        if not sep or not key:
+            raise UserError(f"arguments are one JSON object ('{{\"key\": value}}') or key=value "
+                            f"words, not {word!r}")
+        if key in out:
+            raise UserError(f"argument {key!r} is given twice")
+        kind = (properties.get(key) or {}).get("type")
+        if kind == "string":
+            out[key] = value
+        else:
+            try:
+                out[key] = json.loads(value)
+            except ValueError:
+                out[key] = value  # a word the tool's validation judges
+    return out
+
+
 @tools.command("run")
 @click.argument("name")
-@click.argument("arguments", default="{}")
+@click.argument("arguments", nargs=-1)
 @click.option("-y", "--yes", is_flag=True, help="Approve tools that require confirmation.")
 @click.option("--json", "as_json", is_flag=True, help="Print the whole ToolResult as JSON.")
-def run_tool(name: str, arguments: str, yes: bool, as_json: bool) -> None:
-    """Run tool NAME with ARGUMENTS (a JSON object) through the ToolExecutor.
+def run_tool(name: str, arguments: tuple[str, ...], yes: bool, as_json: bool) -> None:
+    """Run tool NAME through the ToolExecutor with ARGUMENTS: one JSON object, or key=value
+    words (a value is read as JSON, 5 or true, unless the argument is a string).
 
     Exits 0 on success and 1 on a failed result, with the error on stderr.
 
     \b
-    Example:
+    Examples:
       jarvis tools run calculator '{"expression": "sqrt(144) + 3**2"}'
+      jarvis tools run calculator expression='sqrt(144) + 3**2'
+      jarvis tools run convert_units value=5 from_unit=km to_unit=mi
     """
     from jarvis.core.types import ToolCall
     from jarvis.sdk import Jarvis
@@ -139,13 +171,21 @@ def run_tool(name: str, arguments: str, yes: bool, as_json: bool) -> None:
             max_abandoned=j.config.tools.max_abandoned_threads,
             by_person=True,  # typed by a person: schedule_task may grant what they ask for
         )
-        result = executor.execute(ToolCall(id="cli", name=name, arguments=arguments))
+        result = executor.execute(ToolCall(id="cli", name=name,
+                                           arguments=_arguments(arguments, t)))
     if as_json:
         echo_json(result.to_dict())
     elif result.success:
         # A result that ends its own line (a repl's output) does not get a blank line after it.
         click.echo(shown_data(result.content), nl=not result.content.endswith("\n"))
     if not result.success:
+        from jarvis.core.terminal import paint
+
         kind = result.error_type.value if result.error_type else "error"
-        click.echo(f"Error ({kind}): {visible(result.content)}", err=True)
+        # One "Error": a tool's message that starts with its own ("Error: division by zero")
+        # is not labelled twice.
+        message = result.content
+        if message[:7].lower() == "error: ":
+            message = message[7:]
+        click.echo(f"{paint(f'Error ({kind}):', 'red', 'bold')} {visible(message)}", err=True)
         sys.exit(1)
