@@ -36,11 +36,10 @@ def check_tool_tables(config: Any) -> None:
     tables = config.tools.settings
     if not tables:
         return
-    from jarvis import load_builtin_catalog
     from jarvis.core.registry import ToolRegistry
     from jarvis.workspace.tools import check_tool_settings
 
-    load_builtin_catalog()
+    ToolRegistry._ensure_loaded()  # the built-in catalog (its loader is installed by jarvis)
     registered = ToolRegistry.snapshot()[0]  # no on-demand loading: starts no MCP server
     if any(name not in registered for name in tables):
         from jarvis.plugins import load_plugins

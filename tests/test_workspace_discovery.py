@@ -81,3 +81,40 @@ def test_the_search_stops_at_home_and_passes_other_programs_configs(tmp_path: Pa
     (site / "config.toml").write_text('[engine]\nmodel = "m"\n')
     assert jarvis(site / "content" / "posts", home_env,
                   "config", "path").stdout.strip() == str(site / "config.toml")
+
+
+def test_a_task_runs_in_the_workspace_it_was_created_in(tmp_path: Path, home_env) -> None:
+    import json
+    import time
+    from datetime import UTC, datetime
+
+    from waiting import wait_for
+
+    from jarvis.testing import FakeOpenAIServer, reply, tool_call
+
+    ws = make_workspace(Path(home_env["HOME"]) / "assistant", home_env)
+    (ws / "notes").mkdir()
+    script = [reply(tool_calls=[tool_call("convert_units", {"value": 5, "from_unit": "km",
+                                                            "to_unit": "mi"})]), "About 3.1 miles."]
+    with FakeOpenAIServer(script) as fake:
+        env = dict(home_env, JARVIS_ENGINE="vllm", VLLM_HOST=fake.url, JARVIS_MODEL="test-model")
+        typo = jarvis(ws / "notes", env, "schedule", "add", "Convert 5 km", "--every", "3600",
+                      "--tools", "convert_unit")
+        assert typo.returncode == 2
+        assert "unknown tool 'convert_unit' (did you mean 'convert_units'?)" in typo.stderr
+        assert f"the workspace in use is {ws}" in typo.stderr
+        due = time.time() + 2
+        at = datetime.fromtimestamp(due, UTC).isoformat(timespec="seconds")
+        added = jarvis(ws / "notes", env, "schedule", "add", "Convert 5 km to miles", "--at", at,
+                       "--tools", "convert_units", "--json")
+        assert added.returncode == 0, added.stderr
+        task = json.loads(added.stdout)
+        assert task["workspace"] == str(ws / "config.toml")
+        elsewhere = tmp_path / "elsewhere"  # no config.toml here or above: no workspace tools
+        elsewhere.mkdir()
+        wait_for(lambda: time.time() > due + 1, timeout=30, what="the task to fall due")
+        once = jarvis(elsewhere, env, "scheduler", "start", "--once")
+        assert once.returncode == 0, once.stdout + once.stderr
+        assert f"task {task['task_id']}: run #1 succeeded" in once.stdout
+    runs = json.loads(jarvis(elsewhere, env, "schedule", "runs", "--json").stdout)
+    assert runs[0]["answer"] == "About 3.1 miles."

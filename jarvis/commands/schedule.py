@@ -47,43 +47,21 @@ def _scheduler(runner: str | None = None, config: Any = None, *, dispatch: bool 
                          dispatcher=dispatcher, **options)
 
 
-def _unknown_names(agent: str | None, tools: str | None) -> list[str]:
-    """Problems with the agent and tool names of a new task, as seen from here.
-
-    A name unknown here would make every run fail, so `schedule add` says so at once. It is a
-    warning, not an error: workspace and MCP tools depend on the folder and servers the daemon
-    runs with, which may differ from this shell's.
-    """
+def _check_names(config: Any, agent: str | None, tools: str | None) -> None:
+    """Refuse a new task whose agent or tool names are unknown here, as `jarvis ask` does
+    (with a did-you-mean, naming the workspace in use): the task remembers this workspace and
+    runs in it, so a name unknown here would make every run fail."""
     names = [n.strip() for n in (tools or "").split(",") if n.strip()]
     if not agent and not names:
-        return []
-    from jarvis.core.registry import ToolRegistry
-    from jarvis.errors import JarvisError
+        return
     from jarvis.sdk import Jarvis
 
-    problems: list[str] = []
-    system = None
-    try:
-        system = Jarvis(config=load_cli_config())
+    with Jarvis(config=config) as system:
         if agent:
-            try:
-                system.resolve_agent(agent, names or None)
-            except JarvisError as exc:
-                problems.append(str(exc))
+            system.resolve_agent(agent, names or None)
         if names:
             system.load_extensions()
-            enabled = system.config.tools.enabled
-            for name in names:
-                if not ToolRegistry.contains(name):
-                    problems.append(f"unknown tool {name!r} (`jarvis tools list` shows them)")
-                elif enabled is not None and name not in enabled:
-                    problems.append(f"tool {name!r} is not in [tools] enabled in config.toml")
-    except JarvisError as exc:  # a broken config or extension is reported by the run itself
-        problems.append(f"could not check the agent and tools: {exc}")
-    finally:
-        if system is not None:
-            system.close()
-    return problems
+            system._check_tool_names(names)
 
 
 # --- jarvis schedule / jarvis scheduler (one group, two names) -------------------------------
@@ -186,15 +164,13 @@ def add_task(prompt: str | None, prompt_file: str | None, cron: str | None, tz: 
     if len(given) != 1:
         raise UserError("give exactly one schedule: --cron EXPR, --every SECONDS or --at ISO "
                         f"(got {', '.join(given) or 'none'})")
-    scheduler = _scheduler()  # first: schedule mistakes are errors before name warnings
-    problems = _unknown_names(agent, tools)
+    config = load_cli_config()
+    scheduler = _scheduler(config=config)  # first: schedule mistakes are errors before names
+    _check_names(config, agent, tools)
     task = scheduler.add(prompt, cron=cron, every=every, at=at, tz=tz, agent=agent,
                             tools=tools, approved_tools=approve_tools, timeout_seconds=timeout,
                             max_retries=retries, retry_backoff_seconds=retry_backoff,
                             on_crash=on_crash, grace_seconds=grace, notify=notify)
-    for problem in problems:
-        click.echo(f"Warning: {problem}; runs of task {task.id} will fail unless it is "
-                   f"available where the scheduler runs", err=True)
     data = task.to_dict()
     if as_json:
         echo_json(data)

@@ -30,6 +30,13 @@ _TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
 class TaskOperations:
     """Create, inspect, pause, resume, cancel and run tasks now (a part of TaskScheduler)."""
+    def _workspace(self) -> str | None:
+        """The config.toml of the workspace tasks made here belong to (the scheduler's config,
+        else its system's): their runs use it, wherever the daemon was started."""
+        config = self.config if self.config is not None else getattr(self.system, "config", None)
+        source = getattr(config, "source", None)
+        return str(source) if source is not None else None
+
     def create_task(self, prompt: str, schedule_type: str, schedule_value: str, *,
                     timezone: str = "UTC", agent: str | None = None,
                     tools: list[str] | str | None = None,
@@ -100,7 +107,7 @@ class TaskOperations:
             timeout_seconds=timeout, max_retries=max_retries,
             retry_backoff_seconds=float(retry_backoff_seconds), on_crash=on_crash,
             grace_seconds=None if grace_seconds is None else float(grace_seconds),
-            metadata=dict(metadata or {}), notify=notify,
+            metadata=dict(metadata or {}), notify=notify, workspace=self._workspace(),
         )
         if created_by == "model":
             task.metadata["created_by"] = "model"
