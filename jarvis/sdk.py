@@ -250,7 +250,12 @@ class Jarvis:
             "memory": lambda: self.memory,
             "scheduler": lambda: self.scheduler,
         }
-        return {name: makers[name]() for name in makers if name in names}
+        wanted = set(names)
+        if "memory" in wanted and self._memory is None and not self._memory_path().exists():
+            # Nothing stored yet: building a tool must not create the database. Memory tools
+            # open it from the config on their first call (they declare `config` too).
+            wanted.discard("memory")
+        return {name: makers[name]() for name in makers if name in wanted}
 
     # --- asking ------------------------------------------------------------------------------
     def ask(self, query: str, **kwargs: Any) -> str:
