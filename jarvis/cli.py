@@ -91,8 +91,12 @@ class LazyGroup(click.Group):
                 raise
             from jarvis.core.terminal import paint
 
-            click.echo(f"{paint('Error:', 'red', 'bold')} {exc}", err=True)
-            if exc.details and (ctx.obj or {}).get("verbose"):
+            verbose = (ctx.obj or {}).get("verbose")
+            message = str(exc)
+            if exc.details and not verbose:
+                message += " (--verbose shows details)"  # a CLI flag: only the CLI names it
+            click.echo(f"{paint('Error:', 'red', 'bold')} {message}", err=True)
+            if exc.details and verbose:
                 click.echo(exc.details, err=True)
             ctx.exit(exc.exit_code)
         except KeyboardInterrupt:

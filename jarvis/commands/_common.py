@@ -32,6 +32,46 @@ def one_line(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def terminal_width() -> int | None:
+    """stdout's width when it is a terminal (COLUMNS wins), else None: a pipe gets whole lines."""
+    import os
+    import shutil
+
+    try:
+        if not sys.stdout.isatty():
+            return None
+    except (AttributeError, ValueError):
+        return None
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    return shutil.get_terminal_size((100, 24)).columns
+
+
+def echo_table(headers: list[str], rows: list[list[str]], *, right: tuple[int, ...] = (),
+               width: int | None = None) -> None:
+    """Rows under a header, columns aligned; on a terminal the last column is cut (with an
+    ellipsis) so no line wraps past the terminal's width. Cells are shown with escape
+    sequences made visible (tools and models write many of them)."""
+    from jarvis.core.terminal import paint, visible
+
+    table = [[visible(cell, one_line=True) for cell in row] for row in rows]
+    widths = [max(len(r[i]) for r in [headers, *table]) for i in range(len(headers) - 1)]
+    width = terminal_width() if width is None else width
+
+    def line(cells: list[str]) -> str:
+        out = [cell.rjust(w) if i in right else cell.ljust(w)
+               for i, (cell, w) in enumerate(zip(cells, widths, strict=False))]
+        text = "  ".join(out + [cells[-1]]).rstrip()
+        if width is not None and len(text) > width:
+            text = text[: max(width - 1, 0)] + "…"
+        return text
+
+    click.echo(paint(line(list(headers)), "bold", stream=sys.stdout))
+    for row in table:
+        click.echo(line(row))
+
+
 def shown_data(text: str) -> str:
     """Untrusted output (a tool's result, a server's resource) for stdout: exact when piped,
     its escape sequences made visible when stdout is a terminal (they would act on it)."""

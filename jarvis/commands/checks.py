@@ -80,7 +80,7 @@ def engine_checks(config: Any) -> list[Check]:
         try:
             found = discover_engine(config)
         except EngineError as exc:
-            return [Check("engine", "fail", str(exc).replace(" (--verbose shows details)", ""),
+            return [Check("engine", "fail", str(exc),
                           (exc.details or "").splitlines())]
     models = found.models
     shown = ", ".join(models[:8]) + (f" and {len(models) - 8} more" if len(models) > 8 else "")

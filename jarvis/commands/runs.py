@@ -7,7 +7,7 @@ import time
 
 import click
 
-from jarvis.commands._common import Group, echo_json, load_cli_config, one_line
+from jarvis.commands._common import Group, echo_json, echo_table, load_cli_config, one_line
 from jarvis.core.terminal import visible
 
 
@@ -45,18 +45,12 @@ def list_runs(limit: int, source: str | None, as_json: bool) -> None:
     if not rows:
         click.echo("no runs recorded yet", err=True)
         return
-    header = ("ID", "STARTED", "STATUS", "SOURCE", "AGENT", "MODEL", "TOOL CALLS", "TOKENS",
-              "QUERY")
-    table = [header] + [
-        (r["id"], _when(r["created_at"]), r["status"] or "-", r["source"] or "-",
-         r["agent"] or "-", one_line(r["model"] or "-", 30), str(r["tool_calls"] or 0),
-         str(r["total_tokens"] or 0), one_line(r["query"] or "", 60)) for r in rows]
-    widths = [max(len(row[i]) for row in table) for i in range(len(header) - 1)]
-    numeric = {6, 7}  # counts align right
-    for row in table:
-        cells = [cell.rjust(w) if i in numeric else cell.ljust(w)
-                 for i, (cell, w) in enumerate(zip(row, widths, strict=False))]
-        click.echo(visible("  ".join(cells + [row[-1]]).rstrip()))
+    header = ["ID", "STARTED", "STATUS", "SOURCE", "AGENT", "MODEL", "TOOL CALLS", "TOKENS",
+              "QUERY"]
+    table = [[r["id"], _when(r["created_at"]), r["status"] or "-", r["source"] or "-",
+              r["agent"] or "-", one_line(r["model"] or "-", 30), str(r["tool_calls"] or 0),
+              str(r["total_tokens"] or 0), one_line(r["query"] or "", 200)] for r in rows]
+    echo_table(header, table, right=(6, 7))  # counts align right
 
 
 def _delivery(config, run: dict) -> dict:

@@ -10,6 +10,7 @@ import click
 from jarvis.commands._common import (
     Group,
     echo_json,
+    echo_table,
     load_cli_config,
     log_scheduler_to_stderr,
     one_line,
@@ -62,6 +63,25 @@ def _check_names(config: Any, agent: str | None, tools: str | None) -> None:
         if names:
             system.load_extensions()
             system._check_tool_names(names)
+
+
+class Duration(click.ParamType):
+    """Seconds, or a number with a unit: 90s, 15m, 1h, 1d, 1h30m."""
+
+    name = "DURATION"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> float:
+        from jarvis.scheduler.schedules import parse_duration
+
+        if isinstance(value, float):
+            return value
+        try:
+            return parse_duration(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+DURATION = Duration()
 
 
 # --- jarvis schedule / jarvis scheduler (one group, two names) -------------------------------
@@ -117,24 +137,28 @@ def _read_prompt(prompt: str | None, prompt_file: str | None) -> str:
 @click.option("--cron", "cron", metavar="EXPR", help="5-field cron expression, e.g. '0 8 * * 1-5'.")
 @click.option("--tz", "tz", default="UTC", show_default=True, metavar="ZONE",
               help="IANA time zone for --cron (and --at without an offset).")
-@click.option("--every", "every", type=float, metavar="SECONDS", help="Run every SECONDS seconds.")
+@click.option("--every", "every", type=DURATION, metavar="DURATION",
+              help="Run every DURATION: seconds (3600) or 90s, 15m, 1h, 1d.")
 @click.option("--at", "at", metavar="ISO", help="Run once at this ISO 8601 time, e.g. "
               "2030-03-01T09:00:00Z.")
 @click.option("--agent", default=None, help="Agent to run the prompt with (default: as `jarvis ask`).")
 @click.option("--tools", default=None, metavar="A,B", help="Comma-separated tools the agent may use.")
 @click.option("--approve-tools", "approve_tools", default=None, metavar="A,B",
               help="Tools that require confirmation which this task may use unattended.")
-@click.option("--timeout", type=float, default=None, metavar="SECONDS",
-              help="Longest a run may take (default: [scheduler] default_timeout).")
+@click.option("--timeout", type=DURATION, default=None, metavar="DURATION",
+              help="Longest a run may take, e.g. 300 or 5m (default: [scheduler] "
+              "default_timeout).")
 @click.option("--retries", type=int, default=0, show_default=True,
               help="Retries after a failed run.")
-@click.option("--retry-backoff", "retry_backoff", type=float, default=30.0, show_default=True,
-              metavar="SECONDS", help="Wait before the first retry; doubles each time.")
+@click.option("--retry-backoff", "retry_backoff", type=DURATION, default=30.0,
+              show_default=True, metavar="DURATION",
+              help="Wait before the first retry, e.g. 30 or 2m; doubles each time.")
 @click.option("--on-crash", "on_crash", type=click.Choice(["retry", "fail"]), default="retry",
               show_default=True, help="If a scheduler dies mid-run: run it again, or record "
               "it failed.")
-@click.option("--grace", type=float, default=None, metavar="SECONDS",
-              help="How late a missed run may still run (default: [scheduler] grace_seconds).")
+@click.option("--grace", type=DURATION, default=None, metavar="DURATION",
+              help="How late a missed run may still run, e.g. 600 or 1h (default: "
+              "[scheduler] grace_seconds).")
 @click.option("--notify", "notify", default=None, metavar="CHANNEL",
               help="Send each run's answer (or failure) to this channel ([channels.CHANNEL]).")
 @click.option("--json", "as_json", is_flag=True, help="Print the new task as JSON.")
@@ -151,7 +175,7 @@ def add_task(prompt: str | None, prompt_file: str | None, cron: str | None, tz: 
     \b
     Examples:
       jarvis schedule add "Summarize my inbox" --cron "0 8 * * 1-5" --tz Europe/Paris
-      jarvis schedule add "Check the build" --every 3600 --tools http_request
+      jarvis schedule add "Check the build" --every 1h --tools http_request
       jarvis schedule add "Remind me to call Bob" --at 2030-03-01T09:00:00Z
       echo "Summarize the news" | jarvis schedule add - --cron "0 7 * * *"
     """
@@ -162,7 +186,7 @@ def add_task(prompt: str | None, prompt_file: str | None, cron: str | None, tz: 
     given = [name for name, value in (("--cron", cron), ("--every", every), ("--at", at))
              if value is not None]
     if len(given) != 1:
-        raise UserError("give exactly one schedule: --cron EXPR, --every SECONDS or --at ISO "
+        raise UserError("give exactly one schedule: --cron EXPR, --every DURATION or --at ISO "
                         f"(got {', '.join(given) or 'none'})")
     config = load_cli_config()
     scheduler = _scheduler(config=config)  # first: schedule mistakes are errors before names
@@ -211,11 +235,12 @@ def list_tasks(status: str | None, limit: int, offset: int, as_json: bool) -> No
             click.echo("no scheduled tasks" + (f" with status {status}" if status else "")
                        + "; add one with `jarvis schedule add`", err=True)
         return
+    rows = []
     for task in tasks:
         data = task.to_dict()
-        click.echo(f"{task.id}  {task.status:<9}  next {data['next_run'] or '-':<25}  "
-                   f"last {task.last_outcome or '-':<10}  {data['schedule']}  "
-                   f"{one_line(task.prompt, 50)!r}")
+        rows.append([task.id, task.status, data["next_run"] or "-", task.last_outcome or "-",
+                     data["schedule"], one_line(task.prompt, 200)])
+    echo_table(["ID", "STATUS", "NEXT RUN", "LAST", "SCHEDULE", "PROMPT"], rows)
 
 
 @schedule.command("show")
@@ -315,19 +340,23 @@ def list_runs(task_id: str | None, limit: int, run_id: int | None, as_json: bool
     if not runs:
         click.echo("no runs recorded yet", err=True)
         return
+    rows = []
     for run in runs:
         data = run.to_dict()
         if run.status == "skipped":
             detail = run.error or ""
         elif run.status == "succeeded":
-            detail = one_line(run.answer or "", 60)
+            detail = one_line(run.answer or "", 200)
         else:
-            detail = f"{run.error_type}: {one_line(run.error or '', 60)}"
+            detail = f"{run.error_type}: {one_line(run.error or '', 200)}"
         took = f"{data['duration_seconds']:.2f}s" if data["duration_seconds"] is not None else "-"
         if run.delivery:
-            detail += f"  [-> {run.delivery.get('channel')}: {run.delivery.get('status')}]"
-        click.echo(visible(f"#{run.id}  {run.task_id}  {run.status:<9}  for "
-                           f"{data['scheduled_for']}  try {run.attempt}  {took:>7}  {detail}"))
+            detail = (f"[-> {run.delivery.get('channel')}: {run.delivery.get('status')}]  "
+                      + detail)
+        rows.append([f"#{run.id}", run.task_id, run.status, data["scheduled_for"] or "-",
+                     str(run.attempt), took, detail])
+    echo_table(["RUN", "TASK", "STATUS", "SCHEDULED FOR", "TRY", "TOOK", "ANSWER OR ERROR"],
+               rows, right=(4, 5))
 
 
 def _run_log_entry(store: Any, config: Any, run_log_id: str | None) -> dict[str, Any] | None:

@@ -11,6 +11,7 @@ import click
 from jarvis.commands._common import (
     Group,
     echo_json,
+    echo_table,
     load_cli_config,
     show_progress,
     shown_data,
@@ -70,14 +71,20 @@ def list_tools(as_json: bool) -> None:
     if as_json:
         echo_json(rows)
         return
-    width = max((len(r["name"]) for r in rows), default=4)
+    # Costs and latencies only where a tool states them: "$0.0000" on every row said nothing.
+    show_cost = any(r["cost_estimate"] for r in rows)
+    headers = ["NAME", "CATEGORY"] + (["COST"] if show_cost else []) + ["LATENCY", "CONFIRM",
+                                                                         "DESCRIPTION"]
+    table = []
     for r in rows:
-        flags = (" [confirm]" if r["requires_confirmation"] else
-                 " [confirm per call]" if r.get("confirmation") else "")
+        confirm = ("yes" if r["requires_confirmation"] else
+                   "per call" if r.get("confirmation") else "")
         first_line = r["description"].splitlines()[0] if r["description"] else ""
-        click.echo(f"{r['name']:<{width}}  {r['category'] or '-':<11} "
-                   f"${r['cost_estimate']:.4f} ~{r['latency_estimate']:g}s{flags}  "
-                   f"{visible(first_line, 300, one_line=True)}")
+        cost = [f"${r['cost_estimate']:.4f}" if r["cost_estimate"] else ""] if show_cost else []
+        latency = f"~{r['latency_estimate']:g}s" if r["latency_estimate"] else ""
+        table.append([r["name"], r["category"] or "", *cost, latency, confirm,
+                      first_line[:300]])
+    echo_table(headers, table)
 
 
 @tools.command("show")

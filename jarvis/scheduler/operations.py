@@ -16,7 +16,7 @@ from typing import Any
 
 from jarvis.errors import JarvisError, UserError
 from jarvis.scheduler.records import CRASH_POLICIES, TASK_STATUSES, Run, Task
-from jarvis.scheduler.schedules import parse_schedule
+from jarvis.scheduler.schedules import describe_seconds, parse_schedule
 from jarvis.scheduler.store import QuotaError, TaskBusyError, storable
 from jarvis.scheduler.store_common import TaskIdTaken
 
@@ -87,13 +87,14 @@ class TaskOperations:
             raise UserError(f"invalid agent name {agent!r}")
         timeout = self.default_timeout if timeout_seconds is None else float(timeout_seconds)
         if not 0 < timeout <= MAX_TIMEOUT_SECONDS:
-            raise UserError(f"timeout must be between 0 and {MAX_TIMEOUT_SECONDS:g} seconds, "
-                            f"got {timeout_seconds}")
+            raise UserError(f"timeout must be more than 0 seconds and at most "
+                            f"{describe_seconds(MAX_TIMEOUT_SECONDS)}, got {timeout_seconds}")
         if (not isinstance(max_retries, int) or isinstance(max_retries, bool)
                 or not 0 <= max_retries <= MAX_RETRIES):
             raise UserError(f"retries must be an integer from 0 to {MAX_RETRIES}, got {max_retries!r}")
         if not 0 <= float(retry_backoff_seconds) <= MAX_TIMEOUT_SECONDS:
-            raise UserError(f"retry backoff must be 0-{MAX_TIMEOUT_SECONDS:g} seconds")
+            raise UserError(f"retry backoff must be 0 seconds to "
+                            f"{describe_seconds(MAX_TIMEOUT_SECONDS)}")
         if on_crash not in CRASH_POLICIES:
             raise UserError(f"on_crash must be one of {', '.join(CRASH_POLICIES)}, got {on_crash!r}")
         # `not x >= 0` also rejects NaN, which would otherwise skip every missed run.

@@ -1,0 +1,56 @@
+"""The smaller papercuts of issue 25, each through the CLI as a user types it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+
+def jarvis(env: dict[str, str], cwd: Path, *args: str,
+           stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "jarvis.cli", *args], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=60, input=stdin)
+
+
+def test_schedule_durations_and_limits_in_words(cli_env, tmp_path) -> None:
+    added = jarvis(cli_env, tmp_path, "schedule", "add", "Check the build", "--every", "1h",
+                   "--timeout", "5m", "--retry-backoff", "90s", "--grace", "1d", "--json")
+    assert added.returncode == 0, added.stderr
+    task = json.loads(added.stdout)
+    assert (task["schedule_value"], task["timeout_seconds"], task["retry_backoff_seconds"],
+            task["grace_seconds"]) == ("3600", 300.0, 90.0, 86400.0)
+    bad = jarvis(cli_env, tmp_path, "schedule", "add", "x", "--every", "1x")
+    assert bad.returncode == 2
+    assert "'1x' is not a duration: give seconds (90) or a number with a unit: 90s" in bad.stderr
+    far = jarvis(cli_env, tmp_path, "schedule", "add", "x", "--every", "400d")
+    assert far.returncode == 2
+    assert "interval must be between 1 second and 366 days" in far.stderr
+
+
+def test_tools_run_takes_key_value_words_and_says_error_once(cli_env, tmp_path) -> None:
+    out = jarvis(cli_env, tmp_path, "tools", "run", "calculator", "expression=sqrt(144) + 3**2")
+    assert out.returncode == 0 and out.stdout == "21.0\n", out.stderr
+    typed = jarvis(cli_env, tmp_path, "tools", "run", "think", "thought=true")
+    assert typed.stdout == "true\n"  # a string argument stays a string
+    failed = jarvis(cli_env, tmp_path, "tools", "run", "calculator", "expression=1/0")
+    assert failed.returncode == 1 and failed.stderr == "Error (execution): division by zero\n"
+    odd = jarvis(cli_env, tmp_path, "tools", "run", "calculator", "expression")
+    assert odd.returncode == 2 and "key=value words, not 'expression'" in odd.stderr
+
+
+def test_the_sdk_engine_error_names_no_cli_flag(cli_env, tmp_path) -> None:
+    from ports import closed_port
+
+    port = closed_port()
+    env = dict(cli_env, **{v: f"http://127.0.0.1:{port}" for v in (
+        "OLLAMA_HOST", "VLLM_HOST", "LLAMACPP_HOST", "LMSTUDIO_HOST", "SGLANG_HOST")})
+    code = ("from jarvis import Jarvis\n"
+            "try:\n    Jarvis().ask('hi')\nexcept Exception as exc:\n    print(exc)\n")
+    sdk = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path,
+                         capture_output=True, text=True, timeout=60)
+    assert sdk.stdout.startswith("no inference engine is reachable"), sdk.stderr
+    assert "--" not in sdk.stdout  # no CLI flag in what the SDK raises
+    cli = jarvis(env, tmp_path, "ask", "hi")
+    assert cli.returncode == 1 and cli.stderr.rstrip().endswith("(--verbose shows details)")
