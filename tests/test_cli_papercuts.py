@@ -54,3 +54,24 @@ def test_the_sdk_engine_error_names_no_cli_flag(cli_env, tmp_path) -> None:
     assert "--" not in sdk.stdout  # no CLI flag in what the SDK raises
     cli = jarvis(env, tmp_path, "ask", "hi")
     assert cli.returncode == 1 and cli.stderr.rstrip().endswith("(--verbose shows details)")
+
+
+def test_config_show_is_valid_toml(cli_env, tmp_path) -> None:
+    import tomllib
+
+    (tmp_path / "config.toml").write_text(
+        '[engine]\nmodel = "from-file"\n\n[engine.vision_models]\n"my-vlm*" = true\n\n'
+        '[tools.file_read]\nallowed_dirs = ["notes"]\n\n'
+        '[mcp.servers.files]\ncommand = "npx"\nenv = { GITHUB_TOKEN = "secret-value" }\n\n'
+        '[channels.phone]\nurl = "ntfy://ntfy.sh/topic"\n')
+    out = jarvis(dict(cli_env, JARVIS_MAX_TURNS="7"), tmp_path, "config", "show")
+    assert out.returncode == 0, out.stderr
+    data = tomllib.loads(out.stdout)
+    assert data["engine"]["model"] == "from-file" and data["agent"]["max_turns"] == 7
+    assert data["engine"]["vision_models"] == {"my-vlm*": True}
+    assert data["tools"]["file_read"]["allowed_dirs"] == [str(tmp_path / "notes")]
+    assert data["mcp"]["servers"]["files"]["env"]["GITHUB_TOKEN"] == "***"
+    assert "max_tokens" not in data["engine"]  # not set: a comment
+    assert "# max_tokens =  (not set)  # default" in out.stdout
+    assert out.stdout.count("\n[engine]\n") == 1
+    assert 'max_turns = 7  # JARVIS_MAX_TURNS' in out.stdout

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import click
@@ -45,6 +46,47 @@ def config_rows(config: Any) -> list[dict[str, Any]]:
     return rows
 
 
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def _key(name: str) -> str:
+    return name if _BARE_KEY.match(name) else json.dumps(name, ensure_ascii=False)
+
+
+def toml_text(rows: list[dict[str, Any]]) -> str:
+    """The rows as a valid TOML document: each table once, its values before its subtables,
+    an unset value as a comment (`# max_tokens = ... (not set)`), each value's source as a
+    comment. Strings, numbers, booleans, lists and empty tables are TOML as JSON writes them
+    (a JSON string is a TOML basic string)."""
+    tree: dict[str, Any] = {}
+    for row in rows:
+        *tables, key = row["key"].split(".")
+        node = tree
+        for name in tables:
+            node = node.setdefault(name, {})
+        node[key] = row
+
+    lines: list[str] = []
+
+    def emit(node: dict[str, Any], path: list[str]) -> None:
+        leaves = [(k, v) for k, v in node.items() if "key" in v and "source" in v]
+        tables = [(k, v) for k, v in node.items() if not ("key" in v and "source" in v)]
+        if path and (leaves or not tables):
+            lines.append("")
+            lines.append("[" + ".".join(_key(p) for p in path) + "]")
+        for name, row in leaves:
+            if row["value"] is None:
+                lines.append(f"# {_key(name)} =  (not set)  # {row['source']}")
+            else:
+                lines.append(f"{_key(name)} = {json.dumps(row['value'], ensure_ascii=False)}"
+                             f"  # {row['source']}")
+        for name, sub in tables:
+            emit(sub, [*path, name])
+
+    emit(tree, [])
+    return "\n".join(lines)
+
+
 @click.group(cls=Group)
 def config() -> None:
     """Show the effective configuration and where it comes from."""
@@ -72,15 +114,7 @@ def show(as_json: bool) -> None:
                               for r in rows}})
         return
     click.echo(f"# config file: {cfg.source or '(none: defaults and environment only)'}")
-    section = None
-    for row in rows:
-        head, _, key = row["key"].rpartition(".")
-        if head != section:
-            section = head
-            click.echo(f"\n[{head}]")
-        value = "(not set)" if row["value"] is None else json.dumps(row["value"],
-                                                                    ensure_ascii=False)
-        click.echo(f"{key} = {value}  # {row['source']}")
+    click.echo(toml_text(rows))
 
 
 @config.command("path")
