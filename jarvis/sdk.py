@@ -427,8 +427,18 @@ class Jarvis:
             from jarvis.memory.context import memory_context
         except ImportError:
             return "", []
-        text, sources = memory_context(self.memory, query, mc.context_top_k,
-                                       mc.context_min_match)
+        try:
+            text, sources = memory_context(self.memory, query, mc.context_top_k,
+                                           mc.context_min_match)
+        except JarvisError as exc:
+            # The context is a help, not the question: a memory database that cannot be used
+            # (read-only, locked, broken) must not make every ask fail.
+            import logging
+
+            logging.getLogger("jarvis").warning(
+                "jarvis: warning: no memory context for this question: %s (fix the memory "
+                "database, or turn the context off with [memory] context = false)", exc)
+            return "", []
         return text or "", list(sources or [])
 
     def _record(self, record: dict[str, Any], *, status: str, started: float,

@@ -75,3 +75,32 @@ def test_config_show_is_valid_toml(cli_env, tmp_path) -> None:
     assert "# max_tokens =  (not set)  # default" in out.stdout
     assert out.stdout.count("\n[engine]\n") == 1
     assert 'max_turns = 7  # JARVIS_MAX_TURNS' in out.stdout
+
+
+def test_a_read_only_memory_and_run_log_do_not_stop_ask_or_runs_list(cli_env, tmp_path,
+                                                                      jarvis_home) -> None:
+    from readonly import read_only
+
+    from jarvis.testing import FakeOpenAIServer
+
+    notes = tmp_path / "notes.md"
+    notes.write_text("Anna's birthday is on 3 May.\n")
+    assert jarvis(cli_env, tmp_path, "memory", "index", str(notes)).returncode == 0
+    with FakeOpenAIServer(default="On 3 May.") as fake:
+        env = dict(cli_env, JARVIS_ENGINE="vllm", VLLM_HOST=fake.url, JARVIS_MODEL="test-model")
+        assert jarvis(env, tmp_path, "ask", "first question").returncode == 0  # one run logged
+
+        def locked(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run([*read_only(jarvis_home), sys.executable, "-m", "jarvis.cli",
+                                   *args], env=env, cwd=tmp_path, capture_output=True,
+                                  text=True, timeout=60)
+
+        asked = locked("ask", "When is Anna's birthday?")
+        assert asked.returncode == 0, asked.stderr
+        assert asked.stdout == "On 3 May.\n"
+        assert "jarvis: warning: no memory context for this question: cannot open memory " \
+               "database" in asked.stderr
+        assert "the run was not recorded" in asked.stderr
+        listed = locked("runs", "list")
+    assert listed.returncode == 0, listed.stderr
+    assert "first question" in listed.stdout
