@@ -104,3 +104,46 @@ def test_a_read_only_memory_and_run_log_do_not_stop_ask_or_runs_list(cli_env, tm
         listed = locked("runs", "list")
     assert listed.returncode == 0, listed.stderr
     assert "first question" in listed.stdout
+
+
+def test_serve_logs_each_request_and_streams_tool_activity(cli_env, tmp_path) -> None:
+    import re
+
+    import httpx
+    from logged_process import LoggedProcess
+
+    from jarvis.testing import FakeOpenAIServer, reply, tool_call
+
+    script = [reply(tool_calls=[tool_call("calculator", {"expression": "6*7"})]), "It is 42."]
+    with FakeOpenAIServer(script) as fake:
+        env = dict(cli_env, JARVIS_ENGINE="vllm", VLLM_HOST=fake.url, JARVIS_MODEL="test-model")
+        served = LoggedProcess(subprocess.Popen(
+            [sys.executable, "-m", "jarvis.cli", "serve", "--port", "0", "--tools", "calculator"],
+            env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True),
+            "jarvis serve")
+        try:
+            url = re.search(r"(http://\S+)", served.wait_for_line("listening on", 60)).group(1)
+            with httpx.Client(base_url=url, timeout=60) as client:
+                assert client.get("/health").status_code == 200
+                body = {"model": "orchestrator", "stream": True, "messages": [
+                    {"role": "user", "content": "What is 6*7? secret-question"}]}
+                with client.stream("POST", "/v1/chat/completions?api_key=hunter2",
+                                   json=body) as answer:
+                    chunks = [json.loads(line[6:]) for line in answer.iter_lines()
+                              if line.startswith("data: {")]
+                assert client.get("/nope").status_code == 404
+            served.wait_for_line("GET /nope 404")
+            log = served.text()
+        finally:
+            served.proc.terminate()
+            served.proc.wait(20)
+            served.close_streams()
+    assert re.search(r"jarvis serve: GET /health 200 \d+\.\d ms", log), log
+    assert re.search(r"jarvis serve: POST /v1/chat/completions 200 \d+\.\d ms", log), log
+    assert "hunter2" not in log and "secret-question" not in log  # no query, no body
+    activity = [c["jarvis"]["tool_activity"] for c in chunks if "tool_activity" in c.get("jarvis", {})]
+    assert [(a["event"], a["tool"]) for a in activity] == [("start", "calculator"),
+                                                          ("end", "calculator")]
+    assert activity[1]["success"] is True
+    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+    assert text == "It is 42."

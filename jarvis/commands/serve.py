@@ -66,7 +66,7 @@ def serve(host: str | None, port: int | None, api_key: str | None, env_name: str
         session_idle_seconds=pick(session_idle, sc.session_idle_seconds),
         max_sessions=pick(max_sessions, sc.max_sessions), allowed_origins=sc.allowed_origins,
         header_timeout=sc.header_timeout, body_timeout=sc.body_timeout,
-        max_connections=sc.max_connections, send_timeout=sc.send_timeout)
+        max_connections=sc.max_connections, send_timeout=sc.send_timeout, access_log=True)
     settings.check()  # before building anything: refuse unsafe settings first
     app = build_app(settings, config=config)
     sock = bind(settings.host, settings.port)

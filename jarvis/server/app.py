@@ -18,7 +18,7 @@ from starlette.routing import Route
 
 from jarvis.errors import UserError
 from jarvis.server.guard import RequestGuard
-from jarvis.server.http import ApiError, ApiKeyMiddleware, error_response
+from jarvis.server.http import AccessLog, ApiError, ApiKeyMiddleware, error_response
 from jarvis.server.openai_api import ChatAPI
 from jarvis.server.ors import OrsEnvironment
 
@@ -49,6 +49,8 @@ class ServeSettings:
         max_connections: open connections at most; more are answered 503 at once.
         send_timeout: seconds an answer may wait on a client that does not read it (then the
             connection is closed).
+        access_log: a line per request on stderr (method, path, status, time); `jarvis
+            serve` turns it on.
     """
 
     host: str = "127.0.0.1"
@@ -66,6 +68,7 @@ class ServeSettings:
     body_timeout: float = 30.0
     max_connections: int = 512
     send_timeout: float = 30.0
+    access_log: bool = False
 
     def check(self) -> None:
         """Refuse unsafe or unusable settings with a message saying how to fix them."""
@@ -247,4 +250,6 @@ def build_app(settings: ServeSettings | None = None, *, config: Any = None, tool
         # must not make a network-facing server do (512 connections x 1 MiB, or a body in
         # one-byte chunks: 11 s of the server's CPU each).
         app.add_middleware(ApiKeyMiddleware, api_key=settings.api_key)
+    if settings.access_log:
+        app.add_middleware(AccessLog)  # added last: outermost, so refusals are logged too
     return app

@@ -110,3 +110,47 @@ class ApiKeyMiddleware:
                                   code="invalid_api_key",
                                   headers={"WWW-Authenticate": "Bearer"})
         await response(scope, receive, send)
+
+
+class AccessLog:
+    """ASGI middleware: one line per request on stderr when its answer ends, `TIME jarvis
+    serve: METHOD /path STATUS 12.3 ms` (the path without its query string, which may carry a
+    key; never a header or a body). Outermost, so refusals by the guards are logged too."""
+
+    def __init__(self, app: Any, name: str = "jarvis serve") -> None:
+        self.app = app
+        self.name = name
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope.get("type") != "http":
+            await self.app(scope, receive, send)
+            return
+        import time
+
+        started = time.monotonic()
+        status: list[int] = []
+
+        async def sending(message: Any) -> None:
+            if message.get("type") == "http.response.start":
+                status.append(int(message.get("status", 0)))
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            self._log(scope, status[0] if status else None, time.monotonic() - started)
+
+    def _log(self, scope: Any, status: int | None, seconds: float) -> None:
+        import sys
+        import time
+
+        from jarvis.core.terminal import visible
+
+        path = visible(scope.get("path") or "/", 300, one_line=True)
+        method = visible(scope.get("method") or "-", 16, one_line=True)
+        line = (f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {self.name}: {method} {path} "
+                f"{status if status is not None else '-'} {seconds * 1000:.1f} ms")
+        try:
+            print(line, file=sys.stderr, flush=True)
+        except (OSError, ValueError):  # stderr closed: the request itself went fine
+            pass
