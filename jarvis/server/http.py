@@ -141,16 +141,62 @@ class AccessLog:
             self._log(scope, status[0] if status else None, time.monotonic() - started)
 
     def _log(self, scope: Any, status: int | None, seconds: float) -> None:
-        import sys
         import time
 
         from jarvis.core.terminal import visible
 
         path = visible(scope.get("path") or "/", 300, one_line=True)
         method = visible(scope.get("method") or "-", 16, one_line=True)
-        line = (f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {self.name}: {method} {path} "
-                f"{status if status is not None else '-'} {seconds * 1000:.1f} ms")
+        _LOG_LINES.put(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {self.name}: {method} {path} "
+                       f"{status if status is not None else '-'} {seconds * 1000:.1f} ms")
+
+
+class _LogLines:
+    """Lines for stderr that never stall the server: written by a thread of their own, with
+    os.write on file descriptor 2 only when it can take them (poll), never holding the lock
+    of sys.stderr. A stderr nobody reads (a full pipe) costs dropped lines, counted and
+    reported when there is room again, never a blocked event loop. At most `limit` wait."""
+
+    def __init__(self, limit: int = 10_000) -> None:
+        import queue
+
+        self._queue: queue.Queue[str] = queue.Queue(limit)
+        self._dropped = 0
+        self._thread: Any = None
+
+    def put(self, line: str) -> None:
+        import queue
+        import threading
+
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._write, daemon=True,
+                                            name="jarvis-access-log")
+            self._thread.start()
         try:
-            print(line, file=sys.stderr, flush=True)
-        except (OSError, ValueError):  # stderr closed: the request itself went fine
-            pass
+            self._queue.put_nowait(line)
+        except queue.Full:
+            self._dropped += 1
+
+    def _write(self) -> None:
+        import os
+        import select
+
+        poller = select.poll()
+        poller.register(2, select.POLLOUT)
+        while True:
+            line = self._queue.get()
+            if self._dropped:
+                line = (f"({self._dropped} access log line(s) dropped: stderr was not read)\n"
+                        + line)
+                self._dropped = 0
+            data = (line + "\n").encode("utf-8", "replace")[:select.PIPE_BUF]
+            try:
+                if not poller.poll(500):  # not writable within 0.5 s: nobody reads it
+                    self._dropped += 1
+                    continue
+                os.write(2, data)  # at most PIPE_BUF bytes: a pipe takes it whole, at once
+            except OSError:  # stderr closed: the requests themselves went fine
+                return
+
+
+_LOG_LINES = _LogLines()
