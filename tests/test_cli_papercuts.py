@@ -147,3 +147,33 @@ def test_serve_logs_each_request_and_streams_tool_activity(cli_env, tmp_path) ->
     assert activity[1]["success"] is True
     text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
     assert text == "It is 42."
+
+
+def test_the_testing_kit_cli_takes_misbehave_items_and_records_requests(tmp_path) -> None:
+    import httpx
+    from waiting import wait_for
+
+    script = tmp_path / "replies.json"
+    script.write_text(json.dumps([{"misbehave": "gzip"}, "Second."]))
+    record = tmp_path / "requests.jsonl"
+    url_file = tmp_path / "server.url"
+    with url_file.open("w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "jarvis.testing", "serve", "--script",
+                                 str(script), "--record", str(record)], stdout=out,
+                                stderr=subprocess.PIPE, text=True)
+    try:
+        base = wait_for(lambda: url_file.read_text().strip(), timeout=30, what="the URL")
+        body = {"model": "test-model", "messages": [{"role": "user", "content": "hi"}]}
+        first = httpx.post(base + "/chat/completions", json=body, timeout=30)
+        assert first.status_code == 200 and first.headers["content-encoding"] == "gzip"
+        assert httpx.post(base + "/chat/completions", json=body, timeout=30).json()[
+            "choices"][0]["message"]["content"] == "Second."
+        assert httpx.get(base + "/models", timeout=30).status_code == 200
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        proc.stderr.close()
+    lines = [json.loads(line) for line in record.read_text().splitlines()]
+    assert [(r["method"], r["path"]) for r in lines] == [
+        ("POST", "/v1/chat/completions"), ("POST", "/v1/chat/completions"), ("GET", "/v1/models")]
+    assert lines[0]["body"]["messages"] == body["messages"] and lines[2]["body"] is None
