@@ -15,7 +15,7 @@ RUN_STATUSES: tuple[str, ...] = ("pending", "dispatched", "running", "succeeded"
                                  "failed", "skipped")
 # Why a run stopped without an answer (its error_type): max_turns reached, or the loop guard
 # ended it. Such a run is recorded "incomplete", never retried (it would stop the same way).
-INCOMPLETE_KINDS: tuple[str, ...] = ("max_turns", "loop_guard", "budget")
+INCOMPLETE_KINDS: tuple[str, ...] = ("max_turns", "loop_guard", "schema", "budget")
 
 
 def finished_status(success: bool, error_type: str | None) -> str:

@@ -358,20 +358,17 @@ def run_http(tools: list[BaseTool], config: Any, approved: set[str], host: str, 
     from jarvis.server.runner import bind, serve_forever, url_of
 
     check_http_access(host, api_key)
-    # The app first, then the port: a port that accepts connections answers them at once
-    # (bound first, requests waited seconds for the server's imports; a busy port is still a
-    # one-line error before anything is served).
+    try:  # a busy port is a one-line error before anything starts
+        sock = bind(host, port, listen=False)
+    except UserError as exc:
+        reason = str(exc).split(";")[0]
+        raise UserError(f"{reason}; pick another --http HOST:PORT") from None
     server = build_server(tools, make_executor(tools, config, approved),
                           memory=_memory_resources(config, tools, memory), per_connection=True)
     app = http_app(server, host, api_key, config)
     try:
-        sock = bind(host, port)
-    except UserError as exc:
-        reason = str(exc).split(";")[0]
-        raise UserError(f"{reason}; pick another --http HOST:PORT") from None
-    _announce(tools, f"{url_of(sock)}/mcp")
-    try:
-        serve_forever(app, sock, limits=_limits(config))
+        serve_forever(app, sock, limits=_limits(config),
+                      announce=lambda: _announce(tools, f"{url_of(sock)}/mcp"))
     finally:
         sock.close()
     sys.stderr.flush()
