@@ -1,5 +1,6 @@
 """`jarvis doctor`: what jarvis needs here (config, engine, MCP servers, databases, extras,
-approvals: jarvis.commands.checks), and the code sandbox in force for this config."""
+approvals: jarvis.commands.checks), the code sandbox in force for this config, and whether
+jarvis's state (JARVIS_HOME) is private to its user."""
 
 from __future__ import annotations
 
@@ -18,8 +19,9 @@ CODE_TOOLS = ("repl", "code_interpreter")
               "the engine and the MCP servers.")
 def doctor(as_json: bool, no_connect: bool) -> None:
     """Check what jarvis needs here: the config (every [tools.NAME] table), the engine and
-    its model, MCP servers, the databases, optional extras, standing approvals, and which
-    sandbox isolates model-written code (bubblewrap, user namespaces, Landlock, seccomp).
+    its model, MCP servers, the databases, optional extras, standing approvals, which
+    sandbox isolates model-written code (bubblewrap, user namespaces, Landlock, seccomp), and
+    whether anything in JARVIS_HOME (databases, logs, the serve token) is open to other users.
 
     Exits 1 when `jarvis ask` cannot work (an invalid config, no engine, a model the engine
     does not offer) or a code tool (repl, code_interpreter) would refuse to run; warnings
@@ -48,10 +50,11 @@ def doctor(as_json: bool, no_connect: bool) -> None:
     ask_works = not any(check.status == "fail" for check in found)
     sandbox_ok = not (info["mechanism"] is None
                       or any(own["mechanism"] is None for own in tools.values()))
+    state = _state()
     if as_json:
         echo_json({"ok": ask_works and sandbox_ok, "ask_works": ask_works,
                    "checks": [check.to_dict() for check in found],
-                   "sandbox": info, "tools": tools})
+                   "sandbox": info, "tools": tools, "state": state})
     else:
         yes_no = {True: "yes", False: "no"}
         click.echo(f"sandbox: {describe(info)}")
@@ -71,6 +74,7 @@ def doctor(as_json: bool, no_connect: bool) -> None:
             else "not bounded (no isolation in force)"))
         for name, own in tools.items():
             click.echo(f"{name} (its own isolation = {own['isolation']!r}): {describe(own)}")
+        click.echo(f"state: {_describe_state(state)}")
         _print_checks(found)
         if not ask_works:
             failed = [check.name for check in found if check.status == "fail"]
@@ -102,3 +106,30 @@ def _shared_uid_warning(threads: dict) -> str:
     return (f"; WARNING: other processes run as host uid {threads['host_uid']} ({shown}{more}) "
             "and can read and write every sandbox's memory: set [sandbox] uid to a uid no "
             "other process uses")
+
+
+MAX_LISTED = 5
+
+
+def _state() -> dict:
+    """JARVIS_HOME and what in it other users may read, write or enter."""
+    from jarvis.core.paths import exposed, jarvis_home
+
+    home = jarvis_home()
+    found = [{"path": str(path), "mode": f"{mode:04o}", "owned": owned}
+             for path, mode, owned in exposed(home)]
+    return {"home": str(home), "exists": home.exists(), "exposed": found}
+
+
+def _describe_state(state: dict) -> str:
+    if not state["exists"]:
+        return f"{state['home']} does not exist yet (it is created private, 0700)"
+    found = state["exposed"]
+    if not found:
+        return f"{state['home']} is private to you (folders 0700, files 0600)"
+    shown = ", ".join(f"{f['path']} ({f['mode']}{'' if f['owned'] else ', not yours'})"
+                      for f in found[:MAX_LISTED])
+    more = f" and {len(found) - MAX_LISTED} more" if len(found) > MAX_LISTED else ""
+    return (f"WARNING: {len(found)} path(s) in {state['home']} are open to other users: "
+            f"{shown}{more}; jarvis makes its own files private when it next opens them, or "
+            f"run `chmod -R go= {state['home']}`")
