@@ -69,8 +69,7 @@ class Jarvis:
         if config is None:
             from jarvis.extensions import check_tool_tables
 
-            config = load_config(config_path)
-            check_tool_tables(config)  # a typo in a [tools.NAME] table is found now, not later
+            check_tool_tables(config := load_config(config_path))  # typos found now
         self.config = config
         self.bus = bus if bus is not None else EventBus()
         self._engine: Any = None
@@ -257,17 +256,13 @@ class Jarvis:
         }
         wanted = set(names)
         if "memory" in wanted and self._memory is None and not self._memory_path().exists():
-            # Nothing stored yet: building a tool must not create the database. Memory tools
-            # open it from the config on their first call (they declare `config` too).
-            wanted.discard("memory")
+            wanted.discard("memory")  # no database yet: memory tools open it on first use
         return {name: makers[name]() for name in makers if name in wanted}
 
     # --- asking ------------------------------------------------------------------------------
     def ask(self, query: str, **kwargs: Any) -> str:
-        """Answer `query`; returns the answer text (see ask_full for the arguments).
-
-        A run that ends without an answer (max_turns, the loop guard) raises RunIncomplete:
-        an empty string would pass for an answer."""
+        """Answer `query`; returns the answer text (see ask_full for the arguments). A run
+        that ends without an answer (max_turns, the loop guard) raises RunIncomplete."""
         return _answer(self.ask_full(query, **kwargs))
 
     def ask_full(self, query: str, agent: str | None = None,
@@ -426,7 +421,9 @@ class Jarvis:
         metadata.update(run_metadata or {})
         if outcome is not None:
             metadata["structured"] = outcome.metadata()
-        stop_reason, stop_message = _stopped(result)
+        from jarvis.agents.outcome import stop_of
+
+        stop_reason, stop_message = stop_of(result)
         if stop_reason is None and outcome is not None and outcome.status != "ok":
             stop_reason = "schema"
             stop_message = (outcome.errors[-1] if outcome.errors else
@@ -474,21 +471,11 @@ class Jarvis:
         if self._memory is None and not self._memory_path().exists():
             return "", []  # nothing stored yet: do not create an empty database for it
         try:
-            from jarvis.memory.context import memory_context
+            from jarvis.memory.context import safe_memory_context
         except ImportError:
             return "", []
-        try:
-            text, sources = memory_context(self.memory, query, mc.context_top_k,
-                                           mc.context_min_match)
-        except JarvisError as exc:
-            # The context is a help, not the question: a memory database that cannot be used
-            # (read-only, locked, broken) must not make every ask fail.
-            import logging
-
-            logging.getLogger("jarvis").warning(
-                "jarvis: warning: no memory context for this question: %s (fix the memory "
-                "database, or turn the context off with [memory] context = false)", exc)
-            return "", []
+        text, sources = safe_memory_context(lambda: self.memory, query, mc.context_top_k,
+                                            mc.context_min_match)
         return text or "", list(sources or [])
 
     def _refuse(self, message: str, *, query: str, source: str, tools: Any,
@@ -671,26 +658,6 @@ class Jarvis:
         self.close()
 
 
-def _stopped(result: Any) -> tuple[str | None, str | None]:
-    """(stop reason, message) of a run that ended without an answer, else (None, None)."""
-    meta = result.metadata
-    if meta.get("max_turns_exceeded"):
-        return "max_turns", (f"stopped at max_turns ({result.turns} turns) without a final "
-                             f"answer; raise max_turns to give the model more turns")
-    if meta.get("loop_detected"):
-        return "loop_guard", ("stopped because the model kept repeating the same tool call "
-                              "without an answer")
-    return None, None
-
-
-def _answer(out: dict[str, Any]) -> str:
-    if out.get("status") == "incomplete":
-        from jarvis.errors import RunIncomplete
-
-        raise RunIncomplete(f"the run {out['stop_message']}", out["stop_reason"], out)
-    return out["content"]
-
-
 def _approver(approver: Approver | None, approved_tools: Sequence[str] | None) -> Approver | None:
     approved = frozenset(approved_tools or ())
     if not approved:
@@ -726,3 +693,8 @@ def _invalid_text(query: str, system: str | None, history: Sequence[Message] | N
         found = found or find_problem(getattr(message, "content", None),
                                       f"message {i + 1} of the history")
     return found
+
+
+def _answer(out: dict[str, Any]) -> str:
+    from jarvis.agents.outcome import answer_of  # lazily: `import jarvis` stays lean
+    return answer_of(out)

@@ -123,7 +123,9 @@ def test_serve_logs_each_request_and_streams_tool_activity(cli_env, tmp_path) ->
             "jarvis serve")
         try:
             url = re.search(r"(http://\S+)", served.wait_for_line("listening on", 60)).group(1)
-            with httpx.Client(base_url=url, timeout=60) as client:
+            token = (Path(cli_env["JARVIS_HOME"]) / "serve.token").read_text().strip()
+            with httpx.Client(base_url=url, timeout=60,
+                              headers={"Authorization": f"Bearer {token}"}) as client:
                 assert client.get("/health").status_code == 200
                 body = {"model": "orchestrator", "stream": True, "messages": [
                     {"role": "user", "content": "What is 6*7? secret-question"}]}

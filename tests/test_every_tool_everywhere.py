@@ -260,7 +260,9 @@ def test_jarvis_serve_ors_and_openai_api(world: World) -> None:
         url = re.search(r"(http://\S+)", line).group(1)
         served.wait_for_line("OpenAI-compatible API")
         assert not [x for x in served.lines if "not serving" in x], served.text()
-        with httpx.Client(base_url=url, timeout=120) as client:
+        token = (world.home / "serve.token").read_text().strip()  # the owner's (keyless serve)
+        with httpx.Client(base_url=url, timeout=120,
+                          headers={"Authorization": f"Bearer {token}"}) as client:
             sid = client.post("/create_session").text.split("data: ")[1].split("\n")[0]
             assert client.post("/create", json={"task_spec": {}},
                                headers={"X-Session-ID": sid}).status_code == 200

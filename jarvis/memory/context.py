@@ -178,3 +178,21 @@ def memory_context(memory: Any, query: str, top_k: int = 3,
         if result.source not in sources:
             sources.append(result.source)
     return "\n\n".join(parts), sources
+
+
+def safe_memory_context(open_memory: Any, query: str, top_k: int = 3,
+                        min_match: float = 0.5) -> tuple[str, list[str]]:
+    """memory_context on the store `open_memory()` gives, or ("", []) with a warning when the
+    store cannot be used (read-only, locked, not a database): the context is a help, not the
+    question, and must not make every ask fail."""
+    from jarvis.errors import JarvisError
+
+    try:
+        return memory_context(open_memory(), query, top_k, min_match)
+    except JarvisError as exc:
+        import logging
+
+        logging.getLogger("jarvis").warning(
+            "jarvis: warning: no memory context for this question: %s (fix the memory "
+            "database, or turn the context off with [memory] context = false)", exc)
+        return "", []
