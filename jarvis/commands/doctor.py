@@ -29,6 +29,7 @@ def doctor(as_json: bool, no_connect: bool) -> None:
     change the exit code. A code tool whose own table sets `isolation` gets a line of its own.
     """
     from jarvis.commands import checks as c
+    from jarvis.sandbox.cgroup import describe_memory
     from jarvis.sandbox.probe import describe, status
 
     config, config_check = c.load_config_check()
@@ -38,7 +39,8 @@ def doctor(as_json: bool, no_connect: bool) -> None:
         found += c.mcp_checks(config)
     found += c.database_checks(config) + c.extras_checks(config) + c.approval_checks(config)
 
-    bounds = {"uid": config.sandbox.uid, "max_threads": config.sandbox.max_threads}
+    bounds = {key: getattr(config.sandbox, key) for key in (
+        "uid", "max_threads", "max_open_files", "memory_mb", "tmp_mb")}
     info = status(config.sandbox.isolation, config.sandbox.network, **bounds)
     # `isolation` in [tools.repl] / [tools.code_interpreter] wins over [sandbox] for that tool:
     # a report of [sandbox] alone would say "bwrap" while repl runs unsandboxed.
@@ -47,14 +49,17 @@ def doctor(as_json: bool, no_connect: bool) -> None:
         own = config.tools.settings.get(name, {}).get("isolation")
         if own is not None and own != config.sandbox.isolation:
             tools[name] = status(own, config.sandbox.network, **bounds)
+    from jarvis.mcp.sandboxing import unsandboxed
+
+    bare = unsandboxed(config)
     ask_works = not any(check.status == "fail" for check in found)
     sandbox_ok = not (info["mechanism"] is None
                       or any(own["mechanism"] is None for own in tools.values()))
     state = _state()
     if as_json:
         echo_json({"ok": ask_works and sandbox_ok, "ask_works": ask_works,
-                   "checks": [check.to_dict() for check in found],
-                   "sandbox": info, "tools": tools, "state": state})
+                   "checks": [check.to_dict() for check in found], "sandbox": info,
+                   "tools": tools, "mcp_unsandboxed": bare, "state": state})
     else:
         yes_no = {True: "yes", False: "no"}
         click.echo(f"sandbox: {describe(info)}")
@@ -72,8 +77,12 @@ def doctor(as_json: bool, no_connect: bool) -> None:
             if threads else "not bounded (isolation \"none\": only the host's own limits; "
             "seccomp refuses new processes, not threads)" if info["mechanism"] == "none"
             else "not bounded (no isolation in force)"))
+        if info["memory"]:
+            click.echo(f"  kernel memory: {describe_memory(info['memory'])}")
         for name, own in tools.items():
             click.echo(f"{name} (its own isolation = {own['isolation']!r}): {describe(own)}")
+        if bare:
+            click.echo(f"MCP servers not sandboxed (sandbox = false): {', '.join(bare)}")
         click.echo(f"state: {_describe_state(state)}")
         _print_checks(found)
         if not ask_works:
