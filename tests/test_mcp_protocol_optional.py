@@ -25,7 +25,8 @@ def test_jarvis_lists_its_own_servers_resources(tmp_path: Path, cli_env, jarvis_
         "args": ["-m", "jarvis.cli", "mcp", "serve", "--tools", "memory_search", "--memory"],
         # The served jarvis keeps its state where this test's does (never the real home).
         "env": {"JARVIS_HOME": str(jarvis_home), "JARVIS_LOAD_PLUGINS": ""},
-        "connect_timeout": 60}})
+        # jarvis itself, run from this checkout and writing its JARVIS_HOME: not sandboxed
+        "sandbox": False, "connect_timeout": 60}})
     out = jarvis(cli_env, tmp_path, "mcp", "resources", "self", "--json")
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
