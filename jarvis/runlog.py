@@ -102,13 +102,34 @@ class RunLog:
         except (sqlite3.DatabaseError, OSError) as exc:
             from jarvis.errors import ConfigError
 
+            if not create and self._read_only_folder():
+                # Reading (runs list/show) needs no write: open the file as it is.
+                return self._connect_read_only()
             off = "or turn logging off with [runs] enabled = false in config.toml"
-            if self.db_path.is_file():
+            if self.db_path.is_file() and not self._read_only_folder():
                 advice = f"Move the file aside (a new one is made), {off}"
-            else:  # nothing to move: the folder is what is missing or read-only
+            else:  # moving the file would not help: the folder is missing or read-only
                 advice = (f"Make the folder {self.db_path.parent} writable, point [runs] "
-                          f"db_path at a folder that is, {off}")
+                          f"db_path (or JARVIS_RUNS_DB) at a folder that is, {off}")
             raise ConfigError(f"cannot use the run log {self.db_path}: {exc}. {advice}") from exc
+
+    def _read_only_folder(self) -> bool:
+        import os
+
+        folder = self.db_path.parent
+        return folder.is_dir() and not os.access(folder, os.W_OK)
+
+    def _connect_read_only(self) -> Any:
+        """The run log opened read-only and as immutable (no -wal/-shm files are made): a
+        file in a read-only folder is still listed and shown."""
+        from urllib.parse import quote
+
+        import sqlite_utils
+
+        conn = sqlite3.connect(f"file:{quote(str(self.db_path))}?mode=ro&immutable=1", uri=True,
+                               check_same_thread=False, isolation_level=None)
+        self._db = sqlite_utils.Database(conn)
+        return self._db
 
     def _connect(self) -> Any:
         import sqlite_utils

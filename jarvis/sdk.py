@@ -14,7 +14,6 @@ scheduler tool asks for it.
 
 from __future__ import annotations
 
-import inspect
 import os
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
@@ -30,10 +29,6 @@ if TYPE_CHECKING:
 
 Approver = Callable[[Any, dict[str, Any]], bool]
 
-# Constructor parameters a tool may take, and what the SDK hands it.
-DEPENDENCY_KEYS = ("engine", "model", "bus", "config", "backend", "scheduler")
-
-
 def _split_names(value: str | Sequence[str] | None) -> list[str] | None:
     if value is None:
         return None
@@ -43,15 +38,6 @@ def _split_names(value: str | Sequence[str] | None) -> list[str] | None:
         raise UserError(f"tools must be a list of tool names or a comma-separated string, "
                         f"not {type(value).__name__}")
     return [str(n).strip() for n in value if str(n).strip()]
-
-
-def _explicit_params(factory: Any) -> set[str]:
-    """Named constructor parameters (a bare **kwargs does not pull in every dependency)."""
-    try:
-        params = inspect.signature(factory).parameters.values()
-    except (TypeError, ValueError):
-        return set()
-    return {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
 
 
 class Jarvis:
@@ -80,7 +66,11 @@ class Jarvis:
                 raise UserError("pass engine or engine_key (the same setting), not both")
             engine = engine_key
 
-        self.config = config if config is not None else load_config(config_path)
+        if config is None:
+            from jarvis.extensions import check_tool_tables
+
+            check_tool_tables(config := load_config(config_path))  # typos found now
+        self.config = config
         self.bus = bus if bus is not None else EventBus()
         self._engine: Any = None
         self._engine_name: str | None = None
@@ -212,10 +202,12 @@ class Jarvis:
                 workspace_names = [s.name for s in load_agents(self.config).agents]
         if spec is None:
             from jarvis.core.registry import AgentRegistry
+            from jarvis.workspace import describe_workspace
 
             raise UnknownNameError("agent", name, set(AgentRegistry.keys()) | set(BUILTIN_AGENTS)
                                    | set(workspace_names),
-                                   hint="workspace agents live in agents/*.toml")
+                                   hint="workspace agents live in agents/*.toml; "
+                                   + describe_workspace(self.config))
         return BUILTIN_AGENTS[spec.base], spec
 
     def _check_tool_names(self, names: list[str]) -> None:
@@ -224,41 +216,54 @@ class Jarvis:
         enabled = self.config.tools.enabled
         for name in names:
             if not ToolRegistry.contains(name):
+                from jarvis.workspace import describe_workspace
+
                 ToolRegistry.check_available(name)  # e.g. its MCP server failed: say why
                 raise UnknownNameError("tool", name, enabled if enabled is not None
                                        else ToolRegistry.keys(),
-                                       hint="`jarvis tools list` shows them")
+                                       hint="`jarvis tools list` shows them; "
+                                       + describe_workspace(self.config))
             if enabled is not None and name not in enabled:
                 raise UnknownNameError("tool", name, enabled,
                                        hint="it is not in [tools] enabled in config.toml")
 
     def build_tools(self, names: list[str], model: str | None = None) -> list[Any]:
-        """Tool instances with the dependencies their constructors take (built lazily)."""
+        """Tool instances, each given the services its class declares in `needs` (engine,
+        model, memory, scheduler, bus, config), built only when a requested tool needs them:
+        asking with `calculator` never opens the memory or the scheduler database."""
         from jarvis.core.registry import ToolRegistry
+        from jarvis.core.services import needed_services
         from jarvis.tools.catalog import build_tools
 
         self.load_extensions()
         self._check_tool_names(names)
         needed: set[str] = set()
         for name in names:
-            value = ToolRegistry.get(name)
-            if isinstance(value, type):
-                needed |= _explicit_params(value) & set(DEPENDENCY_KEYS)
+            needed |= needed_services(ToolRegistry.get(name))
+        return build_tools(names, services=self.services(needed, model),
+                           settings=self.config.tools.settings)
+
+    def services(self, names: set[str] | Sequence[str], model: str | None = None) -> dict[str, Any]:
+        """The jarvis services `names` (see jarvis.core.services) from this Jarvis, built on
+        demand: engine, model (`model`, else the default one), memory, scheduler, bus, config."""
         makers: dict[str, Callable[[], Any]] = {
             "engine": lambda: self.engine,
             "model": lambda: model or self.model,
             "bus": lambda: self.bus,
             "config": lambda: self.config,
-            "backend": lambda: self.memory,
+            "memory": lambda: self.memory,
             "scheduler": lambda: self.scheduler,
         }
-        dependencies = {key: makers[key]() for key in DEPENDENCY_KEYS if key in needed}
-        return build_tools(names, dependencies=dependencies, settings=self.config.tools.settings)
+        wanted = set(names)
+        if "memory" in wanted and self._memory is None and not self._memory_path().exists():
+            wanted.discard("memory")  # no database yet: memory tools open it on first use
+        return {name: makers[name]() for name in makers if name in wanted}
 
     # --- asking ------------------------------------------------------------------------------
     def ask(self, query: str, **kwargs: Any) -> str:
-        """Answer `query`; returns the answer text (see ask_full for the arguments)."""
-        return self.ask_full(query, **kwargs)["content"]
+        """Answer `query`; returns the answer text (see ask_full for the arguments). A run
+        that ends without an answer (max_turns, the loop guard) raises RunIncomplete."""
+        return _answer(self.ask_full(query, **kwargs))
 
     def ask_full(self, query: str, agent: str | None = None,
                  tools: str | Sequence[str] | None = None, system: str | None = None,
@@ -309,9 +314,11 @@ class Jarvis:
 
         Returns a dict with content, usage (summed over turns), tool_results, turns, model,
         engine, agent, run_id, context_sources, trust (what the run read, when, by which
-        call; its egress decisions), metadata and status ("ok", or "incomplete" when the run
-        ended without an answer: max_turns, the loop guard, or no answer that matched
-        `output_schema`). A tainted run's answer has its self-fetching Markdown neutralized.
+        call; its egress decisions), metadata, and status: "ok", or "incomplete" for a run
+        that ended without an answer (stop_reason "max_turns", "loop_guard", or "schema" when
+        no answer matched `output_schema`; stop_message says so; for max_turns and the loop
+        guard content is empty). The run log records it as incomplete. A tainted run's
+        answer has its self-fetching Markdown neutralized.
         """
         if not isinstance(query, str) or not query.strip():
             raise UserError("the query is empty; pass a question to ask")
@@ -341,13 +348,11 @@ class Jarvis:
         built = self.build_tools(tool_names, use_model) if tool_names else []
         engine = self.engine
         if structured is not None:
+            from jarvis.agents import structured_agent
             from jarvis.agents.structured import choose_mode
 
             schema_mode = choose_mode(engine, schema_mode)
-            if schema_mode == "tool" and not agent_cls.uses_tools:
-                from jarvis.agents import OrchestratorAgent  # it can call final_answer
-
-                agent_cls = OrchestratorAgent
+            agent_cls = structured_agent(agent_cls, schema_mode)
         agent_name = spec.name if spec is not None else agent_cls.agent_id
         if self.config.mcp.servers:
             from jarvis.mcp.capabilities import set_sampling_engine
@@ -423,24 +428,24 @@ class Jarvis:
             from jarvis.resources import release_run
 
             release_run(run_id)
-        calls_by_id = {c["id"]: c for c in result.metadata.get("tool_calls", [])}
-        tool_results = []
-        for tr in result.tool_results:
-            item = tr.to_dict()
-            call = calls_by_id.get(tr.call_id or "")
-            item["arguments"] = _decoded(call["arguments"]) if call else None
-            tool_results.append(item)
+        from jarvis.agents.outcome import run_stop, tool_results_of
+
+        tool_results = tool_results_of(result)
         metadata = {k: v for k, v in result.metadata.items() if k not in ("tool_calls", "model")}
         metadata.update(run_metadata or {})
         if outcome is not None:
             metadata["structured"] = outcome.metadata()
-        stopped = bool(metadata.get("max_turns_exceeded") or metadata.get("loop_detected"))
-        status = "incomplete" if stopped or (outcome is not None and outcome.status != "ok") \
-            else "ok"
+        stop_reason, stop_message = run_stop(result, outcome)
+        status = "incomplete" if stop_reason else "ok"
         result.content = answer.finish(result.content)
         metadata["trust"] = run_trust.summary()
         out = {
-            "content": result.content,
+            # max_turns / the loop guard: the agent's note is no answer (a schema's failure
+            # keeps the model's last text, which the validation error speaks of)
+            "content": "" if stop_reason in ("max_turns", "loop_guard") else result.content,
+            "status": status,
+            "stop_reason": stop_reason,
+            "stop_message": stop_message,
             "usage": dict(result.usage),
             "tool_results": tool_results,
             "turns": result.turns,
@@ -452,15 +457,13 @@ class Jarvis:
             "trust": metadata["trust"],
             "metadata": metadata,
             "duration_seconds": time.time() - started,
-            "status": status,
         }
         if outcome is not None:
             out["parsed"] = outcome.parsed
         try:
-            out["run_id"] = self._record(record, status=status, started=started, result=result,
-                                         tool_results=tool_results, out=out,
-                                         error=outcome.errors[-1] if outcome is not None
-                                         and outcome.status != "ok" else None)
+            out["run_id"] = self._record(record, status=status, error=stop_message,
+                                         started=started, result=result,
+                                         tool_results=tool_results, out=out)
         except JarvisError as exc:
             # The answer is paid for: keep it, and say the run was not recorded.
             import logging
@@ -481,10 +484,11 @@ class Jarvis:
         if self._memory is None and not self._memory_path().exists():
             return "", [], []  # nothing stored yet: do not create an empty database for it
         try:
-            from jarvis.memory.context import build_context
+            from jarvis.memory.context import safe_memory_context
         except ImportError:
             return "", [], []
-        found = build_context(self.memory, query, mc.context_top_k, mc.context_min_match)
+        found = safe_memory_context(lambda: self.memory, query, mc.context_top_k,
+                                    mc.context_min_match)
         return found.text or "", list(found.sources or []), list(found.written_by)
 
     def _refuse(self, message: str, *, query: str, source: str, tools: Any,
@@ -515,7 +519,7 @@ class Jarvis:
                    duration_seconds=finished - started)
         calls: list[dict[str, Any]] = []
         if result is not None and out is not None:
-            run.update(content=result.content, turns=result.turns, usage=result.usage,
+            run.update(content=out["content"], turns=result.turns, usage=result.usage,
                        model=out["model"],
                        # Images as placeholders: the tool results keep their data already.
                        messages=[m.to_openai(images=False) for m in result.messages],
@@ -528,7 +532,8 @@ class Jarvis:
         `async for piece in j.ask_stream(q)` (see jarvis.stream.AnswerStream).
 
         Takes ask_full's arguments (not on_token). An error in the run is raised from the
-        iteration, after the pieces that came before it. Stopping early (closing the
+        iteration, after the pieces that came before it; so is RunIncomplete, for a run that
+        ended without an answer (max_turns, the loop guard). Stopping early (closing the
         iterator, or leaving the loop over it) cancels the run: it stops at its next engine
         or tool boundary in the background and is recorded as "cancelled".
         """
@@ -552,8 +557,8 @@ class Jarvis:
 
         def run() -> None:
             try:
-                self.ask_full(query, on_token=lambda piece: pieces.put(("piece", piece)),
-                              cancel=cancel, **kwargs)
+                _answer(self.ask_full(query, on_token=lambda piece: pieces.put(("piece", piece)),
+                                      cancel=cancel, **kwargs))
             except BaseException as exc:  # noqa: BLE001  (re-raised in the caller's thread)
                 pieces.put(("error", exc))
             else:
@@ -608,7 +613,7 @@ class Jarvis:
 
     async def aask(self, query: str, **kwargs: Any) -> str:
         """Async `ask` (the run happens in a worker thread; cancelling works as in aask_full)."""
-        return (await self.aask_full(query, **kwargs))["content"]
+        return _answer(await self.aask_full(query, **kwargs))
 
     async def aask_full(self, query: str, **kwargs: Any) -> dict[str, Any]:
         """Async `ask_full` (the run happens in a worker thread, the loop stays free).
@@ -675,17 +680,6 @@ def _approver(approver: Approver | None, approved_tools: Sequence[str] | None) -
     return NamedApprovals(approved, approver)
 
 
-def _decoded(arguments: Any) -> Any:
-    if isinstance(arguments, str):
-        import json
-
-        try:
-            return json.loads(arguments)
-        except ValueError:
-            return arguments
-    return arguments
-
-
 def _invalid_text(query: str, system: str | None, history: Sequence[Message] | None
                   ) -> str | None:
     """Why the question, system prompt or history is not valid Unicode text (a lone
@@ -697,3 +691,8 @@ def _invalid_text(query: str, system: str | None, history: Sequence[Message] | N
         found = found or find_problem(getattr(message, "content", None),
                                       f"message {i + 1} of the history")
     return found
+
+
+def _answer(out: dict[str, Any]) -> str:
+    from jarvis.agents.outcome import answer_of  # lazily: `import jarvis` stays lean
+    return answer_of(out)

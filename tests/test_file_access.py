@@ -93,6 +93,9 @@ ALLOWED: dict[tuple[str, str, str], str] = {
         "the package.json of the package a server's `npx` line names, where npx installed it",
     ("jarvis.core.config", "load_config", ".read_text"):
         "config.toml found by the config lookup or named by --config / JARVIS_CONFIG",
+    ("jarvis.core.config", "_is_workspace", ".read_text"):
+        "a config.toml in a folder above the current one, read by the config lookup to tell a "
+        "jarvis workspace from another program's config (never a model's path)",
     # --- stores: SQLite files at paths from config or JARVIS_HOME -----------------------------
     ("jarvis.memory.sqlite", "SQLiteMemory.__init__", "jarvis.core.paths.private_database"):
         "creates the memory database 0600 (its folder 0700) before it is opened",
@@ -116,6 +119,11 @@ ALLOWED: dict[tuple[str, str, str], str] = {
         "the run log database: [runs] db_path / JARVIS_RUNS_DB, or JARVIS_HOME/runs.db",
     ("jarvis.runlog", "RunLog._connect", "sqlite_utils.Database"):
         "wraps the connection opened just before (a connection, not a path)",
+    ("jarvis.runlog", "RunLog._connect_read_only", "sqlite3.connect"):
+        "the run log ([runs] db_path or JARVIS_HOME/runs.db) opened read-only in a read-only "
+        "folder",
+    ("jarvis.runlog", "RunLog._connect_read_only", "sqlite_utils.Database"):
+        "the same run log",
     # --- MCP client: jarvis's own logs, caches and /proc ------------------------------------
     # Server names are config keys checked by jarvis.core.server_names (letters, digits, '-',
     # '_'): no '/' or '..' can reach these file names.

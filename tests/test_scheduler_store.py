@@ -378,3 +378,50 @@ def test_an_owner_is_judged_by_pid_only_inside_this_pid_namespace():
     # The host name is informative only: boot id and namespace say where a pid means something
     # (and a host name may change under a running daemon).
     assert owner_is_dead(f"renamed:{gone.pid}:ab12cd34:{boot}:{pidns}")
+
+
+BORN_TAINTED = {"tainted": True, "private": True, "run_id": "r1"}
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_a_database_of_any_earlier_version_is_upgraded_to_trust_and_workspace(tmp_path, version):
+    """One sequence for both branches' columns: 3 is the task's trust (issue 21), 4 its
+    workspace (issue 25). Version 2 is main before both; 3 has trust but no workspace."""
+    import sqlite3
+
+    import sqlite_utils
+
+    path = tmp_path / "old.db"
+    db = sqlite_utils.Database(path)
+    for migration in MIGRATIONS[:version]:  # the same functions that made such a database
+        migration(db)
+    db.conn.execute(f"PRAGMA user_version = {version}")
+    trust = ", trust" if version >= 3 else ""
+    db.conn.execute(f"INSERT INTO tasks (id, prompt, schedule_type, schedule_value, status, "
+                    f"tools, approved_tools, metadata, created_at{trust}) VALUES ('old', "
+                    f"'echo old', 'interval', '60', 'active', '[]', '[]', '{{}}', 1.0"
+                    + (", '{\"tainted\": true, \"private\": true}')" if trust else ")"))
+    db.conn.commit()
+    db.conn.close()
+
+    store = SchedulerStore(path)
+    try:
+        assert store.schema_version == len(MIGRATIONS) == 4
+        columns = {r[1] for r in sqlite3.connect(path).execute("PRAGMA table_info(tasks)")}
+        assert {"notify", "trust", "workspace"} <= columns
+        old = store.get_task("old")
+        assert old.prompt == "echo old" and old.workspace is None
+        assert old.born_tainted is (version >= 3)
+        new = Task(id="new", prompt="p", schedule_type="interval", schedule_value="3600",
+                   created_at=2.0, anchor=2.0, next_run=3.0, trust=BORN_TAINTED,
+                   workspace=str(tmp_path / "ws" / "config.toml"))
+        store.add_task(new)
+        again = store.get_task("new")
+        assert (again.trust, again.workspace) == (BORN_TAINTED, new.workspace)
+    finally:
+        store.close()
+    reopened = SchedulerStore(path)  # upgraded once: opening again changes nothing
+    try:
+        assert reopened.schema_version == 4 and reopened.get_task("new").workspace
+    finally:
+        reopened.close()

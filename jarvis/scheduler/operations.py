@@ -16,7 +16,7 @@ from typing import Any
 
 from jarvis.errors import JarvisError, UserError
 from jarvis.scheduler.records import CRASH_POLICIES, TASK_STATUSES, Run, Task
-from jarvis.scheduler.schedules import parse_schedule
+from jarvis.scheduler.schedules import describe_seconds, parse_schedule
 from jarvis.scheduler.store import QuotaError, TaskBusyError, storable
 from jarvis.scheduler.store_common import TaskIdTaken
 
@@ -30,6 +30,13 @@ _TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
 class TaskOperations:
     """Create, inspect, pause, resume, cancel and run tasks now (a part of TaskScheduler)."""
+    def _workspace(self) -> str | None:
+        """The config.toml of the workspace tasks made here belong to (the scheduler's config,
+        else its system's): their runs use it, wherever the daemon was started."""
+        config = self.config if self.config is not None else getattr(self.system, "config", None)
+        source = getattr(config, "source", None)
+        return str(source) if source is not None else None
+
     def create_task(self, prompt: str, schedule_type: str, schedule_value: str, *,
                     timezone: str = "UTC", agent: str | None = None,
                     tools: list[str] | str | None = None,
@@ -83,13 +90,14 @@ class TaskOperations:
             raise UserError(f"invalid agent name {agent!r}")
         timeout = self.default_timeout if timeout_seconds is None else float(timeout_seconds)
         if not 0 < timeout <= MAX_TIMEOUT_SECONDS:
-            raise UserError(f"timeout must be between 0 and {MAX_TIMEOUT_SECONDS:g} seconds, "
-                            f"got {timeout_seconds}")
+            raise UserError(f"timeout must be more than 0 seconds and at most "
+                            f"{describe_seconds(MAX_TIMEOUT_SECONDS)}, got {timeout_seconds}")
         if (not isinstance(max_retries, int) or isinstance(max_retries, bool)
                 or not 0 <= max_retries <= MAX_RETRIES):
             raise UserError(f"retries must be an integer from 0 to {MAX_RETRIES}, got {max_retries!r}")
         if not 0 <= float(retry_backoff_seconds) <= MAX_TIMEOUT_SECONDS:
-            raise UserError(f"retry backoff must be 0-{MAX_TIMEOUT_SECONDS:g} seconds")
+            raise UserError(f"retry backoff must be 0 seconds to "
+                            f"{describe_seconds(MAX_TIMEOUT_SECONDS)}")
         if on_crash not in CRASH_POLICIES:
             raise UserError(f"on_crash must be one of {', '.join(CRASH_POLICIES)}, got {on_crash!r}")
         # `not x >= 0` also rejects NaN, which would otherwise skip every missed run.
@@ -103,7 +111,7 @@ class TaskOperations:
             timeout_seconds=timeout, max_retries=max_retries,
             retry_backoff_seconds=float(retry_backoff_seconds), on_crash=on_crash,
             grace_seconds=None if grace_seconds is None else float(grace_seconds),
-            metadata=dict(metadata or {}), notify=notify,
+            metadata=dict(metadata or {}), notify=notify, workspace=self._workspace(),
             trust=dict(trust) if trust else None,
         )
         if created_by == "model":

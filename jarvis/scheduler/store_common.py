@@ -230,7 +230,7 @@ def retry_delay(task: Task, run: Run, *, crashed: bool) -> float | None:
     return None
 
 
-FINISHED = "status IN ('succeeded', 'failed', 'skipped')"  # runs that will not change
+FINISHED = "status IN ('succeeded', 'incomplete', 'failed', 'skipped')"  # runs that will not change
 
 
 class StoreBase:

@@ -29,7 +29,7 @@ from typing import Any
 
 from jarvis.errors import UserError
 from jarvis.scheduler.addresses import redact, redact_error
-from jarvis.scheduler.records import Run, Task
+from jarvis.scheduler.records import Run, Task, finished_status
 from jarvis.scheduler.store_common import (
     FINISHED,
     MAX_ANSWER_CHARS,
@@ -91,6 +91,10 @@ MIGRATIONS: tuple[str, ...] = (
     # What the run that created a task had read (docs/trust.md).
     """
     ALTER TABLE jarvis_tasks ADD COLUMN trust text;
+    """,
+    # The workspace (config.toml) a task was created in: its runs use that config.
+    """
+    ALTER TABLE jarvis_tasks ADD COLUMN workspace text;
     """,
 )
 _MIGRATION_LOCK = 0x6A61727669730001  # pg_advisory_xact_lock key: "jarvis" + 1
@@ -447,7 +451,7 @@ class PostgresStore(StoreBase):
                 answer: str | None, error: str | None, error_type: str | None,
                 run_log_id: str | None, retry: bool,
                 min_retry_delay: float = 0.0) -> Run | None:
-        status = "succeeded" if success else "failed"
+        status = finished_status(success, error_type)
         finished = "%s" if now is not None else NOW
         values: tuple = (status,) + ((now,) if now is not None else ())
         cur.execute(
@@ -461,7 +465,7 @@ class PostgresStore(StoreBase):
             return None
         run = _run(row)
         self._after_attempt(cur, run, now=run.finished_at or time.time(),
-                            retry=retry and not success, crashed=False,
+                            retry=retry and status == "failed", crashed=False,
                             min_retry_delay=min_retry_delay)
         return run
 
