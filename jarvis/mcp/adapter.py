@@ -66,7 +66,7 @@ class McpAdapterTool(BaseTool):
             },
             category="integration",
             metadata={"mcp_bridge": True},
-            output_labels=frozenset({"untrusted"}),
+            output_labels=frozenset({"private", "untrusted"}),  # any server, any data
             egress="mcp",
         )
 
@@ -233,7 +233,8 @@ class McpReadResourceTool(BaseTool):
             },
             category="integration",
             metadata={"mcp_bridge": True, "mcp_annotations": {"readOnlyHint": True}},
-            output_labels=frozenset({"untrusted"}),
+            # A resource may be a file of the person's (file://) written by anyone: both.
+            output_labels=frozenset({"private", "untrusted"}),
             egress="mcp",  # the URI goes to the server, which may fetch it from anywhere
         )
 
