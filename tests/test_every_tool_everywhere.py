@@ -142,8 +142,10 @@ confirm = false
             "cancel_scheduled_task": ({"task_id": ids["cancel_scheduled_task"]}, '"cancelled"'),
             "repl": ({"code": "x = 6\nx * 7"}, "42"),
             "code_interpreter": ({"code": "print(6 * 7)"}, "42"),
-            "mcp_adapter": ({"server": "feat", "tool": "slow",
-                             "arguments": {"steps": 2, "delay": 0}}, "done after 2 steps"),
+            # The bridge lists a server's tools; it calls only tools a trusted server marks
+            # read-only (docs/trust.md): `slow` of this untrusted server is called as
+            # feat__slow, with a confirmation.
+            "mcp_adapter": ({"server": "feat"}, "slow: Report progress"),
             "mcp_read_resource": ({"server": "feat", "uri": "notes://readme"}, "Read me first."),
             "http_request": ({"url": self.net.url("/status")}, '"build": "green"'),
             "web_fetch": ({"url": self.net.url("/builds/1234")}, "All 920 tests passed"),
@@ -263,11 +265,13 @@ def test_jarvis_serve_ors_and_openai_api(world: World) -> None:
         token = (world.home / "serve.token").read_text().strip()  # the owner's (keyless serve)
         with httpx.Client(base_url=url, timeout=120,
                           headers={"Authorization": f"Bearer {token}"}) as client:
-            sid = client.post("/create_session").text.split("data: ")[1].split("\n")[0]
-            assert client.post("/create", json={"task_spec": {}},
-                               headers={"X-Session-ID": sid}).status_code == 200
             ors = {}
             for name, (arguments, _) in world.cases().items():
+                # A session per tool: a session is one run, and the egress guard stops a run
+                # that read untrusted content and private data from sending (docs/trust.md).
+                sid = client.post("/create_session").text.split("data: ")[1].split("\n")[0]
+                assert client.post("/create", json={"task_spec": {}},
+                                   headers={"X-Session-ID": sid}).status_code == 200
                 answer = client.post("/jarvis/call", json={"name": name, "input": arguments},
                                      headers={"X-Session-ID": sid})
                 assert answer.status_code == 200, (name, answer.text)
@@ -334,14 +338,17 @@ def test_jarvis_mcp_serve(world: World) -> None:
                                          ",".join(BUILTINS)])
 
     async def go() -> tuple[list[str], dict[str, tuple[bool, str]]]:
-        async with Client(params) as client:
-            listed = [t.name for t in (await client.list_tools()).tools]
-            results = {}
-            for name, (arguments, _) in world.cases().items():
+        listed: list[str] = []
+        results = {}
+        for name, (arguments, _) in world.cases().items():
+            # A connection per tool: a connection is one run, and the egress guard stops a
+            # run that read untrusted content and private data from sending (docs/trust.md).
+            async with Client(params) as client:
+                listed = listed or [t.name for t in (await client.list_tools()).tools]
                 answer = await client.call_tool(name, arguments)
                 text = "\n".join(getattr(c, "text", "") for c in answer.content)
                 results[name] = (not answer.is_error, text)
-            return listed, results
+        return listed, results
 
     listed, results = asyncio.run(go())
     assert sorted(listed) == sorted(BUILTINS)
