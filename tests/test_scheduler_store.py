@@ -383,11 +383,11 @@ def test_an_owner_is_judged_by_pid_only_inside_this_pid_namespace():
 BORN_TAINTED = {"tainted": True, "private": True, "run_id": "r1"}
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, 4])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5])
 def test_a_database_of_any_earlier_version_is_upgraded_to_trust_and_workspace(tmp_path, version):
     """One sequence for every line's changes: 3 is the task's trust (issue 21), 4 the fenced
-    side effects (issue 27), 5 the task's workspace (issue 25). A database that main's
-    releases upgraded (to 3 or 4) upgrades too."""
+    side effects (issue 27), 5 parked runs (issue 22), 6 the task's workspace (issue 25). A
+    database that main's releases upgraded (to 3, 4 or 5) upgrades too."""
     import sqlite3
 
     import sqlite_utils
@@ -407,12 +407,14 @@ def test_a_database_of_any_earlier_version_is_upgraded_to_trust_and_workspace(tm
 
     store = SchedulerStore(path)
     try:
-        assert store.schema_version == len(MIGRATIONS) == 5
+        assert store.schema_version == len(MIGRATIONS) == 6
         columns = {r[1] for r in sqlite3.connect(path).execute("PRAGMA table_info(tasks)")}
         assert {"notify", "trust", "workspace"} <= columns
         tables = {r[0] for r in sqlite3.connect(path).execute(
             "SELECT name FROM sqlite_master WHERE type = 'table'")}
         assert "effects" in tables
+        runs = {r[1] for r in sqlite3.connect(path).execute("PRAGMA table_info(runs)")}
+        assert {"parked_at", "resumes"} <= runs
         old = store.get_task("old")
         assert old.prompt == "echo old" and old.workspace is None
         assert old.born_tainted is (version >= 3)
@@ -426,6 +428,6 @@ def test_a_database_of_any_earlier_version_is_upgraded_to_trust_and_workspace(tm
         store.close()
     reopened = SchedulerStore(path)  # upgraded once: opening again changes nothing
     try:
-        assert reopened.schema_version == 5 and reopened.get_task("new").workspace
+        assert reopened.schema_version == 6 and reopened.get_task("new").workspace
     finally:
         reopened.close()

@@ -338,11 +338,11 @@ def test_a_retry_after_a_stopped_timed_out_run_waits_for_the_stop(pg_url, store,
     assert retry.run.attempt == 2
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, 4])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5])
 def test_a_ledger_of_any_earlier_version_gets_trust_and_workspace(pg_url, version):
     """As on SQLite: migration 3 is the task's trust (issue 21), 4 the fenced side effects and
-    sent_at (issue 27), 5 the task's workspace (issue 25); version 2 is the ledger before
-    them all."""
+    sent_at (issue 27), 5 parked runs (issue 22), 6 the task's workspace (issue 25); version 2
+    is the ledger before them all."""
     from jarvis.scheduler.records import Task
 
     pg_rows(pg_url, "CREATE TABLE jarvis_schema (version integer NOT NULL)")
@@ -358,13 +358,13 @@ def test_a_ledger_of_any_earlier_version_gets_trust_and_workspace(pg_url, versio
                     + (", '{\"tainted\": true, \"private\": true}')" if trust else ")"))
     store = PostgresStore(pg_url)
     try:
-        assert store.schema_version == len(MIGRATIONS) == 5
+        assert store.schema_version == len(MIGRATIONS) == 6
         columns = {r[0] for r in pg_rows(pg_url, "SELECT column_name FROM information_schema."
                                                  "columns WHERE table_name = 'jarvis_tasks'")}
         assert {"notify", "trust", "workspace"} <= columns
         runs = {r[0] for r in pg_rows(pg_url, "SELECT column_name FROM information_schema."
                                               "columns WHERE table_name = 'jarvis_runs'")}
-        assert "sent_at" in runs
+        assert {"sent_at", "parked_at", "resumes"} <= runs
         assert pg_rows(pg_url, "SELECT to_regclass('jarvis_effects') IS NOT NULL") == [(True,)]
         old = store.get_task("old1")
         assert old.prompt == "echo old" and old.workspace is None

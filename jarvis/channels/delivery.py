@@ -29,6 +29,10 @@ def run_message(task: Any, run: Any) -> tuple[str, str]:
     elif run.status == "incomplete":
         title = f"jarvis: task {task.id} stopped without an answer"
         body = f"The run stopped without an answer ({run.error_type}): {run.error or 'no details'}"
+    elif run.status == "expired":
+        title = f"jarvis: task {task.id} expired"
+        body = ("The run waited for your approval and nobody answered in time, so it ended "
+                "without doing what it asked for.")
     else:
         title = f"jarvis: task {task.id} failed"
         body = f"The run failed ({run.error_type or 'error'}): {run.error or 'no details'}"

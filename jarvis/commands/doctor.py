@@ -56,10 +56,13 @@ def doctor(as_json: bool, no_connect: bool) -> None:
     sandbox_ok = not (info["mechanism"] is None
                       or any(own["mechanism"] is None for own in tools.values()))
     state = _state()
+    from jarvis.commands.grants import doctor_line, doctor_report
+
+    grants = doctor_report(config)
     if as_json:
         echo_json({"ok": ask_works and sandbox_ok, "ask_works": ask_works,
                    "checks": [check.to_dict() for check in found], "sandbox": info,
-                   "tools": tools, "mcp_unsandboxed": bare, "state": state})
+                   "tools": tools, "mcp_unsandboxed": bare, "state": state, "grants": grants})
     else:
         yes_no = {True: "yes", False: "no"}
         click.echo(f"sandbox: {describe(info)}")
@@ -84,6 +87,7 @@ def doctor(as_json: bool, no_connect: bool) -> None:
         if bare:
             click.echo(f"MCP servers not sandboxed (sandbox = false): {', '.join(bare)}")
         click.echo(f"state: {_describe_state(state)}")
+        click.echo(doctor_line(grants))
         _print_checks(found)
         if not ask_works:
             failed = [check.name for check in found if check.status == "fail"]
