@@ -93,7 +93,7 @@ ALLOWED: dict[tuple[str, str, str], str] = {
         "the package.json of the package a server's `npx` line names, where npx installed it",
     ("jarvis.core.config", "load_config", ".read_text"):
         "config.toml found by the config lookup or named by --config / JARVIS_CONFIG",
-    ("jarvis.core.config", "_is_workspace", ".read_text"):
+    ("jarvis.core.workspace_lookup", "_is_workspace", ".read_text"):
         "a config.toml in a folder above the current one, read by the config lookup to tell a "
         "jarvis workspace from another program's config (never a model's path)",
     # --- stores: SQLite files at paths from config or JARVIS_HOME -----------------------------

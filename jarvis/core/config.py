@@ -522,44 +522,13 @@ def find_config(path: str | os.PathLike[str] | None = None) -> Path | None:
         if not candidate.is_file():
             raise ConfigError(f"config file {candidate} does not exist")
         return candidate
-    found = find_workspace(Path.cwd())
+    from jarvis.core.workspace_lookup import find_workspace
+
+    found = find_workspace(Path.cwd(), JarvisConfig.model_fields)
     if found is not None:
         return found
     candidate = jarvis_home() / "config.toml"
     return candidate if candidate.is_file() else None
-
-
-def find_workspace(start: Path) -> Path | None:
-    """The config.toml of the workspace `start` is in: `start/config.toml`, else the nearest
-    parent folder's that is a jarvis workspace, up to (not including) the home folder or the
-    file system's root. A parent's config.toml counts when its folder holds `tools/` or
-    `agents/` (what `jarvis init` makes) or the file has a jarvis table ([engine], [tools],
-    ...): another program's config.toml higher up (a static site's) is passed by."""
-    here = start / "config.toml"
-    if here.is_file():
-        return here
-    try:
-        home = Path.home().resolve()
-    except (RuntimeError, OSError):
-        home = None
-    for folder in start.resolve().parents:
-        if folder == home or folder.parent == folder:
-            return None
-        candidate = folder / "config.toml"
-        if candidate.is_file() and _is_workspace(candidate):
-            return candidate
-    return None
-
-
-def _is_workspace(candidate: Path) -> bool:
-    folder = candidate.parent
-    if (folder / "tools").is_dir() or (folder / "agents").is_dir():
-        return True
-    try:
-        data = tomllib.loads(candidate.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return False
-    return any(key in JarvisConfig.model_fields for key in data)
 
 
 def _set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:

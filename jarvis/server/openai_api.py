@@ -390,11 +390,13 @@ def _finish_reason(out: dict[str, Any]) -> str:
 def _summary(out: dict[str, Any]) -> dict[str, Any]:
     """jarvis extras next to the OpenAI fields (clients ignore unknown keys)."""
     summary = {"agent": out.get("agent"), "engine": out.get("engine"), "turns": out.get("turns"),
-               "run_id": out.get("run_id"), "status": out.get("status", "ok"),
-               "stop_reason": out.get("stop_reason"), "stop_message": out.get("stop_message"),
+               "run_id": out.get("run_id"),
                "tool_results": [{k: r.get(k) for k in ("tool_name", "success", "content",
                                                         "latency_seconds", "error_type")}
                                 for r in out.get("tool_results", [])]}
+    if out.get("status") == "incomplete":  # no answer: which limit stopped the run
+        summary.update(status="incomplete", stop_reason=out.get("stop_reason"),
+                       stop_message=out.get("stop_message"))
     if out.get("status") == "parked":  # waiting for the person: which requests
         summary["status"] = "parked"
         summary["pending_approvals"] = out.get("pending_approvals")
