@@ -264,7 +264,7 @@ class Jarvis:
                  history: Sequence[Message] | None = None, temperature: float | None = None,
                  max_tokens: int | None = None,
                  run_metadata: dict[str, Any] | None = None,
-                 cancel: Any = None) -> dict[str, Any]:
+                 cancel: Any = None, conversation: str | None = None) -> dict[str, Any]:
         """Answer `query` and report how.
 
         Args:
@@ -286,12 +286,20 @@ class Jarvis:
                 chunks, before the tool calls of a turn) and raises RunCancelled; the run log
                 records it as "cancelled". An engine or tool call already under way is not
                 interrupted: it finishes (bounded by its timeout) and its result is dropped.
+            conversation: a conversation id: answer as its next turn, with its history and
+                provenance (see `conversation()` and jarvis.conversations).
 
         Returns a dict with content, usage (summed over turns), tool_results, turns, model,
         engine, agent, run_id, context_sources and metadata.
         """
         if not isinstance(query, str) or not query.strip():
             raise UserError("the query is empty; pass a question to ask")
+        if conversation is not None:
+            options = {k: v for k, v in locals().items()
+                       if k not in ("self", "query", "conversation")}
+            from jarvis.conversations import ask_in_conversation
+
+            return ask_in_conversation(self, conversation, query, **options)
         if max_turns is not None and (isinstance(max_turns, bool) or not isinstance(max_turns, int)
                                       or max_turns < 1):
             raise UserError(f"max_turns must be a whole number of at least 1, not {max_turns!r}")
@@ -478,6 +486,13 @@ class Jarvis:
         finally:
             if not finished:  # the caller stopped early: nobody wants the rest
                 cancel.set()
+
+    def conversation(self, conversation_id: str | None = None, **defaults: Any) -> Any:
+        """A conversation (new, or `conversation_id` continued) whose `ask`/`ask_full` share
+        history: `with j.conversation() as c: c.ask_full(...)`; `defaults` apply to each turn."""
+        from jarvis.conversations import Conversation
+
+        return Conversation(self, conversation_id, **defaults)
 
     async def aask_stream(self, query: str, **kwargs: Any) -> AsyncIterator[str]:
         """Async `ask_stream`: `async for piece in j.aask_stream(...)` (the loop stays free).

@@ -20,7 +20,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("shared rules below every tool: path policy, isolation, pooled resources, channels",
      ("jarvis.security", "jarvis.resources", "jarvis.sandbox", "jarvis.channels")),
     ("stores and engines (know no tool)",
-     ("jarvis.memory", "jarvis.engine", "jarvis.runlog")),
+     ("jarvis.memory", "jarvis.engine", "jarvis.runlog", "jarvis.conversations")),
     ("the tool system and its built-in catalog",
      ("jarvis.tools",)),
     ("what uses tools or adds them: agents, scheduler, MCP client, workspace, plugins",
@@ -28,7 +28,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("composition: extensions loading, the SDK, the testing kit",
      ("jarvis.extensions", "jarvis.sdk", "jarvis.testing")),
     ("entry points: CLI, servers (the MCP server too), the package's public API",
-     ("jarvis.commands", "jarvis.cli", "jarvis.server", "jarvis.mcp.server", "jarvis")),
+     ("jarvis.commands", "jarvis.cli", "jarvis.server", "jarvis.mcp.server", "jarvis.inbound",
+      "jarvis")),
 ]
 
 # (importer, imported) arrows allowed to point up for now. Keep this empty. (The last one,

@@ -166,11 +166,15 @@ class _Stdout:
               "tool results, run id, ...) as JSON.")
 @click.option("--no-stream", is_flag=True, help="Print the answer when it is complete.")
 @click.option("--no-context", is_flag=True, help="Do not add relevant memory to the prompt.")
+@click.option("-c", "--continue", "continue_last", is_flag=True, help="Continue the last "
+              "conversation (its earlier questions and answers go with this one).")
+@click.option("--conversation", "conversation_id", metavar="ID", help="Continue conversation "
+              "ID (`jarvis conversations list`).")
 @click.pass_context
 def ask(ctx: click.Context, query: tuple[str, ...], agent: str | None, tools: str | None,
         model: str | None, engine: str | None, host: str | None, system: str | None,
         max_turns: int | None, yes: bool, as_json: bool, no_stream: bool,
-        no_context: bool) -> None:
+        no_context: bool, continue_last: bool, conversation_id: str | None) -> None:
     """Ask QUERY (or `-`, or nothing: read it from stdin); the answer goes to stdout, tool
     activity to stderr. Exit code 3: stopped without an answer (max turns or loop guard).
 
@@ -180,7 +184,9 @@ def ask(ctx: click.Context, query: tuple[str, ...], agent: str | None, tools: st
       jarvis ask --tools calculator "What is 15% of 340?"
       jarvis ask -a react --tools calculator,think "Solve: 2x + 5 = 13"
       echo "What is 2+2?" | jarvis ask
+      jarvis ask -c "And in Celsius?"      # continue the last conversation
     """
+    from jarvis.commands.conversations import asker, chosen_conversation
     from jarvis.sdk import Jarvis
 
     question = _read_query(query)
@@ -193,10 +199,12 @@ def ask(ctx: click.Context, query: tuple[str, ...], agent: str | None, tools: st
         with Jarvis(config_path=config_path, engine=engine, model=model, host=host,
                     default_client="http") as j:
             _show_events(j.bus, status, j)
-            result = j.ask_full(question, agent=agent, tools=tools, system=system,
-                                max_turns=max_turns, approver=terminal_approver(yes),
-                                context=False if no_context else None, source="cli",
-                                on_token=stdout if streaming else None)
+            record = chosen_conversation(j.config, continue_last, conversation_id)
+            answer = asker(j, record, source="cli", agent=agent, tools=tools)
+            result = answer(question, agent=agent, tools=tools, system=system,
+                            max_turns=max_turns, approver=terminal_approver(yes),
+                            context=False if no_context else None, source="cli",
+                            on_token=stdout if streaming else None)
     finally:
         status.clear()
         stdout.finish()  # text streamed before a failure still ends its line

@@ -24,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 
+from jarvis.core.inbound_config import ConversationsConfig, InboundConfig
 from jarvis.core.paths import jarvis_home
 from jarvis.errors import ConfigError
 
@@ -375,6 +376,8 @@ class JarvisConfig(_Section):
     serve: ServeConfig = Field(default_factory=ServeConfig)
     channels: dict[str, ChannelConfig] = Field(default_factory=dict)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    conversations: ConversationsConfig = Field(default_factory=ConversationsConfig)
+    inbound: dict[str, InboundConfig] = Field(default_factory=dict)
 
     # Not part of the file: where it came from, for relative paths and `config show`.
     _source: Path | None = None
@@ -386,6 +389,10 @@ class JarvisConfig(_Section):
         for name in self.channels:
             if not _CHANNEL_NAME.match(name):
                 raise ValueError(f"channels.{name}: a channel name is 1-64 letters, digits, "
+                                 f"'_' or '-'")
+        for name in self.inbound:
+            if not _CHANNEL_NAME.match(name):
+                raise ValueError(f"inbound.{name}: an inbound name is 1-64 letters, digits, "
                                  f"'_' or '-'")
 
     @property

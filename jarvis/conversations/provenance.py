@@ -1,0 +1,127 @@
+"""A conversation's provenance across its runs: the adapter to the trust design (jarvis.trust).
+
+A conversation keeps the trust state of its runs (`RunTrust.to_dict()`): what made it tainted
+(untrusted content read: a web page, a forwarded mail, an attachment) or private, and the
+person's own words so far. The next run starts from it, so a taint from an earlier turn
+carries into every later one (its content is in the history), and the person's earlier
+messages keep counting as theirs. A new conversation (`/clear` in `jarvis chat`) starts clean.
+
+Everything that touches the trust package goes through here: `Provenance.run_options()` is what
+a run gets, `Provenance.after(result)` takes the run's state back.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+# Bounds of what a conversation keeps of the state (the trust package bounds its own too);
+# dropping person texts only makes the guard stricter, never looser.
+MAX_PERSON_TEXTS = 200
+MAX_PERSON_CHARS = 1_000_000
+MAX_REASONS = 50
+
+
+def _trust_module() -> Any:
+    """jarvis.trust.run when the trust package is installed, else None."""
+    try:
+        from jarvis.trust import run as trust_run
+    except ImportError:
+        return None
+    return trust_run if hasattr(trust_run, "RunTrust") else None
+
+
+class Provenance:
+    """The trust state a conversation carries from run to run (JSON-safe, bounded)."""
+
+    def __init__(self, state: dict[str, Any] | None = None) -> None:
+        state = dict(state or {})
+        self.state: dict[str, Any] = state
+        state.setdefault("tainted_by", [])
+        state.setdefault("private_by", [])
+        state.setdefault("person_texts", [])
+
+    # --- what the caller knows about the next run -----------------------------------------
+    @property
+    def tainted(self) -> bool:
+        return bool(self.state["tainted_by"])
+
+    @property
+    def private(self) -> bool:
+        return bool(self.state["private_by"])
+
+    def add_person_text(self, text: str | None) -> None:
+        """The person's own words (a typed question, an allow-listed sender's message)."""
+        if text and text.strip():
+            texts = self.state["person_texts"]
+            texts.append(text)
+            while len(texts) > MAX_PERSON_TEXTS or (
+                    len(texts) > 1 and sum(map(len, texts)) > MAX_PERSON_CHARS):
+                texts.pop(0)
+
+    def mark_tainted(self, reason: str, *, tool: str = "inbound") -> None:
+        """Untrusted content entered the conversation outside a tool call."""
+        self._add("tainted_by", {"call_id": None, "tool": tool, "reason": reason,
+                                 "at": time.time()})
+
+    def _add(self, key: str, entry: dict[str, Any]) -> None:
+        entries = self.state[key]
+        if any(e.get("reason") == entry["reason"] and e.get("tool") == entry["tool"]
+               for e in entries):
+            return
+        entries.append(entry)
+        del entries[:-MAX_REASONS]
+
+    # --- the run -----------------------------------------------------------------------------
+    def run_options(self, ask_full: Any) -> dict[str, Any]:
+        """Keyword arguments for `ask_full` that start the run from this state.
+
+        With the trust package: a RunTrust made from the state (`trust=`), when ask_full
+        takes one. Without it there is nothing to hand over; the state is still kept and
+        carried (see `after`)."""
+        trust = _trust_module()
+        if trust is None or not _takes(ask_full, "trust"):
+            return {}
+        return {"trust": trust.RunTrust.from_dict(self.state)}
+
+    def after(self, result: dict[str, Any] | None, options: dict[str, Any] | None = None) -> None:
+        """Take the finished run's state back: its RunTrust (grown by its tool calls) when
+        there was one, else what the run log recorded of it."""
+        run_trust = (options or {}).get("trust")
+        recorded = None
+        if run_trust is not None and hasattr(run_trust, "to_dict"):
+            recorded = run_trust.to_dict()
+        elif result is not None:
+            recorded = (result.get("metadata") or {}).get("trust")
+        if isinstance(recorded, dict):
+            merged = dict(recorded)
+            for key in ("tainted_by", "private_by"):
+                seen = {(e.get("tool"), e.get("reason")) for e in merged.get(key) or []}
+                extra = [e for e in self.state[key] if (e.get("tool"), e.get("reason")) not in seen]
+                merged[key] = (extra + list(merged.get(key) or []))[-MAX_REASONS:]
+            texts = list(merged.get("person_texts") or [])
+            merged["person_texts"] = texts or list(self.state["person_texts"])
+            self.state = Provenance(merged).state
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.state
+
+    def summary(self) -> str:
+        """One line for people: clean, or what tainted it / made it private."""
+        parts = []
+        if self.tainted:
+            reasons = "; ".join(str(e.get("reason")) for e in self.state["tainted_by"][:3])
+            parts.append(f"tainted ({reasons})")
+        if self.private:
+            reasons = "; ".join(str(e.get("reason")) for e in self.state["private_by"][:3])
+            parts.append(f"holds private data ({reasons})")
+        return ", ".join(parts) or "clean"
+
+
+def _takes(function: Any, name: str) -> bool:
+    import inspect
+
+    try:
+        return name in inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return False
