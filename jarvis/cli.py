@@ -37,6 +37,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "chat": ("jarvis.commands.chat:chat", "Talk with jarvis: a conversation at the terminal."),
     "conversations": ("jarvis.commands.conversations:conversations",
                       "List, show and delete conversations."),
+    "listen": ("jarvis.commands.listen:listen", "Answer messages from Telegram and e-mail "
+               "([inbound.NAME])."),
 }
 
 
