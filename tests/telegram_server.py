@@ -67,8 +67,13 @@ class FakeTelegram:
                 length = int(self.headers.get("Content-Length") or 0)
                 owner._serve(self, self.rfile.read(min(length, 10_000_000)))
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+
+            def handle_error(self, request: Any, client_address: Any) -> None:
+                pass  # a client that went away (a killed listener) is not the server's error
+
+        self._server = Server(("127.0.0.1", 0), Handler)
         threading.Thread(target=self._server.serve_forever, daemon=True,
                          kwargs={"poll_interval": 0.05}).start()
         return self
