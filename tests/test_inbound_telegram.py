@@ -217,3 +217,29 @@ def test_config_mistakes_are_one_line(tmp_path, cli_env, tg):
         assert out.returncode == 2 and "nothing to listen to" in out.stderr
         out = jarvis(env, "listen", "nope")
         assert out.returncode == 2 and "unknown inbound 'nope'" in out.stderr
+
+
+def test_the_scheduler_daemon_listens_too_when_configured(tmp_path, cli_env, tg):
+    import signal
+    import subprocess
+    import sys
+
+    from logged_process import LoggedProcess
+
+    with FakeOpenAIServer(["from the daemon"]) as llm:
+        env = setup(tmp_path, cli_env, tg, llm, extra="")
+        config = tmp_path / "work" / "config.toml"
+        config.write_text("[scheduler]\nlisten = true\npoll_seconds = 0.2\n" + config.read_text())
+        proc = subprocess.Popen([sys.executable, "-m", "jarvis.cli", "scheduler", "start"],
+                                env=env, cwd=tmp_path / "work", stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        daemon = LoggedProcess(proc, "jarvis scheduler start")
+        try:
+            daemon.wait_for_line("inbound phone: listening")
+            tg.add_message(42, "are you there?")
+            (sent,) = tg.wait_for_sent(1)
+            assert sent["text"] == "from the daemon"
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(30) == 0
+            daemon.close_streams()

@@ -51,6 +51,35 @@ def run_until_signal(listeners: list[Any], stop: threading.Event, grace: float) 
             signal.signal(sig, handler)
 
 
+def listen_beside(config: Any) -> Any:
+    """Start the enabled listeners beside the scheduler daemon when `[scheduler] listen = true`;
+    returns what stops them (a no-op when nothing was started)."""
+    from jarvis.inbound.listener import chosen_inbounds, start_listeners
+
+    if not config.scheduler.listen:
+        return lambda: None
+    if not chosen_inbounds(config):
+        logging.getLogger("jarvis.scheduler").warning(
+            "[scheduler] listen = true, but no [inbound.NAME] is enabled: nothing to listen to")
+        return lambda: None
+    from jarvis.sdk import Jarvis
+
+    log_inbound_to_stderr()
+    stop = threading.Event()
+    system = Jarvis(config=config, default_client="http")
+    listeners = start_listeners(system, stop)
+
+    def stop_all() -> None:
+        stop.set()
+        deadline = time.monotonic() + config.scheduler.shutdown_timeout
+        while time.monotonic() < deadline and any(item.thread.is_alive() and item.busy
+                                                  for item in listeners):
+            time.sleep(0.05)
+        system.close()
+
+    return stop_all
+
+
 def _when(ts: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else "-"
 

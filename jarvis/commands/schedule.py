@@ -434,7 +434,13 @@ def start(once: bool, runner: str | None, max_workers: int | None, poll: float |
         sched.dispatcher.check()  # an unreachable broker is one line now, not silent retries
     _sync_agents(sched, config)
     if not once:
-        sched.run_forever()
+        from jarvis.commands.listen import listen_beside
+
+        stop_listening = listen_beside(config)  # [scheduler] listen = true
+        try:
+            sched.run_forever()
+        finally:
+            stop_listening()
         return
     if sched.dispatcher is not None:
         sent = sched.dispatch_due()

@@ -217,6 +217,8 @@ class SchedulerConfig(_Section):
                                        "by the daemon: 500 (per task), \"30d\", or "
                                        "{ days = 30, count = 500 }; unset keeps them all")
     celery: CeleryConfig = Field(default_factory=CeleryConfig)
+    listen: bool = Field(False, description="`jarvis scheduler start` also runs the enabled "
+                         "[inbound.NAME] listeners (as `jarvis listen` does)")
 
     @field_validator("keep_runs", mode="before")
     @classmethod
