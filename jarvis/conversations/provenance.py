@@ -20,6 +20,8 @@ from typing import Any
 MAX_PERSON_TEXTS = 200
 MAX_PERSON_CHARS = 1_000_000
 MAX_REASONS = 50
+# The parts of a run's trust state that carry into the next turn.
+CARRIED = ("tainted_by", "private_by", "person_texts", "public_links")
 
 
 def _trust_module() -> Any:
@@ -82,7 +84,11 @@ class Provenance:
         trust = _trust_module()
         if trust is None or not _takes(ask_full, "trust"):
             return {}
-        return {"trust": trust.RunTrust.from_dict(self.state)}
+        # What the content of the conversation carries, not what one run was allowed:
+        # egress rules a person gave one ask (--allow-egress), its decisions and its count of
+        # unconfirmed calls stay with that run.
+        seed = {k: v for k, v in self.state.items() if k in CARRIED}
+        return {"trust": trust.RunTrust.from_dict(seed)}
 
     def after(self, result: dict[str, Any] | None, options: dict[str, Any] | None = None) -> None:
         """Take the finished run's state back: its RunTrust (grown by its tool calls) when

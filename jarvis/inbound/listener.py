@@ -262,6 +262,9 @@ def start_listeners(system: Any, stop: threading.Event, names: list[str] | tuple
             except JarvisError as exc:
                 log.error("inbound %s: stopped: %s", listener.name, exc)
                 listener.failed = str(exc)
+            except Exception as exc:  # a defect: say so with the traceback, and stop
+                log.exception("inbound %s: stopped", listener.name)
+                listener.failed = f"{type(exc).__name__}: {exc}"
 
         listener.thread = threading.Thread(target=run, name=f"jarvis-inbound-{name}",
                                            daemon=True)

@@ -112,7 +112,12 @@ class MailChannel:
             client.noop()  # a new message shows up in the selected folder
             uids = sorted(client.search(["UNSEEN"]))[:MAX_PER_POLL]
             for uid in uids:
-                found.append(self._read(client, uid))
+                try:
+                    found.append(self._read(client, uid))
+                except (OSError, imapclient.exceptions.IMAPClientError):
+                    raise
+                except Exception as exc:  # a message the email package cannot take apart
+                    found.append(self._unreadable(uid, exc))
         except (_Transient, OSError, imapclient.exceptions.IMAPClientError) as exc:
             log.warning("inbound %s: %s; reconnecting", self.name, exc)
             self._drop()
@@ -158,6 +163,15 @@ class MailChannel:
                                   f"it. Please send it shorter, or without the attachments.")
             msg.allowed = False
             msg.refusal = msg.refusal or f"too large: {size} bytes, over {s.max_message_bytes}"
+        return msg
+
+    def _unreadable(self, uid: int, exc: Exception) -> InboundMessage:
+        """A message that could not be read: recorded (and marked seen) as such, never run."""
+        s = self.settings
+        key = f"{self.username}@{s.imap_host}/{s.folder}/{self._uidvalidity}/{uid}"
+        msg = InboundMessage(self.name, "email", key, sender="", chat="",
+                             received_at=time.time(), reply_to={"uid": uid})
+        msg.refusal = f"could not be read: {type(exc).__name__}: {str(exc)[:200]}"
         return msg
 
     def ack(self, msg: InboundMessage) -> None:

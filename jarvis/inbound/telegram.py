@@ -177,8 +177,8 @@ class TelegramChannel:
         if not isinstance(message, dict):
             msg.refusal = "not a new message (an edit, a channel post, a button...)"
             return msg
-        sender = message.get("from") or {}
-        chat = message.get("chat") or {}
+        sender = message.get("from") if isinstance(message.get("from"), dict) else {}
+        chat = message.get("chat") if isinstance(message.get("chat"), dict) else {}
         msg.sender = str(sender.get("id", ""))
         msg.sender_name = str(sender.get("username") or sender.get("first_name") or "")[:100]
         msg.chat = str(chat.get("id", ""))
@@ -195,6 +195,7 @@ class TelegramChannel:
         msg.allowed = True
         budget = [settings.max_message_chars]
         words = message.get("text") or message.get("caption") or ""
+        words = words if isinstance(words, str) else ""
         forwarded = any(k in message for k in ("forward_origin", "forward_from",
                                                "forward_from_chat", "forward_sender_name",
                                                "forward_date"))
