@@ -243,3 +243,20 @@ def test_the_scheduler_daemon_listens_too_when_configured(tmp_path, cli_env, tg)
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(30) == 0
             daemon.close_streams()
+
+
+def test_updates_are_confirmed_by_the_next_offset_and_polls_are_long(tmp_path, cli_env, tg):
+    with FakeOpenAIServer(default="ok") as llm:
+        env = setup(tmp_path, cli_env, tg, llm)
+        with Listen(env):
+            first = tg.add_message(42, "one")
+            second = tg.add_message(42, "two")
+            tg.wait_for_sent(2)
+            polls_before = len(tg.polls)
+            tg.wait_for_polls(polls_before + 1)
+            assert tg.pending == []  # both confirmed: Telegram forgot them
+        offsets = [p["offset"] for p in tg.polls]
+        assert offsets[0] is None  # a fresh listener takes what was not confirmed
+        later = [o for o in offsets if o is not None]
+        assert later == sorted(later) and later[-1] == second + 1 and first < second
+        assert all(p["timeout"] == 1 for p in tg.polls)  # poll_timeout, a long poll
