@@ -208,8 +208,8 @@ def test_ask_continue_across_processes(env):
                                                         "Again?"]
     text = jarvis(env, "conversations", "show", listed[1]["id"]).stdout
     assert "jarvis: You are Ada." in text and "trust:   clean" in text
-    deleted = jarvis(env, "conversations", "delete", listed[1]["id"])
-    assert deleted.returncode == 0 and "3 turns" in deleted.stdout
+    deleted = jarvis(env, "conversations", "delete", listed[1]["id"], "--json")
+    assert deleted.returncode == 0 and json.loads(deleted.stdout)["turns"] == 3
     assert [c["id"] for c in json.loads(jarvis(env, "conversations", "list", "--json").stdout)] \
         == [listed[0]["id"]]
 

@@ -260,3 +260,23 @@ def test_updates_are_confirmed_by_the_next_offset_and_polls_are_long(tmp_path, c
         later = [o for o in offsets if o is not None]
         assert later == sorted(later) and later[-1] == second + 1 and first < second
         assert all(p["timeout"] == 1 for p in tg.polls)  # poll_timeout, a long poll
+
+
+def test_the_loopback_bot_api_refuses_what_telegram_refuses(tg):
+    # The server the tests run against enforces the limits jarvis must respect.
+    import httpx
+
+    base = f"{tg.url}/bot{tg.token}"
+    tg.add_message(42, "hi")
+    assert httpx.post(f"{base}/sendMessage", json={"chat_id": 42, "text": "x" * 4097}).json() \
+        == {"ok": False, "error_code": 400, "description": "Bad Request: message is too long"}
+    assert httpx.post(f"{base}/sendMessage", json={"chat_id": 42, "text": "😀" * 2049}
+                      ).status_code == 400  # 4098 UTF-16 units
+    assert httpx.post(f"{base}/sendMessage", json={"chat_id": 42, "text": "😀" * 2048}
+                      ).status_code == 200
+    assert httpx.post(f"{base}/sendMessage", json={"chat_id": 5, "text": "x"}).json()[
+        "description"] == "Bad Request: chat not found"
+    assert httpx.post(f"{tg.url}/bot1:wrong/getMe").status_code == 401
+    tg.fail_next_sends(429, parameters={"retry_after": 7})
+    limited = httpx.post(f"{base}/sendMessage", json={"chat_id": 42, "text": "x"}).json()
+    assert limited["error_code"] == 429 and limited["parameters"] == {"retry_after": 7}

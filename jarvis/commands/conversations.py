@@ -138,9 +138,13 @@ def show_conversation(conversation_id: str, last: int | None, as_json: bool) -> 
 
 @conversations.command("delete")
 @click.argument("conversation_id")
-def delete_conversation(conversation_id: str) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print the deleted conversation as JSON.")
+def delete_conversation(conversation_id: str, as_json: bool) -> None:
     """Delete a conversation and its turns (an id prefix is enough); its runs stay in the run
     log (`jarvis runs`)."""
     with _store() as store:
         record = store.delete(conversation_id)
-    click.echo(f"deleted conversation {record.id} ({record.turns} turns)")
+    if as_json:
+        echo_json(dict(record.to_dict(), deleted=True))
+    else:
+        click.echo(f"deleted conversation {record.id} ({record.turns} turns)")
