@@ -232,3 +232,22 @@ def test_the_run_log_off_keeps_no_conversation_of_plain_asks(env, tmp_path: Path
         env["VLLM_HOST"] = server.url
         assert jarvis(env, "ask", "hello").returncode == 0
     assert json.loads(jarvis(env, "conversations", "list", "--json").stdout) == []
+
+
+def test_provenance_is_never_lost_to_a_stale_record_or_a_concurrent_turn():
+    from jarvis.conversations import ask_in_conversation
+
+    engine = ScriptedEngine(["one", "two", "three"])
+    with Jarvis(engine=engine) as j, open_conversations(j.config) as store:
+        stale = store.create(source="chat")
+        ask_in_conversation(j, stale, "read this", taints=["a web page"])
+        # The caller still holds the record from before the tainted turn (as a chat session
+        # does): the turn is seeded from the store, not from it.
+        second = ask_in_conversation(j, stale, "and now?")
+        assert second["metadata"]["conversation"]["provenance"].startswith("tainted")
+        # A turn recorded with a state that never saw the taint (another process's run that
+        # started before it) keeps it all the same.
+        store.add_turn(stale.id, query="q", answer="a",
+                       trust={"tainted_by": [], "private_by": [], "person_texts": ["q"]})
+        reasons = [e["reason"] for e in store.get(stale.id).trust["tainted_by"]]
+        assert reasons == ["a web page"]

@@ -261,3 +261,13 @@ def test_the_senders_words_are_split_from_quotes_and_forwards():
     own, parts = split_body("FYI\nBegin forwarded message:\nFrom: x\nbody")
     assert own == "FYI" and parts == [("forwarded message",
                                        "Begin forwarded message:\nFrom: x\nbody")]
+
+
+def test_an_approval_reply_by_mail_reaches_the_hook(tmp_path, cli_env, mailbox, smtp):
+    with FakeOpenAIServer([]) as llm:
+        env = setup(tmp_path, cli_env, mailbox, smtp, llm)
+        mailbox.deliver(mail("deny 3F2A", subject="Re: approval needed"))
+        with Listen(env):
+            ((_, _, answer),) = smtp.wait_for(1)
+        assert answer.get_content().startswith("There is no pending approval 3f2a")
+        assert llm.requests == []

@@ -110,11 +110,15 @@ def listen(ctx: click.Context, names: tuple[str, ...], once: bool, show_list: bo
 
     config = load_cli_config()
     if show_list:
-        ledger = open_ledger(config)
         try:
-            rows = ledger.list(names[0] if len(names) == 1 else None, limit=limit)
-        finally:
-            ledger.store.close()
+            ledger = open_ledger(config, create=False)
+        except UserError:
+            rows = []  # no scheduler database yet: nothing was received
+        else:
+            try:
+                rows = ledger.list(names[0] if len(names) == 1 else None, limit=limit)
+            finally:
+                ledger.store.close()
         if as_json:
             echo_json(rows)
         elif not rows:

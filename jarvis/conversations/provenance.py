@@ -124,6 +124,19 @@ class Provenance:
         return ", ".join(parts) or "clean"
 
 
+def merged_state(stored: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
+    """`new` with every mark of `stored` it lacks (a state only grows: marks are never
+    dropped, whoever wrote last)."""
+    if not stored:
+        return new
+    merged = dict(new)
+    for key in ("tainted_by", "private_by"):
+        have = {(e.get("tool"), e.get("reason")) for e in merged.get(key) or []}
+        extra = [e for e in stored.get(key) or [] if (e.get("tool"), e.get("reason")) not in have]
+        merged[key] = (extra + list(merged.get(key) or []))[-MAX_REASONS:]
+    return merged
+
+
 def _takes(function: Any, name: str) -> bool:
     import inspect
 

@@ -59,8 +59,11 @@ def ask_in_conversation(jarvis: Any, conversation: str | ConversationRecord | No
     own_store = store is None
     store = store if store is not None else open_conversations(jarvis.config)
     try:
-        record = (conversation if isinstance(conversation, ConversationRecord)
-                  else store.get(conversation) if conversation is not None else None)
+        # Read afresh even when given a record: its turns and provenance may have grown since
+        # (the previous turn of a chat session, another process).
+        if isinstance(conversation, ConversationRecord):
+            conversation = conversation.id
+        record = store.get(conversation) if conversation is not None else None
         history = History(budget=history_budget(jarvis.config))
         if record is not None and record.turns:
             history = assemble(store.newest_turns(record.id), history_budget(jarvis.config),

@@ -267,8 +267,9 @@ class ConversationStore:
             if row is not None:
                 return _record(row)
             now = time.time()
+            title = create.get("title")
             record = ConversationRecord(new_conversation_id(), now, now, create.get("source"),
-                                        key, create.get("title"), create.get("agent"),
+                                        key, title and title_of(title), create.get("agent"),
                                         create.get("tools"), 0, create.get("trust"),
                                         dict(create.get("metadata") or {}))
             conn.execute(f"INSERT INTO conversations ({', '.join(_COLUMNS)}) VALUES "
@@ -321,8 +322,8 @@ class ConversationStore:
                  run_id: str | None = None, person_text: str | None = None,
                  trust: dict[str, Any] | None = None, title: str | None = None,
                  metadata: dict[str, Any] | None = None) -> Turn:
-        """Append a turn; `trust` replaces the conversation's provenance (it only ever grows:
-        the caller seeded the run with the previous one)."""
+        """Append a turn; `trust` becomes the conversation's provenance, merged with what is
+        stored (it only ever grows)."""
         now = time.time()
         with self._write() as conn:
             row = conn.execute("SELECT turns, title FROM conversations WHERE id = ?",
@@ -338,6 +339,14 @@ class ConversationStore:
                           _json(metadata or {})))
             new_title = row[1] or (title_of(title or person_text or query))
             if trust is not None:
+                # Another process may have added a turn since this run started (two messages
+                # of one chat at once): what made the conversation tainted or private then
+                # must not be lost by writing this run's state over it.
+                from jarvis.conversations.provenance import merged_state
+
+                current = conn.execute("SELECT trust FROM conversations WHERE id = ?",
+                                       (conversation_id,)).fetchone()
+                trust = merged_state(_loads(current[0] if current else None, None), trust)
                 conn.execute("UPDATE conversations SET turns = ?, updated_at = ?, title = ?, "
                              "trust = ? WHERE id = ?",
                              (position, now, new_title, _json(trust), conversation_id))

@@ -18,7 +18,10 @@ _REPLY = re.compile(r"^\s*(approve|deny)\s+([0-9a-fA-F]{4,32})\s*[.!]?\s*$", re.
 
 def approval_reply(text: str) -> tuple[str, str] | None:
     """("approve" | "deny", request id) when `text` is an approval reply, else None."""
-    match = _REPLY.match(text or "")
+    text = text or ""
+    if text.startswith("Subject: "):  # an e-mail: the reply is its body, not its subject
+        text = text.partition("\n\n")[2]
+    match = _REPLY.match(text)
     return (match.group(1).lower(), match.group(2).lower()) if match else None
 
 

@@ -225,11 +225,13 @@ class Listener:
         return True
 
 
-def open_ledger(config: Any) -> InboundLedger:
-    """The inbound ledger in the scheduler's store (`[scheduler] store` / `db_path`)."""
+def open_ledger(config: Any, *, create: bool = True) -> InboundLedger:
+    """The inbound ledger in the scheduler's store (`[scheduler] store` / `db_path`);
+    `create=False`: a SQLite file that does not exist is a UserError."""
     from jarvis.scheduler.ledger import open_store
 
-    return InboundLedger(open_store(config), lease_seconds=config.scheduler.lease_seconds)
+    return InboundLedger(open_store(config, create=create),
+                         lease_seconds=config.scheduler.lease_seconds)
 
 
 def chosen_inbounds(config: Any, names: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
