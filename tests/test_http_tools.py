@@ -234,7 +234,7 @@ def test_web_fetch_uses_the_ssrf_policy():
 
 def test_naming_http_request_for_mcp_serve_approves_its_calls_like_other_gated_tools():
     from jarvis.core.config import JarvisConfig
-    from jarvis.mcp.server import select_tools
+    from jarvis.server.mcp_serve import select_tools
 
     tools, approved = select_tools(JarvisConfig(), ["http_request", "calculator"])
     assert [t.spec.name for t in tools] == ["http_request", "calculator"]

@@ -14,7 +14,8 @@ from mcp.types import (
 
 from jarvis.core.types import ErrorType, ImageBlock, TextBlock, ToolResult
 from jarvis.mcp import results
-from jarvis.mcp.results import to_call_tool_result, to_tool_result
+from jarvis.mcp.results import to_tool_result
+from jarvis.server.mcp_served import to_call_tool_result
 
 
 def test_mixed_content_becomes_blocks() -> None:

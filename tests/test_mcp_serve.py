@@ -11,7 +11,7 @@ import pytest
 from jarvis.core.config import load_config
 from jarvis.core.registry import ToolRegistry
 from jarvis.errors import UserError
-from jarvis.mcp.server import build_server, make_executor, parse_host_port, select_tools
+from jarvis.server.mcp_serve import build_server, make_executor, parse_host_port, select_tools
 from jarvis.tools.base import tool
 
 

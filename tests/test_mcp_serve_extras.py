@@ -14,8 +14,8 @@ from mcp_support import stdio_server, write_config
 from jarvis.core.config import load_config
 from jarvis.core.registry import ToolRegistry
 from jarvis.mcp.manager import register_mcp_tools
-from jarvis.mcp.served import MemoryResources
-from jarvis.mcp.server import build_server, make_executor, select_tools
+from jarvis.server.mcp_serve import build_server, make_executor, select_tools
+from jarvis.server.mcp_served import MemoryResources
 from jarvis.tools.base import tool
 
 

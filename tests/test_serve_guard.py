@@ -324,7 +324,7 @@ MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
 
 
 def test_mcp_transport_security_is_set_for_every_loopback_bind() -> None:
-    from jarvis.mcp.server import transport_security
+    from jarvis.server.mcp_serve import transport_security
 
     for host in ("127.0.0.1", "127.0.0.2", "::1", "localhost"):
         settings = transport_security(host)

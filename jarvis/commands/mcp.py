@@ -292,7 +292,13 @@ def serve(tool_names: str | None, http: str | None, api_key: str | None,
       {"command": "jarvis", "args": ["mcp", "serve", "--tools", "calculator,think"]}
     """
     from jarvis.errors import UserError
-    from jarvis.mcp.server import check_http_access, parse_host_port, run_http, run_stdio, select_tools
+    from jarvis.server.mcp_serve import (
+        check_http_access,
+        parse_host_port,
+        run_http,
+        run_stdio,
+        select_tools,
+    )
 
     config = load_cli_config()
     names = [n.strip() for n in tool_names.split(",") if n.strip()] if tool_names else None

@@ -1,64 +1,21 @@
 """Finding an engine: by name, or by probing the configured local hosts concurrently.
 
-Probes use the standard library (no openai import), all at once, each bounded by
-`[engine] discovery_timeout`, so with nothing running the answer comes back in well under a
-second, with a message listing what was tried and how to start or point at an engine.
+Probes (jarvis.engine.probe) use the standard library (no openai import), all at once, each
+bounded by `[engine] discovery_timeout`, so with nothing running the answer comes back in well
+under a second, with a message listing what was tried and how to start or point at an engine.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 from jarvis.core.registry import EngineRegistry, accepted_kwargs
 from jarvis.engine.backends import BACKENDS, LOCAL_BACKENDS, base_url
+from jarvis.engine.probe import ProbeResult, probe
 from jarvis.errors import EngineError, UnknownNameError
-
-
-@dataclass(slots=True)
-class ProbeResult:
-    """What one probe of `GET {base_url}/models` found."""
-
-    backend: str
-    url: str
-    ok: bool = False
-    models: list[str] = field(default_factory=list)
-    error: str = "not probed"
-    seconds: float = 0.0
-
-
-def probe(url: str, timeout: float, backend: str = "", api_key: str | None = None) -> ProbeResult:
-    """Ask an OpenAI-compatible base URL for its models; never raises."""
-    import urllib.error  # here, not at the top: urllib.request pulls in ssl
-    import urllib.request
-
-    result = ProbeResult(backend, url)
-    start = time.perf_counter()
-    request = urllib.request.Request(url.rstrip("/") + "/models")
-    if api_key:
-        request.add_header("Authorization", f"Bearer {api_key}")
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - configured host
-            body = response.read(1_000_000)
-        data = json.loads(body or b"{}")
-        items = data.get("data") if isinstance(data, dict) else None
-        result.models = [str(m.get("id")) for m in items or [] if isinstance(m, dict) and m.get("id")]
-        result.ok, result.error = True, ""
-    except urllib.error.HTTPError as exc:
-        result.error = f"HTTP {exc.code}"
-    except urllib.error.URLError as exc:
-        reason = exc.reason
-        result.error = "connection refused" if isinstance(reason, ConnectionRefusedError) else str(reason)
-    except TimeoutError:
-        result.error = f"no answer within {timeout:g} s"
-    except (OSError, ValueError) as exc:
-        result.error = f"{type(exc).__name__}: {exc}"
-    result.seconds = time.perf_counter() - start
-    return result
 
 
 def _candidates(config: Any) -> list[tuple[str, str, str | None]]:

@@ -457,6 +457,6 @@ class OpenAICompatEngine:
         return models[0]
 
     def health(self) -> bool:
-        from jarvis.engine.discovery import probe
+        from jarvis.engine.probe import probe
 
         return probe(self.base_url, min(self.timeout, 2.0)).ok

@@ -6,7 +6,8 @@ transports must be entered and left by the same task; calls are made from other 
 same loop and share the session.
 
 Failures never escape as anything but `McpServerError` (could not connect, dropped, broke the
-protocol), `McpCallTimeout` or `McpCallError` (the server refused the request). After a
+protocol), `McpCallTimeout` or `McpCallError` (the server refused the request): see
+jarvis.mcp.errors. After a
 transport failure or a timeout the session is torn down (a stdio server's whole process tree
 ends) and the next call reconnects.
 """
@@ -23,6 +24,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from jarvis.mcp.cache import RemoteTool
+from jarvis.mcp.errors import BadCwdError, McpCallError, McpCallTimeout, McpServerError, describe
 from jarvis.mcp.procs import MARKER_VAR, akill_tree, new_token
 
 MAX_TOOL_PAGES = 50
@@ -34,47 +36,6 @@ STOP_TIMEOUT = 6.0  # the SDK's stdio shutdown waits up to ~4 s for a stuck serv
 STDERR_TAIL_CHARS = 600
 DISCOVER_PROBE_SECONDS = 3.0
 _BACKGROUND: set[asyncio.Task[Any]] = set()
-
-
-class McpServerError(Exception):
-    """The server could not be started or reached, dropped the connection or broke the protocol."""
-
-    def __init__(self, server: str, reason: str) -> None:
-        self.server = server
-        self.reason = reason
-        super().__init__(f"MCP server {server!r}: {reason}")
-
-
-class McpCallTimeout(Exception):
-    """A call got no answer within its timeout."""
-
-
-class McpCallError(Exception):
-    """The server answered a call with a JSON-RPC error (unknown tool, invalid params, ...)."""
-
-    def __init__(self, code: int, message: str) -> None:
-        self.code = code
-        super().__init__(message)
-
-
-class BadCwdError(Exception):
-    """A stdio server's `cwd` is not a folder (else it would read as 'command not found')."""
-
-
-def describe(exc: BaseException) -> str:
-    """A one-line reason from an exception, looking inside exception groups."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    if isinstance(exc, BadCwdError):
-        return str(exc)
-    if isinstance(exc, FileNotFoundError):
-        return f"command not found: {exc.filename or exc}"
-    if isinstance(exc, (TimeoutError, asyncio.TimeoutError)):
-        return "timed out"
-    text = str(exc).strip() or type(exc).__name__
-    if type(exc).__name__ not in ("MCPError", "McpServerError"):
-        text = f"{type(exc).__name__}: {text}"
-    return text.splitlines()[0][:300]
 
 
 def _expand(values: dict[str, str]) -> dict[str, str]:

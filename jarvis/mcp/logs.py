@@ -36,7 +36,7 @@ class OneLineHandler(logging.Handler):
             text = record.getMessage().strip().splitlines()[0] if record.getMessage().strip() else ""
             exc = record.exc_info[1] if record.exc_info else None
             if exc is not None:
-                from jarvis.mcp.connection import describe
+                from jarvis.mcp.errors import describe
 
                 text = f"{text}: {describe(exc)}" if text else describe(exc)
             text = text[:400]

@@ -38,12 +38,12 @@ from jarvis.mcp.cache import (
 from jarvis.mcp.connection import McpCallError, McpCallTimeout, McpServerError, ServerConnection
 from jarvis.mcp.loop import background_loop
 from jarvis.mcp.naming import SEPARATOR, local_names
+from jarvis.mcp.tool import CALL_MARGIN, call_bound, requires_confirmation
 from jarvis.security.redact import redact_args, redact_value
 
 log = logging.getLogger("jarvis.mcp")
 
 ON_DEMAND_SOURCE = "mcp"
-CALL_MARGIN = 2.0  # the executor's own timeout is ours plus this, so ours fires first
 
 
 @dataclass(slots=True)
@@ -127,7 +127,7 @@ class McpManager:
 
     def register(self, state: ServerState) -> None:
         """Make the registry hold exactly this server's selected tools (the list may have changed)."""
-        from jarvis.mcp.adapter import McpTool
+        from jarvis.mcp.tool import McpTool
 
         with self._lock:
             tools = {t.name: t for t in state.tools or []}
@@ -429,25 +429,6 @@ def schema_problem(tool: RemoteTool) -> str | None:
     return None
 
 
-def call_bound(config: Any, timeout: float) -> float:
-    """How long one call may take in all: progress reports stretch `timeout` up to
-    `max_timeout`, and a question to the person at the terminal (elicitation) pauses it."""
-    from jarvis.mcp.capabilities import MAX_ANSWER_SECONDS, interactive
-
-    most = max(timeout, config.max_timeout)
-    if getattr(config, "elicitation", False) and interactive():
-        most += MAX_ANSWER_SECONDS
-    return most
-
-
-def requires_confirmation(config: Any, tool: RemoteTool) -> bool:
-    """A tool the server marks destructive (and not read-only), or one listed in `confirm`."""
-    if any(fnmatch.fnmatchcase(tool.name, p) for p in getattr(config, "confirm", []) or []):
-        return True
-    ann = tool.annotations or {}
-    return bool(ann.get("destructiveHint")) and not ann.get("readOnlyHint")
-
-
 def manager_fingerprint(config: Any) -> str:
     data = {"base": str(config.base_dir), "home": str(cache_dir()),
             "servers": {n: s.model_dump() for n, s in config.mcp.servers.items()}}
@@ -483,7 +464,7 @@ def get_manager(config: Any) -> McpManager:
 
 def _retire(manager: McpManager) -> None:
     """Take a replaced manager's tools out of the registry and close its sessions."""
-    from jarvis.mcp.adapter import McpTool
+    from jarvis.mcp.tool import McpTool
 
     manager.auto_register = False
     for state in manager.servers.values():

@@ -1,4 +1,5 @@
-"""Converting between MCP tool results and jarvis ToolResults (both directions)."""
+"""Converting MCP tool results into jarvis ToolResults (the other direction, for `jarvis mcp
+serve`, is jarvis.server.mcp_served.to_call_tool_result)."""
 
 from __future__ import annotations
 
@@ -180,19 +181,3 @@ def to_tool_result(tool_name: str, server: str, remote: str, result: Any) -> Too
             out.content = f"MCP server {server!r} reported an error from tool {remote!r}"
     return out
 
-
-def to_call_tool_result(result: ToolResult) -> Any:
-    """A jarvis ToolResult as an MCP CallToolResult (for `jarvis mcp serve`)."""
-    from mcp.types import CallToolResult, ImageContent, TextContent
-
-    content: list[Any] = []
-    for block in result.all_blocks():
-        if isinstance(block, ImageBlock):
-            content.append(ImageContent(type="image", data=block.data, mime_type=block.mimeType))
-        else:
-            content.append(TextContent(type="text", text=block.text))
-    if not result.success and result.blocks:
-        content.insert(0, TextContent(type="text", text=result.content))
-    structured = result.metadata.get("structured_content")
-    return CallToolResult(content=content, is_error=not result.success,
-                          structured_content=structured if isinstance(structured, dict) else None)

@@ -6,8 +6,10 @@
 
 Modules: schedules (once/interval/cron), records (Task, Run), ledger (the store protocol and
 which store a config picks), store (SQLite), store_postgres (PostgreSQL, shared between
-machines), runner (how a run executes), dispatch (where: Celery workers), celery_app and
-worker (`jarvis worker`), scheduler (operations and the daemon loop), tools (agent tools).
+machines), store_common (what both stores share), addresses (store and broker URLs without
+their secrets), runner (how a run executes), dispatch (where: Celery workers), celery_app and
+worker (`jarvis worker`), scheduler (TaskScheduler, assembled from operations, the daemon
+loop and result delivery), tools (agent tools).
 Names are imported on first use so that `import jarvis.scheduler` stays cheap.
 """
 

@@ -15,6 +15,7 @@ celery is imported only here, and only by `jarvis worker` and a daemon with runn
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from jarvis.errors import UserError
@@ -34,13 +35,16 @@ def task_id_for(run_id: int, epoch: int) -> str:
 
 
 def default_visibility_timeout() -> float:
-    from jarvis.scheduler.scheduler import MAX_TIMEOUT_SECONDS
+    from jarvis.scheduler.operations import MAX_TIMEOUT_SECONDS
 
     return MAX_TIMEOUT_SECONDS + 2 * HARD_LIMIT_MARGIN
 
 
-def make_app(broker: str, *, queue: str = "jarvis", visibility_timeout: float | None = None) -> Any:
-    """A Celery app for jarvis runs on `broker` (a redis:// URL)."""
+def make_app(broker: str, *, queue: str = "jarvis", visibility_timeout: float | None = None,
+             execute: Callable[[int, int, int], str] | None = None) -> Any:
+    """A Celery app for jarvis runs on `broker` (a redis:// URL). `execute(run_id, attempt,
+    epoch)` runs one message's run and returns its status: `jarvis worker` passes its own
+    (jarvis.scheduler.worker); an app that only sends (the daemon) has none."""
     try:
         from celery import Celery
     except ImportError:
@@ -72,7 +76,10 @@ def make_app(broker: str, *, queue: str = "jarvis", visibility_timeout: float | 
         worker_send_task_events=False,
         enable_utc=True,
     )
-    app.task(name=TASK_NAME, ignore_result=True, bind=True, Request=_request_class())(_run_task)
+    # shared=False: the task is this app's own, with this app's `execute` (a shared task would
+    # be bound to every app of the process with the callable of the first one made).
+    app.task(name=TASK_NAME, ignore_result=True, bind=True, shared=False,
+             Request=_request_class())(_task_running(execute))
     # Celery registers its own tasks too (celery.starmap, celery.chunks, celery.chord_unlock,
     # ...): a message naming one would make a worker call jarvis's task many times from one
     # message, or send new messages for someone who can write to the broker. A jarvis worker
@@ -101,7 +108,7 @@ def _request_class() -> Any:
 def check_broker(app: Any, broker: str, *, timeout: float = 5.0) -> None:
     """Raise a one-line UserError when the broker cannot be reached now (a worker or daemon
     that starts anyway would retry silently, forever, as Celery does)."""
-    from jarvis.scheduler.ledger import redact, redact_error
+    from jarvis.scheduler.addresses import redact, redact_error
 
     try:
         with app.connection_for_write() as conn:
@@ -167,24 +174,30 @@ def message_problem(args: Any, kwargs: Any, request: Any = None) -> str | None:
     return None
 
 
-def _run_task(self: Any, *args: Any, **kwargs: Any) -> str:
-    """The Celery task: executes one dispatched run through this process's worker. A message
-    of any other shape (forged, or from another program on the broker) is refused with one
-    log line, before any work, and acknowledged: it never runs, and is never sent on."""
-    import logging
+def _task_running(execute: Callable[[int, int, int], str] | None) -> Callable[..., str]:
+    """The Celery task, running each message through `execute`."""
 
-    from celery.exceptions import Ignore
+    def _run_task(self: Any, *args: Any, **kwargs: Any) -> str:
+        """The Celery task: executes one dispatched run through this process's worker. A
+        message of any other shape (forged, or from another program on the broker) is refused
+        with one log line, before any work, and acknowledged: it never runs, and is never sent
+        on."""
+        import logging
 
-    from jarvis.scheduler.worker import current_worker
+        from celery.exceptions import Ignore
 
-    problem = message_problem(args, kwargs, self.request)
-    if problem is not None:
-        shown = repr((args, kwargs))
-        if len(shown) > MAX_LOGGED_CHARS:
-            shown = shown[:MAX_LOGGED_CHARS] + f"... ({len(shown)} characters)"
-        logging.getLogger("jarvis.scheduler.worker").warning(
-            "refused message %s: not a message jarvis sends (%s): %s", self.request.id, problem,
-            shown)
-        raise Ignore()
-    run_id, attempt, epoch = args
-    return current_worker().execute(run_id, attempt, epoch)
+        problem = message_problem(args, kwargs, self.request)
+        if problem is not None:
+            shown = repr((args, kwargs))
+            if len(shown) > MAX_LOGGED_CHARS:
+                shown = shown[:MAX_LOGGED_CHARS] + f"... ({len(shown)} characters)"
+            logging.getLogger("jarvis.scheduler.worker").warning(
+                "refused message %s: not a message jarvis sends (%s): %s", self.request.id,
+                problem, shown)
+            raise Ignore()
+        if execute is None:
+            raise RuntimeError("this process has no jarvis worker (start it with `jarvis worker`)")
+        run_id, attempt, epoch = args
+        return execute(run_id, attempt, epoch)
+
+    return _run_task

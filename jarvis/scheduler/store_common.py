@@ -38,6 +38,14 @@ class QuotaError(UserError):
     """A limit on what a model may schedule was reached (see [scheduler] model_*)."""
 
 
+class TaskIdTaken(JarvisError):
+    """add_task: a task with this id exists (the caller draws another id)."""
+
+
+class StoreUnavailable(JarvisError):
+    """The shared ledger could not be reached (network, server down); retried by the caller."""
+
+
 class TaskBusyError(JarvisError):
     """A run of the task is going on already; starting another would overlap it."""
 

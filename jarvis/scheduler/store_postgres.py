@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from jarvis.errors import UserError
-from jarvis.scheduler.ledger import StoreUnavailable, TaskIdTaken, redact, redact_error
+from jarvis.scheduler.addresses import redact, redact_error
 from jarvis.scheduler.records import Run, Task
 from jarvis.scheduler.store_common import (
     FINISHED,
@@ -36,7 +36,9 @@ from jarvis.scheduler.store_common import (
     MAX_ERROR_CHARS,
     Claim,
     StoreBase,
+    StoreUnavailable,
     TaskBusyError,
+    TaskIdTaken,
     TaskNotFoundError,
     _clip,
     _run,

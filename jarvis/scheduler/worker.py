@@ -37,6 +37,11 @@ def current_worker() -> Worker:
     return _WORKER
 
 
+def _execute(run_id: int, attempt: int, epoch: int) -> str:
+    """What the Celery task runs for one message: this process's worker executes the run."""
+    return current_worker().execute(run_id, attempt, epoch)
+
+
 class Worker:
     """Executes dispatched runs against a PostgreSQL ledger (one store per process)."""
 
@@ -195,7 +200,7 @@ class Worker:
         os._exit(EXIT_STOPPED_RUN)
 
     def _outcome(self, thread: threading.Thread, box: dict[str, Any], task: Any) -> RunOutcome:
-        from jarvis.scheduler.scheduler import _failure
+        from jarvis.scheduler.daemon import _failure
 
         if thread.is_alive():
             self.abandoned += 1
@@ -229,8 +234,9 @@ def run_worker(config: Any, *, concurrency: int | None = None, runner: str | Non
                factory: Callable[[], Any] | None = None, loglevel: str = "INFO",
                hostname: str | None = None) -> None:
     """Start a Celery worker (blocks until it is stopped) that executes runs from the ledger."""
+    from jarvis.scheduler.addresses import redact
     from jarvis.scheduler.celery_app import check_broker, make_app, quiet_refused_messages
-    from jarvis.scheduler.ledger import is_postgres_url, redact
+    from jarvis.scheduler.ledger import is_postgres_url
     from jarvis.scheduler.store_postgres import PostgresStore
 
     global _WORKER
@@ -240,7 +246,8 @@ def run_worker(config: Any, *, concurrency: int | None = None, runner: str | Non
                         "\"postgresql://user@host:port/db\" (or JARVIS_SCHEDULER_STORE); the "
                         "SQLite file cannot be shared between machines")
     celery = settings.celery
-    app = make_app(celery.broker, queue=celery.queue, visibility_timeout=celery.visibility_timeout)
+    app = make_app(celery.broker, queue=celery.queue, visibility_timeout=celery.visibility_timeout,
+                   execute=_execute)
     # Check the ledger (and apply migrations) and the broker before forking: one clear line
     # now rather than a worker that retries forever; each pool process opens its own store.
     PostgresStore(settings.store).close()

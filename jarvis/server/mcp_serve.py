@@ -4,6 +4,10 @@ Built on the SDK's low-level `Server` (not `MCPServer`), because a jarvis tool a
 JSON schema: the schema is served as it is instead of being re-derived from a Python
 signature. Every call goes through a ToolExecutor, so arguments are validated, timeouts and
 output limits apply and failures come back as `isError` results with a readable message.
+
+An entry point, so it sits beside `jarvis serve` (it uses this package's guard, limits and
+runner, the executor and extensions); the MCP client it must not be confused with
+(jarvis.mcp) sits below the SDK.
 """
 
 from __future__ import annotations
@@ -78,14 +82,14 @@ def select_tools(config: Any, names: list[str] | None) -> tuple[list[BaseTool], 
 def build_server(tools: list[BaseTool], executor: ToolExecutor, name: str = "jarvis",
                  memory: Any = None, per_connection: bool = False) -> Any:
     """An SDK low-level Server whose tools/list and tools/call are the given jarvis tools
-    (with titles, behaviour hints and output schemas: see jarvis.mcp.served); with `memory`
-    (a MemoryResources), jarvis's memory documents are its resources. `per_connection`: each
-    client connection is a run of its own (see _per_session), for a server many clients reach."""
+    (with titles, behaviour hints and output schemas: see jarvis.server.mcp_served); with
+    `memory` (a MemoryResources), jarvis's memory documents are its resources.
+    `per_connection`: each client connection is a run of its own (see _per_session), for a
+    server many clients reach."""
     from mcp.server import Server
     from mcp.types import CallToolResult, ListToolsResult, TextContent, Tool
 
-    from jarvis.mcp.results import to_call_tool_result
-    from jarvis.mcp.served import structured_for, tool_entry
+    from jarvis.server.mcp_served import structured_for, to_call_tool_result, tool_entry
 
     listed = [Tool.model_validate(tool_entry(t.spec)) for t in tools]
     schemas = {t.name: t.input_schema for t in listed}
@@ -216,7 +220,7 @@ def _memory_resources(config: Any, tools: list[BaseTool], memory: bool | None) -
     """jarvis's memory as resources: when asked (`memory`), else (None) only when a tool that
     reads the memory is served anyway (deny by default: serving the calculator must not
     publish your notes)."""
-    from jarvis.mcp.served import MEMORY_READERS, MemoryResources
+    from jarvis.server.mcp_served import MEMORY_READERS, MemoryResources
 
     if memory is None:
         memory = any(t.spec.name in MEMORY_READERS for t in tools)

@@ -10,12 +10,15 @@
 - jarvis's memory is served as resources: `memory://documents/ID`, one per stored document,
   text/plain, newest first; with `--memory`, or by default when a tool that reads the memory
   is served anyway.
+- A result goes out as an MCP CallToolResult (`to_call_tool_result`).
 """
 
 from __future__ import annotations
 
 import json
 from typing import Any
+
+from jarvis.core.types import ImageBlock, ToolResult
 
 # Built-in tools whose behaviour is known: (read only, idempotent, open world).
 BUILTIN_HINTS: dict[str, tuple[bool, bool, bool]] = {
@@ -151,3 +154,20 @@ class MemoryResources:
         if self._memory is not None:
             self._memory.close()
             self._memory = None
+
+
+def to_call_tool_result(result: ToolResult) -> Any:
+    """A jarvis ToolResult as an MCP CallToolResult (for `jarvis mcp serve`)."""
+    from mcp.types import CallToolResult, ImageContent, TextContent
+
+    content: list[Any] = []
+    for block in result.all_blocks():
+        if isinstance(block, ImageBlock):
+            content.append(ImageContent(type="image", data=block.data, mime_type=block.mimeType))
+        else:
+            content.append(TextContent(type="text", text=block.text))
+    if not result.success and result.blocks:
+        content.insert(0, TextContent(type="text", text=result.content))
+    structured = result.metadata.get("structured_content")
+    return CallToolResult(content=content, is_error=not result.success,
+                          structured_content=structured if isinstance(structured, dict) else None)

@@ -1,0 +1,475 @@
+"""The daemon: the loop that claims due runs and executes them on worker threads (or sends
+them to a dispatcher's workers), keeps their leases, records them, and shuts down cleanly.
+
+The loop sleeps until the next due occurrence, but at most `poll_seconds`, so tasks added by
+other processes are noticed within that time. Each claimed run executes on a worker thread
+that keeps the run's lease alive while it waits. A run past its timeout is recorded as failed
+("timeout") and its result dropped, but only when its call really ends (Python cannot kill a
+thread): until then it keeps its worker and blocks its task's retry and next runs.
+
+A part of TaskScheduler (jarvis.scheduler.scheduler), whose __init__ sets what this uses.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+import time
+from typing import Any, Self
+
+from jarvis.errors import EngineError, JarvisError
+from jarvis.scheduler.records import Run, Task
+from jarvis.scheduler.runner import RunOutcome, start_run
+from jarvis.scheduler.schedules import iso
+from jarvis.scheduler.store import Claim
+from jarvis.scheduler.store_common import StoreUnavailable
+
+log = logging.getLogger("jarvis.scheduler")
+
+PRUNE_EVERY_SECONDS = 3600.0  # how often a running daemon applies [scheduler] keep_runs
+DISPATCH_BATCH = 100  # runs claimed for dispatch per ledger transaction
+
+
+class SchedulerDaemon:
+    """Run what is due: once (`run_due`), or as a daemon (`run_forever`, `start`/`stop`); a
+    part of TaskScheduler."""
+    def run_due(self) -> list[Run]:
+        """Run everything due now (catch-up policy included), wait for it, and return the
+        finished runs: what `jarvis scheduler start --once` does. With a dispatcher, what is
+        due is sent to the workers instead and nothing is returned (see `dispatch_due`)."""
+        if self.dispatcher is not None:
+            self.dispatch_due()
+            return []
+        self._recover()
+        self._prune()
+        finished: list[Run] = []
+        lock = threading.Lock()
+
+        def work(claim: Claim) -> None:
+            run = self._execute(claim)
+            with lock:
+                finished.append(run)
+
+        threads: dict[int, threading.Thread] = {}  # run id -> its worker
+        drain_until: float | None = None
+        while True:
+            threads = {run_id: t for run_id, t in threads.items() if t.is_alive()}
+            free = self.max_workers - len(threads) - self._held_by_orphans()
+            claims = self.store.claim_due(now=self.clock(), owner=self.owner,
+                                          lease_seconds=self.lease_seconds, limit=free,
+                                          default_grace=self.grace_seconds) if free > 0 else []
+            for claim in claims:
+                self._log_start(claim)
+                thread = threading.Thread(target=work, args=(claim,), daemon=True,
+                                          name=f"jarvis-run-{claim.run.id}")
+                thread.start()
+                threads[claim.run.id] = thread
+            if not claims and not threads:
+                break
+            if claims:
+                continue
+            with self._active_lock:
+                all_overdue = set(threads) <= self._overdue
+            # Only calls past their timeout are left: like a shutdown, they get
+            # shutdown_timeout to end, then are recorded as timed out (and nothing more is
+            # claimed: a retry must not start beside a call that may still be running).
+            if all_overdue and drain_until is None:
+                drain_until = time.monotonic() + self.shutdown_timeout
+            elif not all_overdue:
+                drain_until = None
+            if drain_until is not None and time.monotonic() >= drain_until:
+                recorded = self._give_up(list(threads), "the end of a --once pass")
+                # Recorded here, not by their worker: their deliveries are sent here too.
+                delivered = self._finish_deliveries({}, recorded, "the --once pass ended")
+                with lock:
+                    finished.extend(delivered.get(run.id, run) for run in recorded)
+                break
+            next(iter(threads.values())).join(0.05)
+        with lock:
+            return sorted(finished, key=lambda r: r.id)
+
+    def start(self) -> Self:
+        """Run the daemon loop on a background thread (stop it with `stop()`)."""
+        if self._thread is not None and self._thread.is_alive():
+            return self
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name="jarvis-scheduler", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Ask the loop to stop; waits for it (and for running tasks up to shutdown_timeout)."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def run_forever(self, *, handle_signals: bool = True) -> None:
+        """The foreground daemon: runs until SIGINT/SIGTERM (or `stop()`), then shuts down
+        cleanly: no new claims, running tasks get `shutdown_timeout` seconds to finish."""
+        import signal
+
+        previous: dict[int, Any] = {}
+        if handle_signals and threading.current_thread() is threading.main_thread():
+            def on_signal(signum: int, frame: Any) -> None:
+                log.info("received %s: stopping (running tasks get %g s to finish)",
+                         signal.Signals(signum).name, self.shutdown_timeout)
+                self._stop.set()
+                self._wake.set()
+
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                previous[sig] = signal.signal(sig, on_signal)
+        try:
+            self._loop()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def _loop(self) -> None:
+        log.info("scheduler %s started on %s (workers %d, poll %g s)", self.owner,
+                 self.store.path, self.max_workers, self.poll_seconds)
+        self._recover()
+        last_recover = time.monotonic()
+        self._prune()
+        last_prune = time.monotonic()
+        idle_state: str | None = None
+        while not self._stop.is_set():
+            try:
+                timeout, idle_state = self._tick(idle_state)
+                if time.monotonic() - last_recover >= self.lease_seconds / 2:
+                    self._recover()
+                    last_recover = time.monotonic()
+                if time.monotonic() - last_prune >= PRUNE_EVERY_SECONDS:
+                    last_prune = time.monotonic()
+                    self._prune()
+            except Exception as exc:  # e.g. the database stayed locked: log, wait, go on
+                log.error("scheduler loop error (will retry in %g s): %s: %s",
+                          self.poll_seconds, type(exc).__name__, exc)
+                timeout = self.poll_seconds
+            self._wake.wait(max(timeout, 0.0))
+            self._wake.clear()
+        self._shutdown()
+
+    def dispatch_due(self) -> list[Claim]:
+        """Recover, apply keep_runs, then claim and send everything due to the dispatcher;
+        returns what was sent."""
+        self._recover()
+        self._prune()
+        return self._claim_and_send()
+
+    def _claim_and_send(self) -> list[Claim]:
+        sent: list[Claim] = []
+        while True:
+            claims = self.store.claim_for_dispatch(  # type: ignore[attr-defined]
+                now=self.clock(), owner=self.owner,
+                dispatch_seconds=self.dispatcher.dispatch_seconds, limit=DISPATCH_BATCH,
+                default_grace=self.grace_seconds)
+            for claim in claims:
+                self._send(claim)
+            sent += claims
+            if len(claims) < DISPATCH_BATCH:
+                return sent
+
+    def _send(self, claim: Claim) -> None:
+        run = claim.run
+        try:
+            self.dispatcher.send(claim)
+        except Exception as exc:  # the run stays dispatched: the reaper sends it again
+            log.error("task %s: could not send run %d to the workers (%s: %s); it is sent again "
+                      "after %g s", claim.task.id, run.id, type(exc).__name__, exc,
+                      self.dispatcher.dispatch_seconds)
+            return
+        log.info("task %s: run %d dispatched (%s, occurrence %s, attempt %d, epoch %d)",
+                 claim.task.id, run.id, run.trigger, iso(run.scheduled_for), run.attempt, run.epoch)
+
+    def _tick(self, idle_state: str | None) -> tuple[float, str]:
+        """One wake-up: claim what is due (if workers are free); return how long to sleep."""
+        if self.dispatcher is not None:
+            return self._dispatch_tick(idle_state)
+        with self._active_lock:
+            free = self.max_workers - len(self._active)
+        free -= self._held_by_orphans()
+        claims: list[Claim] = []
+        wake_at = self.store.next_wake()
+        if free > 0 and wake_at is not None and wake_at <= self.clock():
+            claims = self.store.claim_due(now=self.clock(), owner=self.owner,
+                                          lease_seconds=self.lease_seconds, limit=free,
+                                          default_grace=self.grace_seconds)
+            for claim in claims:
+                self._spawn(claim)
+            wake_at = self.store.next_wake()
+        idle_state = self._report_idle(idle_state, wake_at)
+        timeout = self.poll_seconds
+        if wake_at is not None and free - len(claims) > 0:
+            delay = wake_at - self.clock()
+            # Due but not claimable right now (e.g. busy elsewhere): wait a poll, not spin.
+            timeout = min(self.poll_seconds, delay) if delay > 0 or claims else self.poll_seconds
+        return timeout, idle_state
+
+    def _dispatch_tick(self, idle_state: str | None) -> tuple[float, str]:
+        """One wake-up with a dispatcher: send what is due; workers limit how much runs."""
+        wake_at = self.store.next_wake()
+        if wake_at is not None and wake_at <= self.clock():
+            self._claim_and_send()
+            wake_at = self.store.next_wake()
+        idle_state = self._report_idle(idle_state, wake_at)
+        timeout = self.poll_seconds
+        if wake_at is not None:
+            delay = wake_at - self.clock()
+            # Due but not claimable (its previous run still going): wait a poll, not spin.
+            timeout = min(self.poll_seconds, delay) if delay > 0 else self.poll_seconds
+        return timeout, idle_state
+
+    def _spawn(self, claim: Claim) -> None:
+        self._log_start(claim)
+
+        def work() -> None:
+            try:
+                self._execute(claim)
+            finally:
+                with self._active_lock:
+                    self._active.pop(claim.run.id, None)
+                self._wake.set()
+
+        thread = threading.Thread(target=work, daemon=True, name=f"jarvis-run-{claim.run.id}")
+        with self._active_lock:
+            self._active[claim.run.id] = thread
+        thread.start()
+
+    def _shutdown(self) -> None:
+        deadline = time.monotonic() + self.shutdown_timeout
+        with self._active_lock:
+            pending = dict(self._active)
+        for thread in pending.values():
+            thread.join(max(0.0, deadline - time.monotonic()))
+        alive = {run_id: thread for run_id, thread in pending.items() if thread.is_alive()}
+        with self._active_lock:
+            delivering = set(alive) & self._delivering
+        # A run whose call is still going is interrupted; one whose answer is recorded and
+        # whose delivery is under way is not: its delivery gets shutdown_delivery_seconds.
+        recorded = self._give_up([run_id for run_id in alive if run_id not in delivering],
+                                 "shutdown")
+        given_up = {run.id for run in recorded}
+        self._finish_deliveries({run_id: thread for run_id, thread in alive.items()
+                                 if run_id not in given_up}, recorded, "the scheduler stopped")
+        if self.dispatcher is not None:
+            self.dispatcher.close()
+        log.info("scheduler %s stopped", self.owner)
+
+    def _give_up(self, run_ids: list[int], cause: str) -> list[Run]:
+        """Stop waiting for these runs of ours and record them: a run already past its timeout
+        as timed out, any other as interrupted; each task's retry or on_crash policy applies."""
+        recorded: list[Run] = []
+        for run_id in run_ids:
+            with self._active_lock:
+                overdue = run_id in self._overdue
+                if run_id in self._executing:  # else its _execute ended: nobody would clear it
+                    self._given_up.add(run_id)
+                    call = self._executing[run_id]
+                    if call is not None and call.is_alive():
+                        self._orphans[run_id] = call
+            if overdue:
+                task = self.store.get_task(self.store.get_run(run_id).task_id)
+                run = self.store.finish_run(run_id, self.owner, now=self.clock(), success=False,
+                                            error=_timed_out(task, None).error,
+                                            error_type="timeout")
+            else:
+                run = self.store.interrupt(run_id, self.owner, now=self.clock(),
+                                           reason=f"interrupted: the scheduler stopped ({cause}) "
+                                                  f"before this run finished")
+                if run is not None:
+                    log.warning("run %d of task %s interrupted by %s", run_id, run.task_id, cause)
+            if run is not None:
+                recorded.append(run)
+        return recorded
+
+    def prune(self) -> int:
+        """Apply `[scheduler] keep_runs` now: delete the finished runs it does not keep."""
+        keep = self.keep_runs
+        if keep is None:
+            return 0
+        return self.store.prune_runs(
+            now=self.clock(), max_age=None if keep.days is None else keep.days * 86400.0,
+            keep_per_task=keep.count)
+
+    def _prune(self) -> None:
+        if self.keep_runs is None:
+            return
+        try:
+            deleted = self.prune()
+        except (sqlite3.Error, StoreUnavailable) as exc:  # busy or locked: the next pass will do
+            log.warning("could not delete old runs (keep_runs): %s", exc)
+            return
+        if deleted:
+            log.info("deleted %d old run(s) (keep_runs: %s)", deleted, self.keep_runs.describe())
+
+    def _recover(self) -> None:
+        # Our own runs are included: a worker renews its lease, so only a stuck one expires.
+        for run in self.store.recover(now=self.clock()):
+            log.warning("task %s: run %d (occurrence %s) was interrupted by a scheduler that "
+                        "died (%s); recorded as failed, per the task's on_crash policy",
+                        run.task_id, run.id, iso(run.scheduled_for), run.claimed_by)
+        if self.dispatcher is not None:
+            while True:
+                claims = self.store.redispatch_expired(  # type: ignore[attr-defined]
+                    owner=self.owner, dispatch_seconds=self.dispatcher.dispatch_seconds,
+                    limit=DISPATCH_BATCH)
+                for claim in claims:
+                    log.warning("task %s: run %d was not started by a worker within %g s; "
+                                "sending it again (epoch %d)", claim.task.id, claim.run.id,
+                                self.dispatcher.dispatch_seconds, claim.run.epoch)
+                    self._send(claim)
+                if len(claims) < DISPATCH_BATCH:
+                    break
+
+    def _report_idle(self, previous: str | None, wake_at: float | None) -> str:
+        with self._active_lock:
+            busy = bool(self._active)
+        # A task that is running is not "nothing to run": keep the state we had.
+        state = "scheduled" if wake_at is not None else (previous or "empty") if busy else "empty"
+        if state != previous and state == "empty":
+            counts = self.store.count_tasks()
+            paused = counts.get("paused", 0)
+            log.info("nothing to run: no active tasks%s; waiting for tasks (add one with "
+                     "`jarvis schedule add`)", f" ({paused} paused)" if paused else "")
+        elif state != previous and state == "scheduled" and wake_at is not None:
+            log.info("next run due at %s", iso(wake_at))
+        return state
+
+    def _log_start(self, claim: Claim) -> None:
+        log.info("task %s: run %d started (%s, occurrence %s, attempt %d)", claim.task.id,
+                 claim.run.id, claim.run.trigger, iso(claim.run.scheduled_for), claim.run.attempt)
+
+    def _execute(self, claim: Claim) -> Run:
+        """Run one claimed occurrence with its timeout, keep its lease alive, record it."""
+        with self._active_lock:
+            self._executing[claim.run.id] = None
+        try:
+            return self._execute_claim(claim)
+        finally:
+            with self._active_lock:
+                self._executing.pop(claim.run.id, None)
+                self._given_up.discard(claim.run.id)
+                self._overdue.discard(claim.run.id)
+
+    def _execute_claim(self, claim: Claim) -> Run:
+        task, run = claim.task, claim.run
+        started = time.monotonic()
+        worker, box = start_run(self.runner, task, run, f"jarvis-task-{task.id}")
+        with self._active_lock:
+            self._executing[run.id] = worker
+        beat = max(self.lease_seconds / 4, 0.05)
+        timed_out = False
+        # Python cannot stop a thread: a call past its timeout goes on. Until it really ends
+        # the run stays "running" (its lease renewed), so it keeps its worker slot, and no
+        # retry or next occurrence of the task starts beside it.
+        while worker.is_alive():
+            left = task.timeout_seconds - (time.monotonic() - started)
+            if left <= 0 and not timed_out:
+                timed_out = True
+                self.abandoned += 1
+                with self._active_lock:
+                    self._overdue.add(run.id)
+                log.warning("task %s: run %d timed out after %g s; its call is still running "
+                            "and its result will be dropped; the task's retry and next runs "
+                            "wait until it ends (it holds one of the %d workers)", task.id,
+                            run.id, task.timeout_seconds, self.max_workers)
+            worker.join(beat if timed_out else min(beat, left))
+            if self._was_given_up(run.id):
+                return run
+            if worker.is_alive():
+                try:
+                    self.store.heartbeat(self.owner, self.clock() + self.lease_seconds)
+                except (sqlite3.OperationalError, StoreUnavailable) as exc:  # busy: the next beat will do
+                    log.warning("could not renew the lease of run %d: %s", run.id, exc)
+        if self._was_given_up(run.id):
+            return run
+        if timed_out:
+            with self._active_lock:
+                self._overdue.discard(run.id)
+            outcome = _timed_out(task, time.monotonic() - started)
+        elif "error" in box:
+            outcome = _failure(box["error"])
+        else:
+            outcome = box.get("outcome")
+            if not isinstance(outcome, RunOutcome):
+                outcome = RunOutcome(success=True, answer=None if outcome is None else str(outcome))
+        finished = self._record(run, outcome)
+        if finished is None:
+            log.warning("task %s: run %d finished, but another scheduler had taken it over "
+                        "(lease expired); its result was dropped", task.id, run.id)
+            return self.store.get_run(run.id)
+        took = time.monotonic() - started
+        if finished.status == "succeeded":
+            log.info("task %s: run %d succeeded in %.2f s", task.id, run.id, took)
+        else:
+            log.warning("task %s: run %d failed (%s) after %.2f s: %s", task.id, run.id,
+                        finished.error_type, took, (finished.error or "")[:300])
+        if task.notify:
+            finished = self._deliver(task, finished)
+        return finished
+
+    def _held_by_orphans(self) -> int:
+        """Workers held by calls given up on that still run (forgetting those that ended)."""
+        with self._active_lock:
+            for run_id in [r for r, t in self._orphans.items() if not t.is_alive()]:
+                del self._orphans[run_id]
+            held = sorted(self._orphans)
+        if len(held) >= self.max_workers and not self._told_orphans:
+            self._told_orphans = True
+            log.warning("all %d workers are held by calls that outlived their timeout and were "
+                        "given up on (runs %s); nothing more runs until they end",
+                        self.max_workers, ", ".join(map(str, held)))
+        elif len(held) < self.max_workers:
+            self._told_orphans = False
+        return len(held)
+
+    def _was_given_up(self, run_id: int) -> bool:
+        """Whether the run was recorded already (shutdown, end of --once) while its call went
+        on: then its worker leaves the store alone."""
+        with self._active_lock:
+            if run_id not in self._given_up:
+                return False
+            self._given_up.discard(run_id)
+            self._overdue.discard(run_id)
+            return True
+
+    def _record(self, run: Run, outcome: RunOutcome) -> Run | None:
+        """finish_run, retried while the database is locked by other processes (the outcome
+        must not be lost to a busy database)."""
+        for attempt in range(5):
+            try:
+                return self.store.finish_run(
+                    run.id, self.owner, now=self.clock(), success=outcome.success,
+                    answer=outcome.answer, error=outcome.error, error_type=outcome.error_type,
+                    run_log_id=outcome.run_log_id)
+            except (sqlite3.OperationalError, StoreUnavailable) as exc:
+                if attempt == 4:
+                    raise
+                log.warning("recording run %d failed (%s); retrying", run.id, exc)
+                time.sleep(0.5 * (attempt + 1))
+        return None
+
+
+def _timed_out(task: Task, took: float | None) -> RunOutcome:
+    went_on = "" if took is None else f"; its call went on for {took:.1f} s"
+    return RunOutcome.failed(f"timed out after {task.timeout_seconds:g} s (the task's timeout)"
+                             f"{went_on}; its result was dropped", "timeout")
+
+
+def _failure(exc: BaseException) -> RunOutcome:
+    if isinstance(exc, EngineError):
+        kind = "engine"
+    elif isinstance(exc, JarvisError):
+        kind = "error"
+    else:
+        kind = "execution"
+    outcome = RunOutcome.failed(f"{type(exc).__name__}: {exc}", kind)
+    run_log_id = getattr(exc, "run_log_id", None)  # set by SdkRunner when the ask was logged
+    outcome.run_log_id = run_log_id if isinstance(run_log_id, str) else None
+    return outcome
