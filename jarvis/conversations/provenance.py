@@ -75,19 +75,22 @@ class Provenance:
         del entries[:-MAX_REASONS]
 
     # --- the run -----------------------------------------------------------------------------
-    def run_options(self, ask_full: Any) -> dict[str, Any]:
-        """Keyword arguments for `ask_full` that start the run from this state.
+    def run_options(self, jarvis: Any) -> dict[str, Any]:
+        """Keyword arguments for `jarvis.ask_full` that start the run from this state.
 
         With the trust package: a RunTrust made from the state (`trust=`), when ask_full
         takes one. Without it there is nothing to hand over; the state is still kept and
         carried (see `after`)."""
         trust = _trust_module()
-        if trust is None or not _takes(ask_full, "trust"):
+        if trust is None or not _takes(jarvis.ask_full, "trust"):
             return {}
         # What the content of the conversation carries, not what one run was allowed:
         # egress rules a person gave one ask (--allow-egress), its decisions and its count of
-        # unconfirmed calls stay with that run.
+        # unconfirmed calls stay with that run; the limit of such calls is the config's.
         seed = {k: v for k, v in self.state.items() if k in CARRIED}
+        limit = getattr(getattr(jarvis.config, "egress", None), "max_unconfirmed_per_run", None)
+        if isinstance(limit, int):
+            seed["max_unconfirmed"] = limit
         return {"trust": trust.RunTrust.from_dict(seed)}
 
     def after(self, result: dict[str, Any] | None, options: dict[str, Any] | None = None) -> None:

@@ -72,7 +72,7 @@ def ask_in_conversation(jarvis: Any, conversation: str | ConversationRecord | No
         for reason in taints:
             provenance.mark_tainted(reason)
         provenance.add_person_text(person_text if person_text is not None else query)
-        options = provenance.run_options(jarvis.ask_full)
+        options = provenance.run_options(jarvis)
         metadata = dict(ask_options.pop("run_metadata", None) or {})
         info = {"id": record.id if record is not None else None,
                 "turn": (record.turns if record is not None else 0) + 1,
