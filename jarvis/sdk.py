@@ -19,11 +19,14 @@ import os
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jarvis.core.events import EventBus, EventType
 from jarvis.core.types import Message
 from jarvis.errors import JarvisError, UnknownNameError, UserError
+
+if TYPE_CHECKING:
+    from jarvis.stream import AnswerStream
 
 Approver = Callable[[Any, dict[str, Any]], bool]
 
@@ -148,8 +151,10 @@ class Jarvis:
 
     @property
     def memory(self) -> Any:
-        """The memory store (SQLite FTS5) the config describes, opened on first use."""
-        if self._memory is None:
+        """The memory store (SQLite FTS5) the config describes, opened on first use; also
+        OpenJarvis's memory handle: `index(path)`, `search(query, top_k=)`, `stats()`."""
+        if self._memory is None or getattr(self._memory, "_closed", False):
+            # (reopened after `j.memory.close()`, as OpenJarvis's memory handle is)
             from jarvis.memory import open_memory
 
             self._memory = open_memory(self.config, bus=self.bus)
@@ -264,7 +269,9 @@ class Jarvis:
                  history: Sequence[Message] | None = None, temperature: float | None = None,
                  max_tokens: int | None = None,
                  run_metadata: dict[str, Any] | None = None,
-                 cancel: Any = None, conversation: str | None = None) -> dict[str, Any]:
+                 cancel: Any = None, output_schema: Any = None,
+                 schema_retries: int | None = None, schema_mode: str = "auto",
+                 conversation: str | None = None) -> dict[str, Any]:
         """Answer `query` and report how.
 
         Args:
@@ -286,11 +293,18 @@ class Jarvis:
                 chunks, before the tool calls of a turn) and raises RunCancelled; the run log
                 records it as "cancelled". An engine or tool call already under way is not
                 interrupted: it finishes (bounded by its timeout) and its result is dropped.
+            output_schema: a pydantic model class or a JSON schema: the answer must be JSON
+                that matches it (jarvis.agents.structured); `parsed` holds the checked value
+                (a model instance for a model), or None when no answer matched.
+            schema_retries: how often a non-matching answer is shown to the model with the
+                validation error (default 2); schema_mode: auto, native or tool.
             conversation: a conversation id: answer as its next turn, with its history and
                 provenance (see `conversation()` and jarvis.conversations).
 
         Returns a dict with content, usage (summed over turns), tool_results, turns, model,
-        engine, agent, run_id, context_sources and metadata.
+        engine, agent, run_id, context_sources, metadata and status ("ok", or "incomplete"
+        when the run ended without an answer: max_turns, the loop guard, or no answer that
+        matched `output_schema`).
         """
         if not isinstance(query, str) or not query.strip():
             raise UserError("the query is empty; pass a question to ask")
@@ -304,6 +318,12 @@ class Jarvis:
                                       or max_turns < 1):
             raise UserError(f"max_turns must be a whole number of at least 1, not {max_turns!r}")
         started = time.time()
+        structured = None
+        if output_schema is not None:
+            from jarvis.agents.structured import DEFAULT_RETRIES, OutputSchema
+
+            structured = OutputSchema.of(output_schema)  # a bad schema fails before any work
+            schema_retries = DEFAULT_RETRIES if schema_retries is None else schema_retries
         tool_names = _split_names(tools)
         agent_cls, spec = self.resolve_agent(agent, tool_names)
         if tool_names is None:
@@ -314,8 +334,16 @@ class Jarvis:
             self._check_tool_names(tool_names)
         use_model = model or (spec.model if spec is not None and spec.model else None) or self.model
         built = self.build_tools(tool_names, use_model) if tool_names else []
-        agent_name = spec.name if spec is not None else agent_cls.agent_id
         engine = self.engine
+        if structured is not None:
+            from jarvis.agents.structured import choose_mode
+
+            schema_mode = choose_mode(engine, schema_mode)
+            if schema_mode == "tool" and not agent_cls.uses_tools:
+                from jarvis.agents import OrchestratorAgent  # it can call final_answer
+
+                agent_cls = OrchestratorAgent
+        agent_name = spec.name if spec is not None else agent_cls.agent_id
         if self.config.mcp.servers:
             from jarvis.mcp.capabilities import set_sampling_engine
 
@@ -354,8 +382,16 @@ class Jarvis:
                   "tools": tool_names}
         # context_sources rides on RUN_START so a front end can show it before the answer.
         self.bus.publish(EventType.RUN_START, dict(record, context_sources=list(sources)))
+        outcome = None
         try:
-            result = runner.run(query, history=history)
+            if structured is None:
+                result = runner.run(query, history=history)
+            else:
+                from jarvis.agents.structured import run as run_structured
+
+                outcome = run_structured(runner, query, structured, schema_mode,
+                                         history=history, retries=schema_retries)
+                result = outcome.result
         except BaseException as exc:
             from jarvis.errors import RunCancelled
 
@@ -381,6 +417,11 @@ class Jarvis:
             tool_results.append(item)
         metadata = {k: v for k, v in result.metadata.items() if k not in ("tool_calls", "model")}
         metadata.update(run_metadata or {})
+        if outcome is not None:
+            metadata["structured"] = outcome.metadata()
+        stopped = bool(metadata.get("max_turns_exceeded") or metadata.get("loop_detected"))
+        status = "incomplete" if stopped or (outcome is not None and outcome.status != "ok") \
+            else "ok"
         out = {
             "content": result.content,
             "usage": dict(result.usage),
@@ -393,10 +434,15 @@ class Jarvis:
             "context_sources": sources,
             "metadata": metadata,
             "duration_seconds": time.time() - started,
+            "status": status,
         }
+        if outcome is not None:
+            out["parsed"] = outcome.parsed
         try:
-            out["run_id"] = self._record(record, status="ok", started=started, result=result,
-                                         tool_results=tool_results, out=out)
+            out["run_id"] = self._record(record, status=status, started=started, result=result,
+                                         tool_results=tool_results, out=out,
+                                         error=outcome.errors[-1] if outcome is not None
+                                         and outcome.status != "ok" else None)
         except JarvisError as exc:
             # The answer is paid for: keep it, and say the run was not recorded.
             import logging
@@ -404,7 +450,7 @@ class Jarvis:
             out["metadata"]["run_log_error"] = str(exc)
             logging.getLogger("jarvis").warning("jarvis: warning: the run was not recorded: %s",
                                                 exc)
-        self.bus.publish(EventType.RUN_END, {"run_id": run_id, "status": "ok",
+        self.bus.publish(EventType.RUN_END, {"run_id": run_id, "status": status,
                                              "usage": out["usage"], "turns": out["turns"]})
         return out
 
@@ -442,20 +488,28 @@ class Jarvis:
             calls = tool_results or []
         return log.record(run, calls)
 
-    def ask_stream(self, query: str, **kwargs: Any) -> Iterator[str]:
-        """Answer `query` piece by piece: yields the answer's text as the engine streams it.
+    def ask_stream(self, query: str, **kwargs: Any) -> AnswerStream:
+        """Answer `query` piece by piece: `for piece in j.ask_stream(q)` or, in async code,
+        `async for piece in j.ask_stream(q)` (see jarvis.stream.AnswerStream).
 
         Takes ask_full's arguments (not on_token). An error in the run is raised from the
         iteration, after the pieces that came before it. Stopping early (closing the
-        iterator, or leaving a `for` loop over it) cancels the run: it stops at its next
-        engine or tool boundary in the background and is recorded as "cancelled".
+        iterator, or leaving the loop over it) cancels the run: it stops at its next engine
+        or tool boundary in the background and is recorded as "cancelled".
         """
-        import queue
-        import threading
+        from jarvis.stream import AnswerStream
 
         if "on_token" in kwargs:
             raise UserError("ask_stream yields the pieces itself; use ask_full(on_token=...) "
                             "to get a callback")
+        return AnswerStream(lambda: self._stream_pieces(query, **kwargs),
+                            lambda: self.aask_stream(query, **kwargs))
+
+    def _stream_pieces(self, query: str, **kwargs: Any) -> Iterator[str]:
+        """The answer's pieces, read on this thread while the run goes on in another."""
+        import queue
+        import threading
+
         cancel = kwargs.pop("cancel", None)
         if cancel is None:
             cancel = threading.Event()
@@ -507,7 +561,10 @@ class Jarvis:
         cancel = kwargs.pop("cancel", None)
         if cancel is None:
             cancel = threading.Event()
-        stream = self.ask_stream(query, cancel=cancel, **kwargs)
+        if "on_token" in kwargs:
+            raise UserError("aask_stream yields the pieces itself; use ask_full(on_token=...) "
+                            "to get a callback")
+        stream = self._stream_pieces(query, cancel=cancel, **kwargs)
         done = object()
         try:
             while True:

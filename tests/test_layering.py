@@ -36,7 +36,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("what uses tools or adds them: agents, scheduler, MCP client, workspace, plugins",
      ("jarvis.agents", "jarvis.scheduler", "jarvis.mcp", "jarvis.workspace", "jarvis.plugins")),
     ("composition: extensions loading, the SDK, the testing kit, OpenEnv environments",
-     ("jarvis.extensions", "jarvis.sdk", "jarvis.testing", "jarvis.env")),
+     ("jarvis.extensions", "jarvis.sdk", "jarvis.stream", "jarvis.testing", "jarvis.env")),
     ("entry points: CLI, servers (HTTP and MCP: jarvis.server), inbound listeners, the "
      "package's public API",
      ("jarvis.commands", "jarvis.cli", "jarvis.server", "jarvis.inbound", "jarvis")),

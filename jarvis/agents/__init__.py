@@ -21,6 +21,8 @@ BUILTIN_AGENTS: dict[str, type[BaseAgent]] = {
     "react": ReActAgent,
     "orchestrator": OrchestratorAgent,
 }
+# Other names of built-in agents: OpenJarvis calls the react agent `native_react`.
+AGENT_ALIASES: dict[str, str] = {"native_react": "react"}
 
 
 def ensure_registered() -> None:
@@ -28,6 +30,9 @@ def ensure_registered() -> None:
     for name, cls in BUILTIN_AGENTS.items():
         if AgentRegistry._entries.get(name) is None:
             AgentRegistry.register_value(name, cls, origin="builtin")
+    for alias, name in AGENT_ALIASES.items():
+        if AgentRegistry._entries.get(alias) is None:
+            AgentRegistry.register_value(alias, BUILTIN_AGENTS[name], origin="builtin")
 
 
 def agent_class(name: str) -> Any | None:
@@ -38,5 +43,5 @@ def agent_class(name: str) -> Any | None:
 
 ensure_registered()
 
-__all__ = ["BUILTIN_AGENTS", "BaseAgent", "LoopGuard", "OrchestratorAgent", "ReActAgent",
+__all__ = ["AGENT_ALIASES", "BUILTIN_AGENTS", "BaseAgent", "LoopGuard", "OrchestratorAgent", "ReActAgent",
            "ReactStep", "SimpleAgent", "agent_class", "ensure_registered", "parse_react"]

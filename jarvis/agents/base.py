@@ -58,6 +58,10 @@ class BaseAgent:
 
     agent_id: ClassVar[str] = "base"
     uses_tools: ClassVar[bool] = True
+    # Set for a structured answer (jarvis.agents.structured): the engine's response_format,
+    # or the final_answer tool whose valid call ends the run.
+    response_format: dict[str, Any] | None = None
+    final_tool: Any = None
     accepts_tools: ClassVar[bool] = True  # OpenJarvis's name for uses_tools; kept equal
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -91,18 +95,29 @@ class BaseAgent:
         self.cancel = cancel
 
     # --- the public entry point --------------------------------------------------------------
-    def run(self, query: str, *, history: Sequence[Message] | None = None) -> AgentResult:
-        """Answer `query` (after the optional earlier `history`)."""
+    def run(self, query: str, context: Any = None, *,
+            history: Sequence[Message] | None = None) -> AgentResult:
+        """Answer `query` (after the optional earlier `history`); `context` is an
+        AgentContext (jarvis.agents.context: earlier messages, memory results, metadata)."""
         state = _RunState(LoopGuard(self.max_repeats))
         state.query = query
-        messages = self._initial_messages(query, history)
+        messages = self._initial_messages(query, history, context)
         content = self._loop(messages, state)
+        metadata = state.metadata()
+        if context is not None and context.metadata:
+            metadata["context"] = dict(context.metadata)
         return AgentResult(content=content, tool_results=state.tool_results, turns=state.turns,
-                           usage=state.usage, messages=messages, metadata=state.metadata())
+                           usage=state.usage, messages=messages, metadata=metadata)
 
-    def _initial_messages(self, query: str, history: Sequence[Message] | None) -> list[Message]:
+    def _initial_messages(self, query: str, history: Sequence[Message] | None,
+                          context: Any = None) -> list[Message]:
         messages: list[Message] = []
         system = self._system_prompt()
+        if context is not None:
+            from jarvis.agents.context import apply_context
+
+            names = [spec.name for spec in self.executor.available_tools()]
+            system, history = apply_context(context, system, history, names)
         if system:
             messages.append(Message(role="system", content=system))
         messages.extend(history or ())
@@ -133,6 +148,8 @@ class BaseAgent:
         start = time.perf_counter()
         kwargs = {"tools": tools or None, "model": self.model or None,
                   "temperature": self.temperature, "max_tokens": self.max_tokens}
+        if self.response_format is not None:  # only then: other engines never see the key
+            kwargs["response_format"] = self.response_format
         if emit is None:
             result = generate_reply(self.engine, messages, **kwargs)
         else:

@@ -20,6 +20,8 @@ from jarvis.agents.base import (
     observation_text,
     refused_call,
 )
+from jarvis.agents.hooks import ToolCallHook, check_call
+from jarvis.agents.structured import final_answer
 from jarvis.core.types import AgentResult, Message, ToolCall, ToolResult
 from jarvis.errors import UserError
 
@@ -32,23 +34,33 @@ class OrchestratorAgent(BaseAgent):
 
     agent_id = "orchestrator"
 
-    def __init__(self, *args: Any, mode: str = "function_calling", **kwargs: Any) -> None:
+    def __init__(self, *args: Any, mode: str = "function_calling",
+                 before_tool_call: ToolCallHook | None = None, parallel_tools: bool = True,
+                 **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         if mode not in MODES:
             raise UserError(f"unknown orchestrator mode {mode!r}; valid modes: {', '.join(MODES)}")
+        if before_tool_call is not None and not callable(before_tool_call):
+            raise UserError("before_tool_call must be a function (tool_name, arguments) -> bool")
         self.mode = mode
+        # Asked before every call, in the model's order; fails closed (jarvis.agents.hooks).
+        self.before_tool_call = before_tool_call
+        # False: the calls of one reply run one after another, in order.
+        self.parallel_tools = bool(parallel_tools)
 
-    def run(self, query: str, *, history: Any = None) -> AgentResult:
+    def run(self, query: str, context: Any = None, *, history: Any = None) -> AgentResult:
         if self.mode != "structured":
-            return super().run(query, history=history)
+            return super().run(query, context, history=history)
         from jarvis.agents.react import ReActAgent
 
         prompted = ReActAgent(self.engine, self.model, executor=self.executor, bus=self.bus,
                               system=self.system, max_turns=self.max_turns,
                               max_repeats=self.max_repeats, temperature=self.temperature,
-                              max_tokens=self.max_tokens, on_token=self.on_token)
+                              max_tokens=self.max_tokens, on_token=self.on_token,
+                              cancel=self.cancel)
         prompted.agent_id = self.agent_id  # events name the agent the user built
-        return prompted.run(query, history=history)
+        prompted.before_tool_call = self.before_tool_call
+        return prompted.run(query, context, history=history)
 
     def _loop(self, messages: list[Message], state: _RunState) -> str:
         tools = self.executor.get_openai_tools() or None
@@ -78,6 +90,9 @@ class OrchestratorAgent(BaseAgent):
             streamed_before = streamed_before or (emit is not None and bool(result.content))
             ran = self._run_calls(result.tool_calls, messages, state, max(excess, 0))
             self._end_turn(state)
+            answer = final_answer(self)  # a structured answer was given: the run is done
+            if answer is not None:
+                return answer
             if state.guard.end_turn(ran):
                 state.flags["loop_detected"] = True
                 return last_text or ("Stopped: the model kept repeating the same tool call "
@@ -102,12 +117,20 @@ class OrchestratorAgent(BaseAgent):
                 refused[index] = refused_call(call, limit, max(excess - 1, 0))
                 continue
             reason = state.guard.check(call.name, call.arguments)
-            if reason is None:
+            if reason is not None:
+                blocked[index] = reason
+                continue
+            denial = (check_call(self.before_tool_call, call)
+                      if self.before_tool_call is not None else None)
+            if denial is None:
                 allowed.append(call)
             else:
-                blocked[index] = reason
+                refused[index] = denial
         self._check_cancelled()
-        results = iter(self.executor.execute_many(allowed))
+        if self.parallel_tools:
+            results = iter(self.executor.execute_many(allowed))
+        else:
+            results = iter(self._one_by_one(allowed))
         ran: list[tuple[ToolCall, ToolResult]] = []
         for index, call in enumerate(calls):
             if index in refused:
@@ -126,6 +149,13 @@ class OrchestratorAgent(BaseAgent):
         if images is not None:
             messages.append(images)
         return bool(allowed)
+
+    def _one_by_one(self, calls: list[ToolCall]) -> list[ToolResult]:
+        results = []
+        for call in calls:
+            self._check_cancelled()
+            results.append(self.executor.execute(call))
+        return results
 
 
 class _Separated:

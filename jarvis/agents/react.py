@@ -10,7 +10,9 @@ from __future__ import annotations
 import uuid
 
 from jarvis.agents.base import BaseAgent, TokenHandler, _RunState, observation_text
+from jarvis.agents.hooks import check_call
 from jarvis.agents.react_parser import _ACTION, _FINAL, MAX_PARSE_CHARS, parse_react
+from jarvis.agents.structured import final_answer
 from jarvis.core.types import Message, ToolCall
 from jarvis.tools.descriptions import build_tool_descriptions
 
@@ -156,6 +158,11 @@ class ReActAgent(BaseAgent):
                 call = ToolCall(id=f"call_{uuid.uuid4().hex[:12]}", name=step.tool,
                                 arguments=step.arguments)
                 observation = self._run(call, state)
+                answer = final_answer(self)  # a structured answer was given: the run is done
+                if answer is not None:
+                    messages.append(Message(role="user", content=f"Observation: {observation}"))
+                    self._end_turn(state)
+                    return answer
             if step.text:
                 last_text = step.text
             messages.append(Message(role="user", content=f"Observation: {observation}"))
@@ -174,6 +181,9 @@ class ReActAgent(BaseAgent):
             return reason
         state.guard.end_turn(True)
         self._check_cancelled()
-        result = self.executor.execute(call)
+        hook = getattr(self, "before_tool_call", None)  # set by a structured orchestrator
+        result = check_call(hook, call) if hook is not None else None
+        if result is None:
+            result = self.executor.execute(call)
         state.record(call, result)
         return observation_text(result)

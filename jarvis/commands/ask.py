@@ -166,6 +166,9 @@ class _Stdout:
               "tool results, run id, ...) as JSON.")
 @click.option("--no-stream", is_flag=True, help="Print the answer when it is complete.")
 @click.option("--no-context", is_flag=True, help="Do not add relevant memory to the prompt.")
+@click.option("--schema", "schema_file", type=click.Path(dir_okay=False),
+              help="A JSON schema file: the answer must be JSON that matches it; it is "
+                   "printed as JSON (exit code 3 when no answer matched).")
 @click.option("-c", "--continue", "continue_last", is_flag=True, help="Continue the last "
               "conversation (its earlier questions and answers go with this one).")
 @click.option("--conversation", "conversation_id", metavar="ID", help="Continue conversation "
@@ -174,7 +177,8 @@ class _Stdout:
 def ask(ctx: click.Context, query: tuple[str, ...], agent: str | None, tools: str | None,
         model: str | None, engine: str | None, host: str | None, system: str | None,
         max_turns: int | None, yes: bool, as_json: bool, no_stream: bool,
-        no_context: bool, continue_last: bool, conversation_id: str | None) -> None:
+        no_context: bool, schema_file: str | None, continue_last: bool,
+        conversation_id: str | None) -> None:
     """Ask QUERY (or `-`, or nothing: read it from stdin); the answer goes to stdout, tool
     activity to stderr. Exit code 3: stopped without an answer (max turns or loop guard).
 
@@ -193,7 +197,11 @@ def ask(ctx: click.Context, query: tuple[str, ...], agent: str | None, tools: st
     config_path = (ctx.obj or {}).get("config_path")
     status = _Status()
     stdout = _Stdout(status)
-    streaming = not (as_json or no_stream)
+    output_schema = None
+    if schema_file:
+        output_schema = _load_schema_file(schema_file)  # a bad file: one line, exit 2
+    # A structured answer is printed once it is checked, never streamed unchecked.
+    streaming = not (as_json or no_stream or output_schema is not None)
     # The built-in HTTP client: importing the openai package would triple start-up time.
     try:
         with Jarvis(config_path=config_path, engine=engine, model=model, host=host,
@@ -204,12 +212,16 @@ def ask(ctx: click.Context, query: tuple[str, ...], agent: str | None, tools: st
             result = answer(question, agent=agent, tools=tools, system=system,
                             max_turns=max_turns, approver=terminal_approver(yes),
                             context=False if no_context else None, source="cli",
-                            on_token=stdout if streaming else None)
+                            on_token=stdout if streaming else None,
+                            output_schema=output_schema)
     finally:
         status.clear()
         stdout.finish()  # text streamed before a failure still ends its line
     meta = result.get("metadata") or {}
     stopped = bool(meta.get("max_turns_exceeded") or meta.get("loop_detected"))
+    if output_schema is not None and not stopped:
+        _structured_exit(ctx, result, as_json)
+        return
     if as_json:
         echo_json(result)
     elif streaming and stdout.wrote:
@@ -223,4 +235,41 @@ def ask(ctx: click.Context, query: tuple[str, ...], agent: str | None, tools: st
         click.echo(f"Error: stopped because the model kept repeating the same tool call "
                    f"without an answer (exit code {STOPPED_EXIT_CODE})", err=True)
     if stopped:
+        ctx.exit(STOPPED_EXIT_CODE)
+
+
+def _load_schema_file(path: str) -> dict[str, Any]:
+    """The JSON schema in the file a person named with --schema, bounded before it is parsed
+    (SchemaProblem, a UserError, says what is wrong)."""
+    from pathlib import Path
+
+    from jarvis.agents.structured import MAX_SCHEMA_BYTES, SchemaProblem, check_schema
+
+    file = Path(path)
+    try:
+        with file.open("rb") as fh:
+            data = fh.read(MAX_SCHEMA_BYTES * 4 + 1)
+    except OSError as exc:
+        raise SchemaProblem(f"cannot read the schema file {file}: {exc.strerror or exc}") from None
+    if len(data) > MAX_SCHEMA_BYTES * 4:
+        raise SchemaProblem(f"the schema file {file} is larger than {MAX_SCHEMA_BYTES * 4} bytes")
+    try:
+        schema = json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        raise SchemaProblem(f"the schema file {file} is not valid JSON: {exc}"[:300]) from None
+    return check_schema(schema)
+
+
+def _structured_exit(ctx: click.Context, result: dict[str, Any], as_json: bool) -> None:
+    """Print a structured answer as JSON, or say why there is none (exit code 3)."""
+    report = (result.get("metadata") or {}).get("structured") or {}
+    if as_json:
+        echo_json(result)
+    elif result.get("status") == "ok":
+        click.echo(shown_data(json.dumps(result["parsed"], ensure_ascii=False)))
+    if result.get("status") != "ok":
+        errors = report.get("errors") or ["no answer"]
+        click.echo(f"Error: no answer matched the schema after {report.get('attempts', 0)} "
+                   f"attempt(s); the last problem: {visible(errors[-1], 500, one_line=True)} "
+                   f"(exit code {STOPPED_EXIT_CODE})", err=True)
         ctx.exit(STOPPED_EXIT_CODE)

@@ -69,13 +69,17 @@ def serve(host: str | None, port: int | None, api_key: str | None, env_name: str
         max_connections=sc.max_connections, send_timeout=sc.send_timeout)
     settings.check()  # before building anything: refuse unsafe settings first
     app = build_app(settings, config=config)
-    sock = bind(settings.host, settings.port)
+    sock = bind(settings.host, settings.port, listen=False)
     url = url_of(sock)
     tools = ", ".join(app.state.ors.tools) or "(none)"
-    click.echo(f"jarvis serve: listening on {url}", err=True)
-    env_name = settings.env_name
-    click.echo(f"  ORS environment {env_name!r}: {url}/{env_name}/tools  tools: {tools}", err=True)
-    click.echo(f"  OpenAI-compatible API: {url}/v1 (models are jarvis agents)", err=True)
-    if api_key:
-        click.echo("  API key required (X-API-Key or Authorization: Bearer)", err=True)
-    serve_forever(app, sock)
+
+    def announce() -> None:
+        click.echo(f"jarvis serve: listening on {url}", err=True)
+        env_name = settings.env_name
+        click.echo(f"  ORS environment {env_name!r}: {url}/{env_name}/tools  tools: {tools}",
+                   err=True)
+        click.echo(f"  OpenAI-compatible API: {url}/v1 (models are jarvis agents)", err=True)
+        if api_key:
+            click.echo("  API key required (X-API-Key or Authorization: Bearer)", err=True)
+
+    serve_forever(app, sock, announce=announce)

@@ -274,6 +274,11 @@ class Message:
             self.content = parts_text(self.parts)
 
     @property
+    def text(self) -> str:
+        """The content as text ("" for an assistant turn that only calls tools)."""
+        return self.content or ""
+
+    @property
     def images(self) -> list[ImageBlock]:
         """The image parts (empty for a text message)."""
         return [p for p in self.parts if isinstance(p, ImageBlock)]
@@ -293,6 +298,27 @@ class Message:
         if self.name is not None and self.role != "tool":
             out["name"] = self.name
         return out
+
+
+@dataclass(slots=True)
+class Conversation:
+    """Messages in order, with an optional cap: `add` drops the oldest beyond `max_messages`.
+
+    What `AgentContext.conversation` carries into a run (OpenJarvis's record of the same name).
+    """
+
+    messages: list[Message] = field(default_factory=list)
+    max_messages: int | None = None
+
+    def add(self, message: Message) -> None:
+        """Append `message`, dropping the oldest messages beyond `max_messages`."""
+        self.messages.append(message)
+        if self.max_messages is not None and len(self.messages) > self.max_messages:
+            del self.messages[:len(self.messages) - max(0, self.max_messages)]
+
+    def window(self, n: int) -> list[Message]:
+        """The last `n` messages (none for n <= 0)."""
+        return self.messages[-n:] if n > 0 else []
 
 
 @dataclass(slots=True)

@@ -85,6 +85,9 @@ class OpenAICompatEngine:
         vision_models: model names or globs -> True/False, winning over `vision`.
     """
 
+    # Takes OpenAI's `response_format` (json_schema): structured answers go natively.
+    supports_response_format = True
+
     def __init__(self, backend: str = "openai", host: str | None = None, *,
                  api_key: str | None = None, model: str = "", timeout: float = 120.0,
                  connect_timeout: float = 5.0, max_retries: int = 3, retry_backoff: float = 0.5,
@@ -186,7 +189,8 @@ class OpenAICompatEngine:
     # --- requests ----------------------------------------------------------------------------
     def _params(self, messages: Sequence[MessageLike], tools: list[dict[str, Any]] | None,
                 model: str | None, temperature: float | None,
-                max_tokens: int | None) -> dict[str, Any]:
+                max_tokens: int | None, response_format: dict[str, Any] | None = None
+                ) -> dict[str, Any]:
         name = model or self.model
         if not name:
             raise EngineError(f"no model given for {self.engine_id} at {self.shown_url}: pass "
@@ -199,29 +203,34 @@ class OpenAICompatEngine:
             params["temperature"] = temperature
         if max_tokens is not None:
             params[self.backend.max_tokens_param] = max_tokens
+        if response_format is not None:
+            params["response_format"] = response_format
         return params
 
     def generate(self, messages: Sequence[MessageLike], *, tools: list[dict[str, Any]] | None = None,
                  model: str | None = None, temperature: float | None = None,
-                 max_tokens: int | None = None) -> GenerateResult:
+                 max_tokens: int | None = None,
+                 response_format: dict[str, Any] | None = None) -> GenerateResult:
         """One reply; transient failures are retried, others raise EngineError."""
-        params = self._params(messages, tools, model, temperature, max_tokens)
+        params = self._params(messages, tools, model, temperature, max_tokens, response_format)
         data = self._with_retries(lambda: self.transport.chat(params), params)
         return self._parse(data, params)
 
     async def agenerate(self, messages: Sequence[MessageLike], *,
                         tools: list[dict[str, Any]] | None = None, model: str | None = None,
                         temperature: float | None = None,
-                        max_tokens: int | None = None) -> GenerateResult:
+                        max_tokens: int | None = None,
+                        response_format: dict[str, Any] | None = None) -> GenerateResult:
         """Async `generate` (openai.AsyncOpenAI, or a worker thread with the HTTP client)."""
         import asyncio
 
         if self.client_kind == "http":
             return await asyncio.to_thread(self.generate, messages, tools=tools, model=model,
-                                           temperature=temperature, max_tokens=max_tokens)
+                                           temperature=temperature, max_tokens=max_tokens,
+                                           response_format=response_format)
         from jarvis.engine.transport import openai_wire_error
 
-        params = self._params(messages, tools, model, temperature, max_tokens)
+        params = self._params(messages, tools, model, temperature, max_tokens, response_format)
         attempt = 0
         while True:
             try:
@@ -240,13 +249,14 @@ class OpenAICompatEngine:
 
     def stream(self, messages: Sequence[MessageLike], *, tools: list[dict[str, Any]] | None = None,
                model: str | None = None, temperature: float | None = None,
-               max_tokens: int | None = None) -> Iterator[StreamChunk]:
+               max_tokens: int | None = None,
+               response_format: dict[str, Any] | None = None) -> Iterator[StreamChunk]:
         """Text deltas as they arrive; the last chunk carries the whole GenerateResult.
 
         Only the request is retried: once text has been handed out, a broken stream is an
         EngineError (retrying would repeat text the caller already showed).
         """
-        params = self._params(messages, tools, model, temperature, max_tokens)
+        params = self._params(messages, tools, model, temperature, max_tokens, response_format)
         params["stream"] = True
         if self.backend.stream_usage:
             params["stream_options"] = {"include_usage": True}

@@ -13,12 +13,14 @@ from typing import TYPE_CHECKING, Any
 from jarvis._lazy import lazy_getattr
 
 if TYPE_CHECKING:
+    from jarvis.memory.handle import MemoryHandle
     from jarvis.memory.sqlite import SQLiteMemory
     from jarvis.memory.types import MemoryBackend, RetrievalResult
 
-__all__ = ["MemoryBackend", "RetrievalResult", "SQLiteMemory", "memory_path", "open_memory"]
+__all__ = ["MemoryBackend", "MemoryHandle", "RetrievalResult", "SQLiteMemory", "memory_path", "open_memory"]
 
 _LAZY = {
+    "MemoryHandle": "jarvis.memory.handle",
     "SQLiteMemory": "jarvis.memory.sqlite",
     "MemoryBackend": "jarvis.memory.types",
     "RetrievalResult": "jarvis.memory.types",
@@ -41,11 +43,12 @@ def memory_path(config: Any = None) -> Path:
 
 def open_memory(config: Any = None, bus: Any = None,
                 db_path: str | os.PathLike[str] | None = None) -> SQLiteMemory:
-    """Open the SQLiteMemory a config describes (its path and chunking settings)."""
-    from jarvis.memory.sqlite import SQLiteMemory
+    """Open the SQLiteMemory a config describes (its path and chunking settings), as a
+    MemoryHandle (it also has OpenJarvis's `index` and `search`)."""
+    from jarvis.memory.handle import MemoryHandle
 
     options: dict[str, Any] = {}
     if config is not None:
         options = {"chunk_size": config.memory.chunk_size,
                    "chunk_overlap": config.memory.chunk_overlap}
-    return SQLiteMemory(memory_path(config) if db_path is None else db_path, bus=bus, **options)
+    return MemoryHandle(memory_path(config) if db_path is None else db_path, bus=bus, **options)

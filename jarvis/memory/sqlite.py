@@ -357,8 +357,10 @@ class SQLiteMemory:
             files = conn.execute("SELECT count(*) FROM documents WHERE kind = 'file'").fetchone()[0]
         size = sum(p.stat().st_size for p in (self.db_path, _sibling(self.db_path, "-wal"))
                    if p.exists())
-        return {"db_path": str(self.db_path), "documents": docs, "files": files,
-                "chunks": chunks, "sources": sources, "chars": chars, "db_bytes": size}
+        # backend and count: the keys OpenJarvis's `memory.stats()` has.
+        return {"backend": "sqlite", "count": docs, "db_path": str(self.db_path),
+                "documents": docs, "files": files, "chunks": chunks, "sources": sources,
+                "chars": chars, "db_bytes": size}
 
     def sources(self, limit: int = 1000) -> list[dict[str, Any]]:
         """The stored sources with their document and chunk counts, most chunks first."""

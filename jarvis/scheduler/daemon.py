@@ -349,8 +349,21 @@ class SchedulerDaemon:
         """Run one claimed occurrence with its timeout, keep its lease alive, record it."""
         with self._active_lock:
             self._executing[claim.run.id] = None
+        bus = getattr(self, "bus", None)
         try:
-            return self._execute_claim(claim)
+            if bus is not None:
+                from jarvis.core.events import EventType
+
+                bus.publish(EventType.SCHEDULER_TASK_START, {
+                    "task_id": claim.task.id, "run_id": claim.run.id,
+                    "prompt": claim.task.prompt, "trigger": claim.run.trigger})
+            run = self._execute_claim(claim)
+            if bus is not None:
+                bus.publish(EventType.SCHEDULER_TASK_END, {
+                    "task_id": claim.task.id, "run_id": claim.run.id, "status": run.status,
+                    "success": run.status == "succeeded", "result": run.answer or "",
+                    "error": run.error or ""})
+            return run
         finally:
             with self._active_lock:
                 self._executing.pop(claim.run.id, None)

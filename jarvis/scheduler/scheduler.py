@@ -58,7 +58,10 @@ class TaskScheduler(TaskOperations, SchedulerDaemon, ResultDelivery):
                  shutdown_timeout: float | None = None,
                  shutdown_delivery_seconds: float | None = None,
                  poll_interval: float | None = None,
-                 notifier: Callable[[Task, Run], dict[str, Any] | None] | None = None) -> None:
+                 notifier: Callable[[Task, Run], dict[str, Any] | None] | None = None,
+                 bus: Any = None) -> None:
+        # SCHEDULER_TASK_START / SCHEDULER_TASK_END of the runs this scheduler executes.
+        self.bus = bus
         if poll_interval is not None:  # OpenJarvis's name for poll_seconds
             if poll_seconds is not None and poll_seconds != poll_interval:
                 raise UserError("pass poll_seconds or poll_interval (the same setting), not both")

@@ -25,8 +25,12 @@ CRON_CATCH_UP_STEPS = 2_000  # occurrences walked when counting missed cron runs
 ON_TIME_SECONDS = 2.0
 
 
-class TaskNotFoundError(UserError):
-    """No task has this id."""
+class TaskNotFoundError(UserError, KeyError):
+    """No task has this id (also a KeyError, as code ported from OpenJarvis catches)."""
+
+    def __str__(self) -> str:
+        # KeyError's str() would quote the message; keep the plain one-line text.
+        return Exception.__str__(self)
 
     def __init__(self, task_id: str) -> None:
         self.task_id = task_id

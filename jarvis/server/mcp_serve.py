@@ -333,16 +333,16 @@ def run_http(tools: list[BaseTool], config: Any, approved: set[str], host: str, 
 
     check_http_access(host, api_key)
     try:  # a busy port is a one-line error before anything starts
-        sock = bind(host, port)
+        sock = bind(host, port, listen=False)
     except UserError as exc:
         reason = str(exc).split(";")[0]
         raise UserError(f"{reason}; pick another --http HOST:PORT") from None
     server = build_server(tools, make_executor(tools, config, approved),
                           memory=_memory_resources(config, tools, memory), per_connection=True)
     app = http_app(server, host, api_key, config)
-    _announce(tools, f"{url_of(sock)}/mcp")
     try:
-        serve_forever(app, sock, limits=_limits(config))
+        serve_forever(app, sock, limits=_limits(config),
+                      announce=lambda: _announce(tools, f"{url_of(sock)}/mcp"))
     finally:
         sock.close()
     sys.stderr.flush()

@@ -7,13 +7,19 @@ import dataclasses
 import socket
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from jarvis.errors import UserError
 from jarvis.server.limits import ConnectionLimits
 
+BACKLOG = 2048
 
-def bind(host: str, port: int) -> socket.socket:
+
+def bind(host: str, port: int, listen: bool = True) -> socket.socket:
+    """A TCP socket bound to host:port (a busy port is a UserError here, before anything
+    starts). `listen=False` leaves it closed to clients: `serve_forever` opens it once the
+    app and the server are built, so no client waits on a half-started server."""
     family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
     # proto=IPPROTO_TCP matters: asyncio only sets TCP_NODELAY on accepted sockets whose
     # proto says TCP, and without it every small response waits ~40 ms for a delayed ACK.
@@ -26,7 +32,8 @@ def bind(host: str, port: int) -> socket.socket:
         sock.close()
         raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}; pick another "
                         f"--port (0 picks a free one) or --host") from None
-    sock.listen(2048)
+    if listen:
+        sock.listen(BACKLOG)
     sock.set_inheritable(True)
     return sock
 
@@ -65,9 +72,18 @@ def _server(app: Any, log_level: str, limits: ConnectionLimits | None = None) ->
 
 
 def serve_forever(app: Any, sock: socket.socket, log_level: str = "warning",
-                  limits: ConnectionLimits | None = None) -> None:
-    """Serve on `sock` until interrupted (uvicorn handles SIGINT/SIGTERM)."""
-    _server(app, log_level, limits).run(sockets=[sock])
+                  limits: ConnectionLimits | None = None,
+                  announce: Callable[[], Any] | None = None) -> None:
+    """Serve on `sock` until interrupted (uvicorn handles SIGINT/SIGTERM).
+
+    The server is built (uvicorn imported) before the socket listens and `announce` runs, so
+    a client that connects as soon as the port accepts, or the URL is printed, is answered
+    at once."""
+    server = _server(app, log_level, limits)
+    sock.listen(BACKLOG)
+    if announce is not None:
+        announce()
+    server.run(sockets=[sock])
 
 
 class ServerThread:

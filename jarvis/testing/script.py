@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -162,6 +163,12 @@ class _Script:
         with self._lock:
             return len(self._items)
 
+    def record(self, request: dict[str, Any]) -> None:
+        """Record a request that was refused before it could take a scripted reply."""
+        with self._cond:
+            self.requests.append(request)
+            self._cond.notify_all()
+
     def take(self, request: dict[str, Any]) -> Any:
         with self._cond:
             self.requests.append(request)
@@ -177,6 +184,34 @@ class _Script:
     def wait_for(self, count: int, timeout: float) -> bool:
         with self._cond:
             return self._cond.wait_for(lambda: len(self.requests) >= count, timeout)
+
+
+_SCHEMA_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+def response_format_problem(value: Any) -> str | None:
+    """What is wrong with a request's `response_format`, as the OpenAI API checks it (None:
+    nothing). Both the scripted engine and the loopback server refuse what it names."""
+    if not isinstance(value, dict):
+        return "Invalid 'response_format': expected an object"
+    kind = value.get("type")
+    if kind not in ("text", "json_object", "json_schema"):
+        return (f"Invalid 'response_format.type': {kind!r}; supported: 'text', 'json_object', "
+                f"'json_schema'")
+    if kind != "json_schema":
+        return None
+    spec = value.get("json_schema")
+    if not isinstance(spec, dict):
+        return "Missing required parameter: 'response_format.json_schema'"
+    name = spec.get("name")
+    if not isinstance(name, str) or not _SCHEMA_NAME.match(name):
+        return ("Invalid 'response_format.json_schema.name': it must be 1-64 letters, digits, "
+                "'_' or '-'")
+    if not isinstance(spec.get("schema"), dict):
+        return "Invalid 'response_format.json_schema.schema': expected a JSON schema object"
+    if "strict" in spec and not isinstance(spec["strict"], bool):
+        return "Invalid 'response_format.json_schema.strict': expected a boolean"
+    return None
 
 
 def split_text(text: str, words: int = 2) -> list[str]:

@@ -23,6 +23,7 @@ from jarvis.testing.script import (
     _Exhausted,
     _Script,
     reply,
+    response_format_problem,
     split_text,
 )
 
@@ -88,6 +89,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(400, _error_body("messages must be a list of message objects",
                                              "invalid_request_error"))
             return
+        if "response_format" in body:  # structured answers: checked as the OpenAI API does
+            problem = response_format_problem(body["response_format"])
+            if problem:
+                owner._script.record(body)
+                self._send_json(400, _error_body(problem, "invalid_request_error"))
+                return
         item = owner._script.take(body)
         if isinstance(item, _Exhausted):
             self._send_json(400, _error_body(

@@ -259,6 +259,22 @@ def evaluate(expression: str) -> int | float:
     return value
 
 
+def safe_eval(expression: str) -> float:
+    """Evaluate `expression` to a float, as OpenJarvis's `calculator.safe_eval` does.
+
+    The calculator's own evaluator with its bounds; `^` is a power, as in OpenJarvis (the
+    calculator tool has no `^`). A bad expression, a division by zero or a result too large
+    raises CalculatorError (a ValueError) with a readable message.
+    """
+    if not isinstance(expression, str):
+        raise CalculatorError(f"expression must be a string, not {type(expression).__name__}")
+    value = evaluate(expression.replace("^", "**"))
+    try:
+        return float(value)
+    except OverflowError:
+        raise CalculatorError("result is too large for a float") from None
+
+
 def format_number(value: int | float) -> str:
     if isinstance(value, int):
         return str(value)
