@@ -25,6 +25,8 @@ import time
 
 import httpx
 
+from jarvis.server import owner_token
+
 BASELINE_APP = """
 import sys
 from starlette.applications import Starlette
@@ -47,11 +49,13 @@ def start(args: list[str]) -> tuple[subprocess.Popen[str], str]:
     env = dict(os.environ, JARVIS_RUN_LOG="0")
     proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True, env=env)
     assert proc.stderr is not None
-    line = proc.stderr.readline()
-    if "listening on" not in line:
-        proc.kill()
-        raise SystemExit(f"server did not start: {line}{proc.stderr.read()}")
-    return proc, line.split("listening on ", 1)[1].split()[0]
+    seen = ""
+    for line in proc.stderr:  # a warning may come first (e.g. a state folder made private)
+        if "listening on" in line:
+            return proc, line.split("listening on ", 1)[1].split()[0]
+        seen += line
+    proc.kill()
+    raise SystemExit(f"server did not start: {seen}")
 
 
 def stop(proc: subprocess.Popen[str]) -> None:
@@ -102,11 +106,11 @@ def in_process(n: int) -> list[float]:
     return out
 
 
-def ors_client(url: str, n: int) -> list[float]:
+def ors_client(url: str, n: int, token: str) -> list[float]:
     from ors.client import ORS, Task
 
     out = []
-    with ORS(base_url=url) as client, client.environment("jarvis").session(
+    with ORS(base_url=url, api_key=token) as client, client.environment("jarvis").session(
             task=Task("jarvis", {})) as session:
         for _ in range(20):
             session.call_tool("think", {"thought": "warm"})
@@ -117,13 +121,15 @@ def ors_client(url: str, n: int) -> list[float]:
     return out
 
 
-async def concurrent(url: str, sessions: int, per_session: int) -> tuple[int, float, list[float]]:
+async def concurrent(url: str, sessions: int, per_session: int,
+                     token: str) -> tuple[int, float, list[float]]:
     """Every session through the ors-sdk async client (aiohttp; SSE; pings), all at once."""
     from ors.client import AsyncORS, Task
 
     latencies: list[float] = []
     errors = 0
-    client = AsyncORS(base_url=url)  # keep referenced: its __del__ closes the HTTP sessions
+    # Keep the client referenced: its __del__ closes the HTTP sessions.
+    client = AsyncORS(base_url=url, api_key=token)
     env = client.environment("jarvis")
 
     async def one(i: int) -> None:
@@ -145,7 +151,7 @@ async def concurrent(url: str, sessions: int, per_session: int) -> tuple[int, fl
     total = time.perf_counter() - start
     await env.client.close()
     async with httpx.AsyncClient(base_url=url) as http:
-        health = (await http.get("/health")).json()
+        health = (await http.get("/health")).json()  # /health needs no token
     if health["sessions"] != 0:
         errors += 1
         print(f"sessions left open: {health['sessions']}", file=sys.stderr)
@@ -176,17 +182,19 @@ def main() -> None:
     jarvis_proc, url = start([sys.executable, "-m", "jarvis.cli", "serve", "--port", "0",
                               "--tools", "think"])
     base_proc, base_url = start([sys.executable, "-c", BASELINE_APP])
+    token = owner_token()  # the server answers only its owner: every request carries it
     try:
-        with httpx.Client(base_url=url) as client:
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}) as client:
             sid = new_session(client)
             served = time_calls(client, args.calls, {"X-Session-ID": sid})
             client.post("/delete", headers={"X-Session-ID": sid}).raise_for_status()
         with httpx.Client(base_url=base_url) as client:
             floor = time_calls(client, args.calls, {})
         direct = in_process(args.calls)
-        via_ors = ors_client(url, max(100, args.calls // 5))
+        via_ors = ors_client(url, max(100, args.calls // 5), token)
         cpu_before = cpu_seconds(jarvis_proc.pid)
-        errors, total, lat = asyncio.run(concurrent(url, args.sessions, args.per_session))
+        errors, total, lat = asyncio.run(concurrent(url, args.sessions, args.per_session,
+                                                    token))
         cpu_after = cpu_seconds(jarvis_proc.pid)
     finally:
         stop(jarvis_proc)

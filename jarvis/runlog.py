@@ -75,7 +75,13 @@ def _cut(value: Any) -> Any:
 
 
 def _json(value: Any) -> str:
-    return _cut(json.dumps(value, ensure_ascii=False, default=str))
+    # default=str can make text from any object: escaped again, as JSON escapes this time.
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    from jarvis.core.text import has_lone_surrogate
+
+    if has_lone_surrogate(text):
+        text = json.dumps(json.loads(text), default=str)  # ensure_ascii: \udc80 escapes
+    return _cut(text)
 
 
 class RunLog:
@@ -107,9 +113,10 @@ class RunLog:
     def _connect(self) -> Any:
         import sqlite_utils
 
+        from jarvis.core.paths import private_database
         from jarvis.core.sqlite_wal import enter_wal
 
-        self.db_path.parent.mkdir(parents=True, exist_ok=True)
+        private_database(self.db_path)  # 0600 (and so its -wal and -shm), whatever the umask
         conn = sqlite3.connect(str(self.db_path), timeout=10, check_same_thread=False,
                                isolation_level=None)
         conn.execute("PRAGMA busy_timeout = 10000")
@@ -138,7 +145,20 @@ class RunLog:
 
     # --- writing -----------------------------------------------------------------------------
     def record(self, run: dict[str, Any], tool_calls: list[dict[str, Any]]) -> str:
-        """Store one finished run and its tool calls in one transaction; returns the run id."""
+        """Store one finished run and its tool calls in one transaction; returns the run id.
+
+        Text that is not valid Unicode (a lone surrogate, from a model's `"\\udc80"` escape
+        or a command-line byte that is not UTF-8) cannot be stored as it is: each one is
+        written as the six characters `\\udc80`, and the run's metadata says how many
+        (`escaped_characters`)."""
+        from jarvis.core.text import escape
+
+        run, escaped = escape(run)
+        tool_calls, escaped_calls = escape(tool_calls)
+        if escaped or escaped_calls:
+            run["metadata"] = dict(run.get("metadata") or {}, escaped_characters=(
+                f"{escaped + escaped_calls} lone surrogate(s) (text that is not valid "
+                f"Unicode) stored as \\uXXXX escapes"))
         run_id = run.get("id") or new_run_id()
         usage = run.get("usage") or {}
         row = {

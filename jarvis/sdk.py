@@ -325,6 +325,10 @@ class Jarvis:
             structured = OutputSchema.of(output_schema)  # a bad schema fails before any work
             schema_retries = DEFAULT_RETRIES if schema_retries is None else schema_retries
         tool_names = _split_names(tools)
+        invalid = _invalid_text(query, system, history)
+        if invalid is not None:
+            # Refused before any engine call, yet in `jarvis runs list` like every ask.
+            self._refuse(invalid, query=query, source=source, tools=tool_names, started=started)
         agent_cls, spec = self.resolve_agent(agent, tool_names)
         if tool_names is None:
             tool_names = list(spec.tools) if spec is not None else list(self.config.agent.tools)
@@ -467,6 +471,22 @@ class Jarvis:
         text, sources = memory_context(self.memory, query, mc.context_top_k,
                                        mc.context_min_match)
         return text or "", list(sources or [])
+
+    def _refuse(self, message: str, *, query: str, source: str, tools: Any,
+                started: float) -> None:
+        """Record a run refused before it started (status "error"), then raise UserError."""
+        from jarvis.runlog import new_run_id
+
+        record = {"id": new_run_id(), "created_at": started, "source": source, "query": query,
+                  "tools": list(tools or [])}
+        try:
+            self._record(record, status="error", error=message, started=started)
+        except JarvisError as exc:
+            import logging
+
+            logging.getLogger("jarvis").warning("jarvis: warning: the run was not recorded: %s",
+                                                exc)
+        raise UserError(message)
 
     def _record(self, record: dict[str, Any], *, status: str, started: float,
                 error: str | None = None, result: Any = None,
@@ -660,3 +680,16 @@ def _decoded(arguments: Any) -> Any:
         except ValueError:
             return arguments
     return arguments
+
+
+def _invalid_text(query: str, system: str | None, history: Sequence[Message] | None
+                  ) -> str | None:
+    """Why the question, system prompt or history is not valid Unicode text (a lone
+    surrogate: see jarvis.core.text), or None."""
+    from jarvis.core.text import find_problem, problem
+
+    found = problem(query, "the question") or problem(system, "the system prompt")
+    for i, message in enumerate(history or ()):
+        found = found or find_problem(getattr(message, "content", None),
+                                      f"message {i + 1} of the history")
+    return found

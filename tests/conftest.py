@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parent.parent
 @pytest.fixture(autouse=True)
 def jarvis_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "jarvis-home"
-    home.mkdir()
+    home.mkdir(mode=0o700)  # as jarvis makes it: private to its user
     monkeypatch.setenv("JARVIS_HOME", str(home))
     monkeypatch.setenv("JARVIS_LOAD_PLUGINS", "")
     for var in ("JARVIS_CONFIG", "JARVIS_ENGINE", "JARVIS_MODEL", "OPENAI_BASE_URL",

@@ -204,8 +204,10 @@ def test_serve_ors_curl_and_client_examples(env, tmp_path):
                     want = re.sub(r"\b[0-9a-f]{32}\b", "...", want)
                     want = re.sub(r'"seconds": [0-9.]+', '"seconds": ...', want)
                     assert matches(want, line), (command, want, line)
-        tools = json.loads(outs[0].stdout)["tools"]
+        tools = json.loads(outs[1].stdout)["tools"]
         assert [t["name"] for t in tools] == ["think", "calculator", "repl"]
+        # Without the owner's token: refused (another user of this machine has none).
+        assert json.loads(outs[-1].stdout)["detail"].startswith("this server answers only")
 
         (client,) = [b for b in blocks("python") if "from ors.client import" in b]
         printed = io.StringIO()
@@ -219,7 +221,7 @@ def test_serve_openai_curl_and_client_examples(env, tmp_path):
     work = tmp_path / "serve"
     work.mkdir()
     with serving(env, work) as (port, _):
-        steps = transcript("curl -s localhost:8765/v1/models")
+        steps = transcript("localhost:8765/v1/models")
         outs = run_in_bash([c.replace("8765", str(port)) for c, _ in steps], env, work)
         for (command, expected), out in zip(steps, outs, strict=True):
             assert out.returncode == 0, (command, out.stderr)

@@ -40,6 +40,10 @@ OPENING_FUNCTIONS = frozenset({
     "glob.glob", "glob.iglob",
     "shutil.copy", "shutil.copy2", "shutil.copyfile", "shutil.copytree", "shutil.move",
     "shutil.rmtree", "importlib.util.spec_from_file_location", "runpy.run_path",
+    # jarvis's own: create or tighten its state files and folders (jarvis.core.paths)
+    "jarvis.core.paths.open_private", "jarvis.core.paths.private_file",
+    "jarvis.core.paths.private_dir", "jarvis.core.paths.private_database",
+    "jarvis.core.paths.tighten",
 })
 # Methods that reach a file whatever object they are called on (pathlib.Path's, mostly). A
 # method of another object with one of these names is listed too: better a line in ALLOWED
@@ -69,14 +73,31 @@ class Opening:
 # (module, function, call) -> why it cannot open a path a model chose. Keep each reason true:
 # a new entry needs one, and an entry whose call is gone fails test_allowed_entries_still_exist.
 ALLOWED: dict[tuple[str, str, str], str] = {
+    # --- jarvis's state kept private: JARVIS_HOME and the stores' own paths ----------------
+    ("jarvis.core.paths", "private_dir", "os.chmod"):
+        "a folder jarvis itself just created for its state (JARVIS_HOME, a store's folder)",
+    ("jarvis.core.paths", "private_file", "os.open"):
+        "creates a store's file (a database path from config or JARVIS_HOME) 0600",
+    ("jarvis.core.paths", "open_private", "os.open"):
+        "opens jarvis's own log and cache files (JARVIS_HOME/mcp/...) 0600",
+    ("jarvis.core.paths", "private_database", "open"):
+        "the first 16 bytes of a store's database file (is it SQLite?) before it is tightened",
+    ("jarvis.core.paths", "tighten", "os.chmod"):
+        "takes group/other bits off jarvis's own state files and folders (no symlink followed)",
+    ("jarvis.core.paths", "exposed", ".iterdir"):
+        "lists JARVIS_HOME for `jarvis doctor` (symlinks not followed, nothing read)",
     # --- config: chosen by the person running jarvis ----------------------------------------
     ("jarvis.core.config", "load_config", ".read_text"):
         "config.toml found by the config lookup or named by --config / JARVIS_CONFIG",
     # --- stores: SQLite files at paths from config or JARVIS_HOME -----------------------------
+    ("jarvis.memory.sqlite", "SQLiteMemory.__init__", "jarvis.core.paths.private_database"):
+        "creates the memory database 0600 (its folder 0700) before it is opened",
     ("jarvis.memory.sqlite", "SQLiteMemory._connect", "sqlite3.connect"):
         "the memory database: [memory] db_path / JARVIS_MEMORY_DB, or under JARVIS_HOME",
     ("jarvis.memory.sqlite", "SQLiteMemory._database", "sqlite_utils.Database"):
         "wraps a connection opened by _connect (a connection, not a path)",
+    ("jarvis.scheduler.store", "SchedulerStore.__init__", "jarvis.core.paths.private_database"):
+        "creates the scheduler database 0600 (its folder 0700) before it is opened",
     ("jarvis.scheduler.store", "SchedulerStore.__init__", "sqlite3.connect"):
         "the scheduler database: [scheduler] db_path in config, or under JARVIS_HOME",
     ("jarvis.scheduler.store", "SchedulerStore.__init__", "sqlite_utils.Database"):
@@ -85,6 +106,8 @@ ALLOWED: dict[tuple[str, str, str], str] = {
         "/proc/sys/kernel/random/boot_id: which boot a lease was taken in",
     ("jarvis.scheduler.store", "owner_is_dead", ".read_text"):
         "/proc/<pid>/stat of a pid from jarvis's own lease (is the lease holder alive?)",
+    ("jarvis.runlog", "RunLog._connect", "jarvis.core.paths.private_database"):
+        "creates the run log database 0600 (its folder 0700) before it is opened",
     ("jarvis.runlog", "RunLog._connect", "sqlite3.connect"):
         "the run log database: [runs] db_path / JARVIS_RUNS_DB, or JARVIS_HOME/runs.db",
     ("jarvis.runlog", "RunLog._connect", "sqlite_utils.Database"):
@@ -99,16 +122,26 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("jarvis.mcp.connection", "ServerConnection.stderr_tail", "open"):
         "the server's stderr log that jarvis itself writes (JARVIS_HOME/mcp/logs/NAME.log)",
     ("jarvis.mcp.connection", "ServerConnection._transport", "open"):
-        "creates that stderr log for a configured stdio server, or opens os.devnull",
+        "opens os.devnull when the stderr log cannot be made",
+    ("jarvis.mcp.connection", "ServerConnection._transport", "jarvis.core.paths.private_dir"):
+        "makes the folder of the stderr logs, JARVIS_HOME/mcp/logs (0700)",
+    ("jarvis.mcp.connection", "ServerConnection._transport", "jarvis.core.paths.open_private"):
+        "creates that stderr log (0600) for a configured stdio server",
     ("jarvis.mcp.cache", "read_tools", ".read_text"):
         "the tool-list cache, JARVIS_HOME/mcp/tools-NAME-KEY.json",
-    ("jarvis.mcp.cache", "write_tools", ".write_text"): "writes that cache (a temp file)",
+    ("jarvis.mcp.cache", "write_tools", "jarvis.core.paths.private_dir"):
+        "makes JARVIS_HOME/mcp (0700)",
+    ("jarvis.mcp.cache", "write_tools", "jarvis.core.paths.open_private"):
+        "writes that cache (a temp file, 0600)",
     ("jarvis.mcp.cache", "write_tools", "os.replace"): "...moved into place atomically",
     ("jarvis.mcp.cache", "_prune", ".glob"): "older tool-list caches of the same server",
     ("jarvis.mcp.cache", "_prune", ".unlink"): "...which are deleted",
     ("jarvis.mcp.cache", "read_failure", ".read_text"):
         "the remembered failure, JARVIS_HOME/mcp/failed-NAME-KEY.json",
-    ("jarvis.mcp.cache", "write_failure", ".write_text"): "writes it (a temp file)",
+    ("jarvis.mcp.cache", "write_failure", "jarvis.core.paths.private_dir"):
+        "makes JARVIS_HOME/mcp (0700)",
+    ("jarvis.mcp.cache", "write_failure", "jarvis.core.paths.open_private"):
+        "writes it (a temp file, 0600)",
     ("jarvis.mcp.cache", "write_failure", "os.replace"): "...moved into place atomically",
     ("jarvis.mcp.cache", "clear_failure", ".unlink"): "...deleted when the server connects",
     ("jarvis.mcp.procs", "pids_with_token", ".iterdir"):

@@ -12,6 +12,7 @@ from pathlib import Path
 from logged_process import LoggedProcess
 from mcp_support import cli, pid_alive, stdio_server, write_config
 from ports import closed_port
+from serve_process import owner_headers
 from waiting import wait_for
 
 
@@ -76,10 +77,20 @@ def test_tools_commands_start_servers_only_when_needed(tmp_path: Path, cli_env) 
     wait_for(lambda: not pid_alive(child) and not pid_alive(server), timeout=5)
 
 
-async def _drive(server) -> dict:
+async def _drive(server, headers: dict[str, str] | None = None) -> dict:
+    """List and call tools of `server` (a URL: with `headers`, e.g. the owner's token)."""
+    import contextlib
+
     from mcp import Client
 
-    async with Client(server) as client:
+    async with contextlib.AsyncExitStack() as stack:
+        if headers is not None:
+            from mcp.client.streamable_http import streamable_http_client
+            from mcp.shared._httpx_utils import create_mcp_http_client
+
+            http = await stack.enter_async_context(create_mcp_http_client(headers=headers))
+            server = streamable_http_client(server, http_client=http)
+        client = await stack.enter_async_context(Client(server))
         listed = await client.list_tools()
         ok = await client.call_tool("calculator", {"expression": "sqrt(144) + 3**2"})
         bad = await client.call_tool("calculator", {"expr": "1"})
@@ -122,7 +133,7 @@ def serve_http(args: list[str], env: dict[str, str], cwd: Path) -> tuple[LoggedP
 def test_mcp_serve_over_http_with_chosen_tools(tmp_path: Path, cli_env) -> None:
     proc, url = serve_http(["--tools", "calculator"], cli_env, tmp_path)
     try:
-        seen = asyncio.run(_drive(url))
+        seen = asyncio.run(_drive(url, owner_headers(cli_env)))
         assert seen["names"] == ["calculator"]
         assert seen["ok"].content[0].text == "21.0"
         assert seen["bad"].is_error

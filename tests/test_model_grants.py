@@ -236,7 +236,8 @@ def test_jarvis_serve_agents_apply_the_limit():
         app = build_app(ServeSettings(), tools=build_tools(["calculator"]), jarvis=j)
         try:
             with ServerThread(app) as server:
-                answer = httpx.post(server.url + "/v1/chat/completions", timeout=30, json={
+                answer = httpx.post(server.url + "/v1/chat/completions", timeout=30,
+                                    headers=server.headers, json={
                     "model": "orchestrator", "messages": [{"role": "user", "content": "sum"}]})
         finally:
             j.close()
@@ -335,7 +336,8 @@ def test_jarvis_serve_ors_sessions_apply_the_abandoned_thread_cap_from_config():
         return "done"
 
     try:
-        with running(extra_tools=[hang_ors]) as server, ORS(base_url=server.url) as client:
+        with running(extra_tools=[hang_ors]) as server, \
+                ORS(base_url=server.url, api_key=server.token) as client:
             env = client.environment("jarvis")
             with env.session(task=Task(environment_name="jarvis", task_spec={})) as session:
                 first = session.call_tool("hang_ors", {})

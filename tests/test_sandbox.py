@@ -1015,7 +1015,7 @@ def test_one_ors_call_cannot_kill_jarvis_serve() -> None:
 
     me = os.getpid()
     with running(ServeSettings(approve=True), tools=["code_interpreter", "repl"]) as server, \
-            ORS(base_url=server.url) as client:
+            ORS(base_url=server.url, api_key=server.token) as client:
         port = urlparse(server.url).port
         attack = ("import ctypes, os, signal, socket\nlibc = ctypes.CDLL(None, use_errno=True)\n"
                   "limit = (ctypes.c_ulong * 2)(1, 1)\ninfo = ctypes.create_string_buffer(128)\n"

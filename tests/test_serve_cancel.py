@@ -56,12 +56,13 @@ def serving_with_run_log(fake: FakeOpenAIServer, runs_db: Path) -> Iterator[Serv
         jarvis.close()
 
 
-def send_request(url: str, body: dict[str, Any]) -> socket.socket:
-    host, port = url.removeprefix("http://").rsplit(":", 1)
+def send_request(server: ServerThread, body: dict[str, Any]) -> socket.socket:
+    host, port = server.url.removeprefix("http://").rsplit(":", 1)
     data = json.dumps(body).encode()
     sock = socket.create_connection((host, int(port)), timeout=30)
     sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\n"
                  + f"Host: {host}:{port}\r\nContent-Type: application/json\r\n"
+                   f"Authorization: Bearer {server.token}\r\n"
                    f"Content-Length: {len(data)}\r\n\r\n".encode() + data)
     return sock
 
@@ -82,7 +83,7 @@ def test_a_client_that_disconnects_cancels_its_run(tmp_path, caplog, stream):
     held = HeldEngine()
     runs_db = tmp_path / "runs.db"
     with FakeOpenAIServer(held.script()) as fake, serving_with_run_log(fake, runs_db) as server:
-        client = send_request(server.url, {
+        client = send_request(server, {
             "model": "orchestrator", "stream": stream,
             "messages": [{"role": "user", "content": "What is 6*7?"}]})
         try:
@@ -113,7 +114,7 @@ def test_a_client_that_stays_gets_its_answer(tmp_path):
     script = [reply(tool_calls=[tool_call("calculator", {"expression": "6*7"})]),
               "The answer is 42."]
     with FakeOpenAIServer(script) as fake, serving_with_run_log(fake, runs_db) as server:
-        client = send_request(server.url, {
+        client = send_request(server, {
             "model": "orchestrator", "messages": [{"role": "user", "content": "What is 6*7?"}]})
         with client, client.makefile("rb") as answer:
             head = answer.readline()

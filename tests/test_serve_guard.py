@@ -16,6 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from serve_process import owner_headers
 from serve_support import running
 from waiting import wait_for
 
@@ -38,7 +39,8 @@ def test_loopback_host_values() -> None:
 def test_a_rebinding_host_cannot_reach_tools_or_the_agent() -> None:
     with FakeOpenAIServer(["should never run"]) as fake, running(fake=fake) as server:
         port = server.url.rsplit(":", 1)[1]
-        foreign = {"Host": f"attacker.example:{port}"}
+        # The owner's token does not open the server to a foreign Host either.
+        foreign = {"Host": f"attacker.example:{port}", **server.headers}
         r = httpx.post(server.url + "/v1/chat/completions", json=CHAT, headers=foreign)
         assert r.status_code == 421 and "not a loopback address" in r.json()["error"]["message"]
         r = httpx.get(server.url + "/jarvis/tools", headers=foreign)
@@ -47,14 +49,15 @@ def test_a_rebinding_host_cannot_reach_tools_or_the_agent() -> None:
         assert r.status_code == 421
         assert fake.requests == []
         for good in (f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}", "localhost"):
-            assert httpx.get(server.url + "/jarvis/tools", headers={"Host": good}).status_code == 200
+            assert httpx.get(server.url + "/jarvis/tools",
+                             headers={"Host": good, **server.headers}).status_code == 200
 
 
 def test_http10_request_without_host_is_refused() -> None:
     with running() as server:
         port = int(server.url.rsplit(":", 1)[1])
         with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
-            sock.sendall(b"GET /jarvis/tools HTTP/1.0\r\n\r\n")
+            sock.sendall(b"GET /jarvis/tools HTTP/1.0\r\n" + _auth(server) + b"\r\n")
             answer = _read_all(sock)
         assert answer.startswith(b"HTTP/1.1 421"), answer[:80]
 
@@ -68,6 +71,7 @@ def test_content_length_with_transfer_encoding_is_refused_and_the_connection_clo
         body = b"0\r\n\r\n" + smuggled
         with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
             sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                         + _auth(server) +
                          b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
                          b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
             answer = _read_all(sock)
@@ -79,30 +83,34 @@ def test_content_length_with_transfer_encoding_is_refused_and_the_connection_clo
 def test_foreign_origin_and_text_plain_posts_are_refused() -> None:
     with FakeOpenAIServer(["should never run"]) as fake, running(fake=fake) as server:
         url = server.url + "/v1/chat/completions"
-        r = httpx.post(url, json=CHAT, headers={"Origin": "http://evil.example"})
+        owner = server.headers  # even with the owner's token (a page cannot have it anyway)
+        r = httpx.post(url, json=CHAT, headers={"Origin": "http://evil.example", **owner})
         assert r.status_code == 403 and "allowed_origins" in r.json()["error"]["message"]
-        r = httpx.post(url, json=CHAT, headers={"Origin": "null"})
+        r = httpx.post(url, json=CHAT, headers={"Origin": "null", **owner})
         assert r.status_code == 403
         # The cross-site form attack: a simple text/plain POST carrying JSON.
         import json
 
-        r = httpx.post(url, content=json.dumps(CHAT), headers={"Content-Type": "text/plain"})
+        r = httpx.post(url, content=json.dumps(CHAT),
+                       headers={"Content-Type": "text/plain", **owner})
         assert r.status_code == 415 and "application/json" in r.json()["error"]["message"]
         r = httpx.post(url, content=json.dumps(CHAT),
-                       headers={"Content-Type": "application/x-www-form-urlencoded"})
+                       headers={"Content-Type": "application/x-www-form-urlencoded", **owner})
         assert r.status_code == 415
         assert fake.requests == []
         # Same origin is fine (a page served from here), and so is no Origin at all (curl).
-        r = httpx.get(server.url + "/jarvis/tools", headers={"Origin": server.url})
+        r = httpx.get(server.url + "/jarvis/tools", headers={"Origin": server.url, **owner})
         assert r.status_code == 200
 
 
 def test_allowed_origins_and_api_key_relax_the_checks() -> None:
     settings = ServeSettings(allowed_origins=["http://localhost:3000"])
     with running(settings) as server:
-        r = httpx.get(server.url + "/jarvis/tools", headers={"Origin": "http://localhost:3000"})
+        r = httpx.get(server.url + "/jarvis/tools",
+                      headers={"Origin": "http://localhost:3000", **server.headers})
         assert r.status_code == 200
-        r = httpx.get(server.url + "/jarvis/tools", headers={"Origin": "http://localhost:3001"})
+        r = httpx.get(server.url + "/jarvis/tools",
+                      headers={"Origin": "http://localhost:3001", **server.headers})
         assert r.status_code == 403
     key = "long-enough-key"
     with running(ServeSettings(api_key=key)) as server:
@@ -111,6 +119,11 @@ def test_allowed_origins_and_api_key_relax_the_checks() -> None:
         assert httpx.get(server.url + "/jarvis/tools", headers=named).status_code == 401
         r = httpx.get(server.url + "/jarvis/tools", headers={**named, "X-API-Key": key})
         assert r.status_code == 200
+
+
+def _auth(server) -> bytes:
+    """The owner's token (or API key) as a raw request header line."""
+    return f"Authorization: Bearer {server.token}\r\n".encode()
 
 
 def _unauthenticated_body_is_refused_at_once(port: int, path: bytes) -> None:
@@ -156,10 +169,11 @@ def test_mcp_http_without_the_api_key_reads_no_body(cli_env, tmp_path: Path) -> 
 ])
 def test_malformed_task_range_bounds_are_400(body) -> None:
     with running() as server:
-        r = httpx.post(server.url + "/jarvis/task_range", json=body)
+        r = httpx.post(server.url + "/jarvis/task_range", json=body, headers=server.headers)
         assert r.status_code == 400, r.text
         assert "must be an integer" in r.json()["detail"]
-        ok = httpx.post(server.url + "/jarvis/task_range", json={"split": "default", "start": 0})
+        ok = httpx.post(server.url + "/jarvis/task_range", json={"split": "default", "start": 0},
+                        headers=server.headers)
         assert ok.status_code == 200 and ok.json() == {"tasks": [{}]}
 
 
@@ -168,7 +182,8 @@ def test_malformed_task_range_bounds_are_400(body) -> None:
                                    {"temperature": "hot"}, {"n": {"a": 1}}])
 def test_malformed_chat_options_are_400(extra) -> None:
     with running() as server:
-        r = httpx.post(server.url + "/v1/chat/completions", json={**CHAT, **extra})
+        r = httpx.post(server.url + "/v1/chat/completions", json={**CHAT, **extra},
+                       headers=server.headers)
         assert r.status_code == 400, r.text
 
 
@@ -247,9 +262,11 @@ def test_300_half_open_requests_do_not_stop_health(cli_env, tmp_path: Path) -> N
         finally:
             for s in socks:
                 s.close()
-        # A body that never finishes is cut off too.
+        # A body that never finishes is cut off too (the owner's: anyone else gets 401 first).
+        token = (Path(cli_env["JARVIS_HOME"]) / "serve.token").read_text().strip()
         with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
             s.sendall(b"POST /jarvis/call HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                      + f"Authorization: Bearer {token}\r\n".encode() +
                       b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"na")
             started = time.monotonic()
             answer = _read_all(s, limit=10)
@@ -338,13 +355,15 @@ def test_mcp_http_on_127_0_0_2_refuses_rebinding(cli_env, tmp_path: Path) -> Non
     with mcp_http(cli_env, tmp_path / "ws", "127.0.0.2") as base:
         url = base + "/mcp"
         port = base.rsplit(":", 1)[1]
-        r = httpx.post(url, json=INIT, headers={**MCP_HEADERS, "Host": f"evil.example:{port}"})
+        owner = {**MCP_HEADERS, **owner_headers(cli_env)}
+        r = httpx.post(url, json=INIT, headers={**owner, "Host": f"evil.example:{port}"})
         assert r.status_code == 421
-        r = httpx.post(url, json=INIT, headers={**MCP_HEADERS, "Origin": "http://evil.example"})
+        r = httpx.post(url, json=INIT, headers={**owner, "Origin": "http://evil.example"})
         assert r.status_code == 403
-        r = httpx.post(url, content=b"{}", headers={**MCP_HEADERS, "Content-Type": "text/plain"})
+        r = httpx.post(url, content=b"{}", headers={**owner, "Content-Type": "text/plain"})
         assert r.status_code == 415
-        ok = httpx.post(url, json=INIT, headers=MCP_HEADERS)
+        assert httpx.post(url, json=INIT, headers=MCP_HEADERS).status_code == 401  # not yours
+        ok = httpx.post(url, json=INIT, headers=owner)
         assert ok.status_code == 200, ok.text
 
 
@@ -356,7 +375,8 @@ def test_mcp_http_cuts_off_half_open_requests(cli_env, tmp_path: Path) -> None:
         try:
             for s in socks:
                 s.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
-            ok = httpx.post(base + "/mcp", json=INIT, headers=MCP_HEADERS, timeout=10)
+            ok = httpx.post(base + "/mcp", json=INIT, timeout=10,
+                            headers={**MCP_HEADERS, **owner_headers(cli_env)})
             assert ok.status_code == 200
             answers = [_read_all(s, limit=8) for s in socks]
             assert all(a.startswith(b"HTTP/1.1 408") for a in answers)
@@ -390,7 +410,8 @@ ROUTES = {
 
 def test_no_argument_shape_is_a_500() -> None:
     """Every POST route, every known field, values of every JSON type: 4xx, never 500."""
-    with running() as server, httpx.Client(base_url=server.url, timeout=10) as http:
+    with running() as server, httpx.Client(base_url=server.url, timeout=10,
+                                           headers=server.headers) as http:
         sid = http.post("/create_session").text.split("data: ", 1)[1].split("\n", 1)[0].strip()
         assert http.post("/create", json={"task_spec": {}},
                          headers={"X-Session-ID": sid}).status_code == 200
@@ -423,13 +444,14 @@ def test_an_empty_form_post_is_refused_even_without_origin(ctype: str) -> None:
     browser that leaves Origin out (old ones, privacy settings) must not create a session."""
     with running() as server:
         port = _port(server.url)
-        answer = _raw(port, b"POST /create_session HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
-                      + ctype.encode() + b"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        answer = _raw(port, b"POST /create_session HTTP/1.1\r\nHost: 127.0.0.1\r\n" + _auth(server)
+                      + b"Content-Type: " + ctype.encode()
+                      + b"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
         assert answer.startswith(b"HTTP/1.1 415"), answer[:200]
         assert httpx.get(server.url + "/health").json()["sessions"] == 0
         # The ORS client's body-less POSTs (no Content-Type, or JSON) still work.
-        ok = _raw(port, b"POST /create_session HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                  b"Content-Length: 0\r\nConnection: close\r\n\r\n")
+        ok = _raw(port, b"POST /create_session HTTP/1.1\r\nHost: 127.0.0.1\r\n" + _auth(server)
+                  + b"Content-Length: 0\r\nConnection: close\r\n\r\n")
         assert ok.startswith(b"HTTP/1.1 200"), ok[:200]
 
 
@@ -443,7 +465,8 @@ def test_a_repeated_origin_or_content_type_is_refused(headers: bytes) -> None:
     body = b'{"split": "default", "start": 0}'
     with running() as server:
         answer = _raw(_port(server.url),
-                      b"POST /jarvis/task_range HTTP/1.1\r\nHost: 127.0.0.1\r\n" + headers
+                      b"POST /jarvis/task_range HTTP/1.1\r\nHost: 127.0.0.1\r\n" + _auth(server)
+                      + headers
                       + b"Content-Length: " + str(len(body)).encode()
                       + b"\r\nConnection: close\r\n\r\n" + body)
         assert answer.startswith(b"HTTP/1.1 400"), answer[:200]
@@ -509,7 +532,9 @@ def test_a_client_that_never_reads_its_answers_is_cut_off(cli_env, tmp_path: Pat
         try:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
             s.setblocking(False)
-            request = b"GET /jarvis/tools HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" * 50
+            auth = f"Authorization: {owner_headers(cli_env)['Authorization']}\r\n".encode()
+            request = b"GET /jarvis/tools HTTP/1.1\r\nHost: 127.0.0.1\r\n" + auth + b"\r\n"
+            request *= 50
             started = time.monotonic()
             while time.monotonic() - started < 3:
                 try:

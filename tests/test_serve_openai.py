@@ -12,8 +12,10 @@ from jarvis.server import ServeSettings
 from jarvis.testing import FakeOpenAIServer, HTTPFailure, reply, tool_call
 
 
-def client_for(server, key: str = "unused") -> openai.OpenAI:
-    return openai.OpenAI(base_url=server.url + "/v1", api_key=key, max_retries=0, timeout=30)
+def client_for(server, key: str | None = None) -> openai.OpenAI:
+    """An OpenAI client of `server` with its owner token (or the given API key)."""
+    return openai.OpenAI(base_url=server.url + "/v1", api_key=key or server.token,
+                         max_retries=0, timeout=30)
 
 
 def test_models_are_jarvis_agents() -> None:
@@ -86,14 +88,16 @@ def test_bad_chat_requests_are_4xx_with_openai_errors() -> None:
             client.chat.completions.create(model="simple", messages=[{"role": "user", "content": [
                 {"type": "image_url", "image_url": {"url": "data:,"}}]}])
         raw = httpx.post(server.url + "/v1/chat/completions", content=b"{oops",
-                         headers={"Content-Type": "application/json"})
+                         headers={"Content-Type": "application/json", **server.headers})
         assert raw.status_code == 400 and "not valid JSON" in raw.json()["error"]["message"]
-        raw = httpx.post(server.url + "/v1/chat/completions", json={"model": "simple"})
+        raw = httpx.post(server.url + "/v1/chat/completions", json={"model": "simple"},
+                         headers=server.headers)
         assert raw.status_code == 400 and "messages" in raw.json()["error"]["message"]
         for huge in (b"9" * 4000, b"1e999", b"-1", b"2.5"):  # valid JSON, not a token count
             raw = httpx.post(server.url + "/v1/chat/completions", headers={
-                "Content-Type": "application/json"}, content=b'{"model": "simple", "messages": '
-                b'[{"role": "user", "content": "x"}], "max_tokens": ' + huge + b"}")
+                "Content-Type": "application/json", **server.headers},
+                content=b'{"model": "simple", "messages": [{"role": "user", "content": "x"}], '
+                        b'"max_tokens": ' + huge + b"}")
             assert raw.status_code == 400, (huge[:10], raw.text[:200])
             assert "max_tokens must be a whole number" in raw.json()["error"]["message"]
 

@@ -7,6 +7,7 @@ import json
 import os
 import sys
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -21,7 +22,8 @@ TASK = Task(environment_name="jarvis", task_spec={})
 
 
 def test_ors_client_lists_tools_and_calls_them() -> None:
-    with running(extra_tools=[explode, submit]) as server, ORS(base_url=server.url) as client:
+    with running(extra_tools=[explode, submit]) as server, \
+            ORS(base_url=server.url, api_key=server.token) as client:
         env = client.environment("jarvis")
         tools = {t.name: t for t in env.list_tools()}
         assert set(tools) == {"think", "calculator", "explode", "submit"}
@@ -52,7 +54,7 @@ def test_sessions_hold_run_state_and_release_it_on_delete() -> None:
         pytest.skip("Linux sandbox")
     settings = ServeSettings(approve=True)
     with running(settings, tools=["repl"], tool_settings={"repl": {"timeout": 5}}) as server, \
-            ORS(base_url=server.url) as client:
+            ORS(base_url=server.url, api_key=server.token) as client:
         env = client.environment("jarvis")
         with env.session(task=TASK) as a, env.session(split="default", index=0) as b:
             assert a.call_tool("repl", {"code": "x = 21"}).blocks[0].text == "(no output)"
@@ -73,14 +75,14 @@ def _leased_repl(sid: str):
 
 
 def test_confirmation_tools_are_denied_without_approve() -> None:
-    with running(tools=["repl"]) as server, ORS(base_url=server.url) as client:
+    with running(tools=["repl"]) as server, ORS(base_url=server.url, api_key=server.token) as client:
         with client.environment("jarvis").session(task=TASK) as session:
             out = session.call_tool("repl", {"code": "1"})
     assert out.metadata["error_type"] == "denied" and "--yes" in out.blocks[0].text
 
 
 def test_task_spec_narrows_the_tools() -> None:
-    with running() as server, ORS(base_url=server.url) as client:
+    with running() as server, ORS(base_url=server.url, api_key=server.token) as client:
         env = client.environment("jarvis")
         with env.session(task=Task("jarvis", {"tools": ["think"]})) as session:
             assert [t.name for t in session.list_tools()] == ["think"]
@@ -104,7 +106,7 @@ def _events(text: str) -> dict[str, str]:
 
 def test_bad_requests_get_clear_4xx_answers() -> None:
     settings = ServeSettings(max_body_bytes=4096)
-    with running(settings) as server, httpx.Client(base_url=server.url) as http:
+    with running(settings) as server, httpx.Client(base_url=server.url, headers=server.headers) as http:
         sid = _sid(http)
         h = {"X-Session-ID": sid}
         r = http.post("/create", content=b"{not json",
@@ -152,7 +154,7 @@ def test_bad_requests_get_clear_4xx_answers() -> None:
 
 
 def test_long_outputs_are_split_into_sse_chunks() -> None:
-    with running() as server, ORS(base_url=server.url) as client:
+    with running() as server, ORS(base_url=server.url, api_key=server.token) as client:
         with client.environment("jarvis").session(task=TASK) as session:
             thought = "".join(f"line {i}\n" for i in range(2000))  # ~15 kB, with newlines
             out = session.call_tool("think", {"thought": thought})
@@ -161,7 +163,7 @@ def test_long_outputs_are_split_into_sse_chunks() -> None:
 
 def test_idle_sessions_expire() -> None:
     settings = ServeSettings(session_idle_seconds=0.3)
-    with running(settings) as server, httpx.Client(base_url=server.url) as http:
+    with running(settings) as server, httpx.Client(base_url=server.url, headers=server.headers) as http:
         sid = _sid(http)
         assert http.post("/create", json={"task_spec": {}}, headers={"X-Session-ID": sid}).is_success
         assert http.post("/ping", headers={"X-Session-ID": sid}).is_success
@@ -174,7 +176,7 @@ def test_idle_sessions_expire() -> None:
 
 def test_session_limit() -> None:
     settings = ServeSettings(max_sessions=1)
-    with running(settings) as server, httpx.Client(base_url=server.url) as http:
+    with running(settings) as server, httpx.Client(base_url=server.url, headers=server.headers) as http:
         first, second = _sid(http), _sid(http)
         assert http.post("/create", json={"task_spec": {}}, headers={"X-Session-ID": first}).is_success
         r = http.post("/create", json={"task_spec": {}}, headers={"X-Session-ID": second})
@@ -213,8 +215,9 @@ def test_concurrent_sessions() -> None:
             return [(await session.call_tool("think", {"thought": f"{i}-{k}"})).blocks[0].text
                     for k in range(3)]
 
-    async def main(url: str) -> list[list[str]]:
-        client = AsyncORS(base_url=url)  # keep it referenced: its __del__ closes the sessions
+    async def main(url: str, token: str) -> list[list[str]]:
+        # Keep the client referenced: its __del__ closes the sessions.
+        client = AsyncORS(base_url=url, api_key=token)
         env = client.environment("jarvis")
         try:
             return await asyncio.gather(*(one(env, i) for i in range(20)))
@@ -222,7 +225,7 @@ def test_concurrent_sessions() -> None:
             await env.client.close()
 
     with running() as server:
-        results = asyncio.run(main(server.url))
+        results = asyncio.run(main(server.url, server.token))
         assert results == [[f"{i}-{k}" for k in range(3)] for i in range(20)]
         assert server.app_state.ors.sessions == {}
 
@@ -246,7 +249,8 @@ def test_cli_serves_and_refuses_unsafe_hosts(cli_env: dict[str, str]) -> None:
         first = proc.stderr.readline()
         assert first.startswith("jarvis serve: listening on http://127.0.0.1:"), first
         url = first.rsplit(" ", 1)[1].strip()
-        with ORS(base_url=url) as client:
+        token = (Path(cli_env["JARVIS_HOME"]) / "serve.token").read_text().strip()
+        with ORS(base_url=url, api_key=token) as client:
             env = client.environment("lab")
             assert [t.name for t in env.list_tools()] == ["think", "calculator"]
             with env.session(task=Task("lab", {})) as session:
@@ -277,7 +281,8 @@ def test_reconnecting_with_the_task_id_answers_without_running_the_tool_again() 
         release.wait(10)
         return f"{label} #{len(runs)}"
 
-    with running(extra_tools=[slow_count]) as server, httpx.Client(base_url=server.url) as http:
+    with running(extra_tools=[slow_count]) as server, \
+            httpx.Client(base_url=server.url, headers=server.headers) as http:
         sid = _sid(http)
         h = {"X-Session-ID": sid}
         assert http.post("/create", json={"task_spec": {}}, headers=h).is_success

@@ -58,7 +58,8 @@ def show(as_json: bool) -> None:
 
     Secrets are shown as ***: values whose name says key, token, secret, password, pass,
     passphrase, pat, auth, credential, cookie or session (MCP env and headers included),
-    passwords and tokens inside URLs (user:***@host, ?api_key=***), webhook URL paths
+    passwords and tokens inside URLs (user:***@host, ?api_key=***), keys in URL paths and
+    token-looking query values (https://actions.zapier.com/mcp/***/sse), webhook URL paths
     (https://hooks.slack.com/***), secret options in MCP args (--token ***,
     --api-key=***), and channel URLs.
     """

@@ -1,4 +1,5 @@
-"""`jarvis doctor`: what this host supports, and the code sandbox in force for this config."""
+"""`jarvis doctor`: what this host supports, the code sandbox in force for this config, and
+whether jarvis's state (JARVIS_HOME) is private to its user."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ CODE_TOOLS = ("repl", "code_interpreter")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def doctor(as_json: bool) -> None:
     """Check the host: which sandbox isolates model-written code (bubblewrap, user
-    namespaces, Landlock, seccomp) under this config's [sandbox] settings.
+    namespaces, Landlock, seccomp) under this config's [sandbox] settings, and whether
+    anything in JARVIS_HOME (databases, logs, the serve token) is open to other users.
 
     A code tool whose own table sets `isolation` gets a line of its own. Exits 1 when a code
     tool (repl, code_interpreter) would refuse to run.
@@ -32,8 +34,9 @@ def doctor(as_json: bool) -> None:
         own = config.tools.settings.get(name, {}).get("isolation")
         if own is not None and own != config.sandbox.isolation:
             tools[name] = status(own, config.sandbox.network, **bounds)
+    state = _state()
     if as_json:
-        echo_json({"sandbox": info, "tools": tools})
+        echo_json({"sandbox": info, "tools": tools, "state": state})
     else:
         yes_no = {True: "yes", False: "no"}
         click.echo(f"sandbox: {describe(info)}")
@@ -53,6 +56,7 @@ def doctor(as_json: bool) -> None:
             else "not bounded (no isolation in force)"))
         for name, own in tools.items():
             click.echo(f"{name} (its own isolation = {own['isolation']!r}): {describe(own)}")
+        click.echo(f"state: {_describe_state(state)}")
     if info["mechanism"] is None or any(own["mechanism"] is None for own in tools.values()):
         sys.exit(1)
 
@@ -68,3 +72,30 @@ def _shared_uid_warning(threads: dict) -> str:
     return (f"; WARNING: other processes run as host uid {threads['host_uid']} ({shown}{more}) "
             "and can read and write every sandbox's memory: set [sandbox] uid to a uid no "
             "other process uses")
+
+
+MAX_LISTED = 5
+
+
+def _state() -> dict:
+    """JARVIS_HOME and what in it other users may read, write or enter."""
+    from jarvis.core.paths import exposed, jarvis_home
+
+    home = jarvis_home()
+    found = [{"path": str(path), "mode": f"{mode:04o}", "owned": owned}
+             for path, mode, owned in exposed(home)]
+    return {"home": str(home), "exists": home.exists(), "exposed": found}
+
+
+def _describe_state(state: dict) -> str:
+    if not state["exists"]:
+        return f"{state['home']} does not exist yet (it is created private, 0700)"
+    found = state["exposed"]
+    if not found:
+        return f"{state['home']} is private to you (folders 0700, files 0600)"
+    shown = ", ".join(f"{f['path']} ({f['mode']}{'' if f['owned'] else ', not yours'})"
+                      for f in found[:MAX_LISTED])
+    more = f" and {len(found) - MAX_LISTED} more" if len(found) > MAX_LISTED else ""
+    return (f"WARNING: {len(found)} path(s) in {state['home']} are open to other users: "
+            f"{shown}{more}; jarvis makes its own files private when it next opens them, or "
+            f"run `chmod -R go= {state['home']}`")

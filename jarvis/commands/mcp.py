@@ -271,9 +271,11 @@ def json_text(value: Any) -> str:
 @click.option("--http", "http", default=None, metavar="HOST:PORT",
               help="Serve streamable HTTP on HOST:PORT (endpoint /mcp) instead of stdio; port "
                    "0 takes a free one (the URL is printed on stderr). Without "
-                   "--api-key only loopback Host headers are answered (DNS-rebinding protection "
-                   "on every loopback address); [serve] header_timeout, body_timeout, "
-                   "send_timeout and max_connections apply.")
+                   "--api-key only you are answered (every request carries your token: "
+                   "'Authorization: Bearer $(jarvis serve --print-token)') and only loopback "
+                   "Host headers (DNS-rebinding protection on every loopback address); "
+                   "[serve] header_timeout, body_timeout, send_timeout and max_connections "
+                   "apply.")
 @click.option("--api-key", envvar="JARVIS_API_KEY", default=None,
               help="With --http: require this key (X-API-Key or 'Authorization: Bearer KEY') "
                    "on every request; needed to listen anywhere but loopback.")

@@ -35,9 +35,13 @@ from jarvis.commands._common import load_cli_config
                    "(default 900).")
 @click.option("--max-sessions", default=None, type=int,
               help="Most ORS sessions alive at once; more get 429 (default 256).")
+@click.option("--print-token", is_flag=True,
+              help="Print the owner token (made if there is none yet) and exit. Without an "
+                   "API key the server answers only requests that carry it, so other users "
+                   "of this machine cannot use your tools.")
 def serve(host: str | None, port: int | None, api_key: str | None, env_name: str | None,
           tool_names: str | None, approve: bool | None, max_body_bytes: int | None,
-          session_idle: float | None, max_sessions: int | None) -> None:
+          session_idle: float | None, max_sessions: int | None, print_token: bool) -> None:
     """Serve jarvis over HTTP: ORS tool endpoints and an OpenAI-compatible chat API.
 
     \b
@@ -45,11 +49,19 @@ def serve(host: str | None, port: int | None, api_key: str | None, env_name: str
     OpenAI: GET /v1/models (jarvis agents), POST /v1/chat/completions (stream or not)
     Health: GET /health
 
+    Without --api-key the server answers only its owner: every request but /health carries
+    the token kept in $JARVIS_HOME/serve.token (0600), e.g. 'Authorization: Bearer TOKEN'.
+
     \b
     Example:
       jarvis serve --tools think,calculator,repl --yes
-      curl -s localhost:8765/jarvis/tools
+      curl -s -H "Authorization: Bearer $(jarvis serve --print-token)" localhost:8765/jarvis/tools
     """
+    if print_token:
+        from jarvis.security.owner_token import owner_token
+
+        click.echo(owner_token(create=True))
+        return
     from jarvis.server import ServeSettings, bind, build_app, serve_forever, url_of
 
     config = load_cli_config()
@@ -81,5 +93,8 @@ def serve(host: str | None, port: int | None, api_key: str | None, env_name: str
         click.echo(f"  OpenAI-compatible API: {url}/v1 (models are jarvis agents)", err=True)
         if api_key:
             click.echo("  API key required (X-API-Key or Authorization: Bearer)", err=True)
+        else:
+            click.echo("  only you: requests carry your token, Authorization: Bearer "
+                       "$(jarvis serve --print-token)", err=True)
 
     serve_forever(app, sock, announce=announce)

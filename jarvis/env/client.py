@@ -1,6 +1,6 @@
 """EnvClient: an environment served by `jarvis serve` (its ORS routes), driven over HTTP.
 
-    with EnvClient("http://127.0.0.1:8765") as env:     # api_key=... when the server has one
+    with EnvClient("http://127.0.0.1:8765") as env:     # your owner token; api_key=... for a key
         obs = env.reset()                                # a new ORS session = a new episode
         obs = env.step(ToolCallAction(tool_name="calculator",
                                       parameters={"expression": "6*7"}))
@@ -35,6 +35,24 @@ from jarvis.errors import UserError
 MAX_RESPONSE_BYTES = 32 * 1024 * 1024
 
 
+def _on_this_machine(url: str) -> bool:
+    """Whether `url` names a loopback address (127.x, ::1, localhost): the only servers the
+    owner token is sent to."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    try:
+        host = (urlsplit(url).hostname or "").rstrip(".").lower()
+    except ValueError:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def _sse_events(lines: Any, limit: int = MAX_RESPONSE_BYTES) -> list[tuple[str, str]]:
     """(event, data) pairs of a server-sent-event stream, read up to `limit` bytes."""
     events: list[tuple[str, str]] = []
@@ -64,7 +82,9 @@ class EnvClient:
     Args:
         url: the server, e.g. http://127.0.0.1:8765.
         env_name: the ORS environment (`jarvis serve --env-name`, default "jarvis").
-        api_key: the server's key, when it has one.
+        api_key: the server's key, when it has one. None, for a server on this machine
+            (a loopback URL): your owner token ($JARVIS_HOME/serve.token), which a keyless
+            `jarvis serve` requires; it is never sent anywhere else.
         task_spec: what each episode is created with (e.g. {"tools": ["repl"]} to narrow it).
         timeout: seconds one request may take (a tool call included).
     """
@@ -75,6 +95,10 @@ class EnvClient:
 
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise UserError(f"EnvClient needs the server's http(s):// URL, not {url!r}")
+        if api_key is None and _on_this_machine(url):
+            from jarvis.security.owner_token import owner_token
+
+            api_key = owner_token(create=False)  # a keyless jarvis serve answers only its owner
         headers = {"X-API-Key": api_key} if api_key else {}
         self.url = url.rstrip("/")
         self.env_name = env_name

@@ -152,6 +152,24 @@ def _file_outside_roots(uri: str, roots: list[Path] | None) -> str | None:
             f"add its folder to `allowed_dirs` of a [tools.NAME] table to allow it")
 
 
+def _secret_file(uri: str, result: Any) -> str | None:
+    """Why a file:// resource's text may not be shown (None: it may): a host file read by a
+    server is checked by content as file_read checks it, all of its text (not only what
+    max_chars would show), so a key under an innocent name does not reach the model."""
+    if not uri.lower().startswith("file:"):
+        return None
+    from jarvis.security.secret_content import secret_in
+
+    for item in getattr(result, "contents", None) or []:
+        text = getattr(item, "text", None)
+        kind = secret_in(text) if isinstance(text, str) else None
+        if kind is not None:
+            return (f"refused: {uri!r} looks like {kind}, and secrets are never read, whatever "
+                    f"the file's name; if it is yours to share, add its path to "
+                    f"allowed_secret_paths in [tools.file_read] and read it with file_read")
+    return None
+
+
 @ToolRegistry.register("mcp_read_resource")
 class McpReadResourceTool(BaseTool):
     """Read a resource of a configured MCP server by URI (e.g. a resource link a tool returned)."""
@@ -231,4 +249,7 @@ class McpReadResourceTool(BaseTool):
             return ToolResult.failure(name, str(exc), ErrorType.TIMEOUT, mcp_server=server)
         except McpServerError as exc:
             return ToolResult.failure(name, str(exc), ErrorType.TRANSPORT, mcp_server=server)
+        secret = _secret_file(uri, result)
+        if secret:
+            return ToolResult.failure(name, secret, ErrorType.DENIED, mcp_server=server)
         return resource_result(name, server, uri, result, limit)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jarvis.core.paths import jarvis_home
+from jarvis.core.paths import jarvis_home, open_private, private_dir
 
 CACHE_VERSION = 1
 KEEP_PER_SERVER = 4
@@ -80,12 +80,13 @@ def read_tools(folder: Path, name: str, key: str) -> list[RemoteTool] | None:
 def write_tools(folder: Path, name: str, key: str, tools: list[RemoteTool]) -> None:
     """Replace the cached list atomically (a reader never sees half a file)."""
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        private_dir(folder)
         _prune(folder, name, key)
         tmp = folder / f".tools-{name}-{key}.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps({"version": CACHE_VERSION, "server": name, "fetched_at": time.time(),
-                                   "tools": [t.to_dict() for t in tools]}, ensure_ascii=False),
-                       encoding="utf-8")
+        with open_private(tmp, "w", encoding="utf-8") as fh:
+            fh.write(json.dumps({"version": CACHE_VERSION, "server": name,
+                                 "fetched_at": time.time(),
+                                 "tools": [t.to_dict() for t in tools]}, ensure_ascii=False))
         os.replace(tmp, cache_path(folder, name, key))
     except OSError:
         pass  # a cache that cannot be written only costs a reconnect next time
@@ -128,9 +129,10 @@ def read_failure(folder: Path, name: str, key: str, ttl: float = FAILURE_TTL) ->
 
 def write_failure(folder: Path, name: str, key: str, reason: str) -> None:
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        private_dir(folder)
         tmp = folder / f".failed-{name}-{key}.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps({"reason": reason[:2000], "at": time.time()}), encoding="utf-8")
+        with open_private(tmp, "w", encoding="utf-8") as fh:
+            fh.write(json.dumps({"reason": reason[:2000], "at": time.time()}))
         os.replace(tmp, failure_path(folder, name, key))
     except OSError:
         pass  # not remembering only costs another attempt

@@ -24,7 +24,14 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from jarvis.mcp.cache import RemoteTool
-from jarvis.mcp.errors import BadCwdError, McpCallError, McpCallTimeout, McpServerError, describe
+from jarvis.mcp.errors import (
+    BadCwdError,
+    McpCallError,
+    McpCallTimeout,
+    McpServerError,
+    describe,
+    shown_reason,
+)
 from jarvis.mcp.procs import MARKER_VAR, akill_tree, new_token
 
 MAX_TOOL_PAGES = 50
@@ -183,7 +190,7 @@ class ServerConnection:
     async def _fail(self, session: _Session, reason: str) -> None:
         await self._stop_session(session, wait=True)
         self.status = "failed"
-        self.error = self._with_stderr(reason)
+        self.error = shown_reason(self._with_stderr(reason))
         self.failed_at = time.time()
 
     def _with_stderr(self, reason: str) -> str:
@@ -256,9 +263,11 @@ class ServerConnection:
                                        env={**_expand(cfg.env), MARKER_VAR: session.token}, cwd=cwd)
         errlog: Any = None
         if self.log_path is not None:
+            from jarvis.core.paths import open_private, private_dir
+
             with contextlib.suppress(OSError):
-                self.log_path.parent.mkdir(parents=True, exist_ok=True)
-                errlog = stack.enter_context(open(self.log_path, "w", encoding="utf-8"))  # noqa: SIM115
+                private_dir(self.log_path.parent)  # server logs can hold tokens: 0700 / 0600
+                errlog = stack.enter_context(open_private(self.log_path, "w", encoding="utf-8"))
         if errlog is None:
             errlog = stack.enter_context(open(os.devnull, "w"))  # noqa: SIM115
         return bounded_stdio_client(params, errlog, server=self.name,
@@ -356,7 +365,7 @@ class ServerConnection:
             return
         session.dropped = reason
         self.status = "failed"
-        self.error = reason
+        self.error = shown_reason(reason)
         # Keep a reference: asyncio holds tasks weakly, and a collected stop task would leave
         # the server running.
         task = asyncio.get_running_loop().create_task(self._stop_session(session, wait=True))

@@ -16,8 +16,17 @@ class McpServerError(Exception):
 
     def __init__(self, server: str, reason: str) -> None:
         self.server = server
-        self.reason = reason
-        super().__init__(f"MCP server {server!r}: {reason}")
+        # Reasons quote URLs (a key in the path: Zapier's /mcp/sk-ak-.../sse) and servers'
+        # stderr: shown and remembered without their secrets.
+        self.reason = shown_reason(reason)
+        super().__init__(f"MCP server {server!r}: {self.reason}")
+
+
+def shown_reason(reason: str) -> str:
+    """A failure reason as it may be shown, stored or logged: keys in URLs and tokens hidden."""
+    from jarvis.security.redact import redact_value
+
+    return redact_value("error", reason)
 
 
 class McpCallTimeout(Exception):

@@ -255,7 +255,7 @@ class McpManager:
             except McpServerError as exc:
                 reason = exc.reason
             except Exception as exc:  # noqa: BLE001 - the reason is shown by `jarvis mcp list`
-                reason = f"{type(exc).__name__}: {exc}"
+                reason = redact_value("error", f"{type(exc).__name__}: {exc}")
             else:
                 state.remembered = None
                 clear_failure(self.state_dir, state.name, state.key)

@@ -11,8 +11,9 @@ Every file is read through a path policy (`jarvis.security.paths`): checked on i
 path, opened beneath its allowed folder without following symlinks, re-checked with fstat.
 A person's `jarvis memory index PATH` reads the paths given: a file named is read whatever it
 is, a folder's files under the secret rules (what is indexed, a model can find with
-memory_search); the memory_index tool passes the policy of the tool (workspace plus allowed
-folders, secrets refused).
+memory_search), by name and by content: a private key or credentials file under any name is
+skipped and counted (`skipped_secret`); the memory_index tool passes the policy of the
+tool (workspace plus allowed folders, secrets refused).
 
 Any backend with the memory protocol (`store`, `retrieve`, ...) can be indexed into: one
 without SQLiteMemory's file bookkeeping gets each file through `store(text, source=path)`,
@@ -39,6 +40,7 @@ from jarvis.security.paths import (
     PathChanged,
     PathDenied,
     PathPolicy,
+    SecretContent,
     jarvis_secret_files,
 )
 
@@ -72,6 +74,7 @@ class IndexSummary:
     skipped_binary: int = 0
     skipped_large: int = 0
     skipped_denied: int = 0
+    skipped_secret: int = 0
     skipped_deep: int = 0
     removed: int = 0
     chunks_added: int = 0
@@ -98,9 +101,12 @@ class IndexSummary:
                              (self.skipped_large, "too large skipped"),
                              (self.skipped_denied, "refused by the path policy (outside the allowed "
                                                         "folders, secrets, hard links)"),
+                             (self.skipped_secret, "skipped because the content looks like a "
+                                                   "private key or credentials (secrets are "
+                                                   "never indexed; an older copy is dropped)"),
                              (self.skipped_deep, f"folders more than {MAX_WALK_DEPTH} levels "
                                                  f"deep not walked"),
-                             (self.removed, "removed (gone from disk)"),
+                             (self.removed, "removed (gone from disk, or no longer indexable)"),
                              (self.error_count, "failed")):
             if count:
                 parts.append(f"{count} {label}")
@@ -269,7 +275,8 @@ def index_paths(memory: SQLiteMemory | Any, paths: Iterable[str | os.PathLike[st
             kept.add(os.path.realpath(path))  # unreadable now is not gone: keep what memory has
         if status == "refused":
             # On disk but refused to this caller (a secret, a hard link, a race): keep what
-            # memory has, as for an unreadable file; "removed" means gone from disk.
+            # memory has, as for an unreadable file. (A file whose content is a secret is
+            # "skipped": what memory has of it goes.)
             kept.add(os.path.realpath(path))
         elif status == "unchanged" and doc is not None:
             kept.add(doc.source)
@@ -301,6 +308,11 @@ def _prepare(memory: SQLiteMemory, path: Path, size: int, overlap: int, max_byte
     but not for this policy (kept in memory)."""
     try:
         opened = policy.read(str(path), max_bytes)
+    except SecretContent:
+        # Not kept: a copy indexed before (by an older jarvis, or before the key was pasted
+        # into the file) leaves memory with the folder's next index.
+        summary.skipped_secret += 1
+        return "skipped", None
     except PathDenied:
         summary.skipped_denied += 1
         return "refused", None

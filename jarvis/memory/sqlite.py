@@ -88,13 +88,15 @@ class SQLiteMemory:
         self._all_readers: list[sqlite3.Connection] = []
         self._totals: dict[int, tuple[int, int]] = {}  # id(reader) -> (data_version, chunks)
         self._closed = False
-        if self.db_path.parent and not self.db_path.parent.exists():
-            try:
-                self.db_path.parent.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise UserError(f"cannot create the folder for memory database {self.db_path}: "
-                                f"{exc.strerror or exc}. Point memory.db_path (or "
-                                f"JARVIS_MEMORY_DB) at a writable folder") from None
+        try:
+            from jarvis.core.paths import private_database
+
+            private_database(self.db_path)  # 0600 (and so its -wal and -shm), whatever the umask
+        except OSError as exc:
+            what = "" if self.db_path.parent.is_dir() else "the folder for "
+            raise UserError(f"cannot create {what}memory database {self.db_path}: "
+                            f"{exc.strerror or exc}. Point memory.db_path (or "
+                            f"JARVIS_MEMORY_DB) at a writable folder") from None
         self._writer = self._connect()
         self._db = self._database(self._writer)
         self._migrate()

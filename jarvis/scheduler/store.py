@@ -161,7 +161,9 @@ class SchedulerStore(StoreBase):
         else:
             path = Path(db_path).expanduser()
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            from jarvis.core.paths import private_database
+
+            private_database(path)  # 0600 (and so its -wal and -shm), whatever the umask
             conn = sqlite3.connect(str(path), timeout=busy_timeout, check_same_thread=False)
         except (OSError, sqlite3.Error) as exc:
             raise UserError(f"cannot open the scheduler database {path}: {exc}; set "

@@ -15,6 +15,12 @@ makes the open fail and the read is refused; it can never reach a file outside. 
 file is checked again with fstat (a regular file, within the size limit) before a byte is
 read.
 
+A secret under an innocent name (`cp ~/.ssh/id_ed25519 notes.txt`, a kubeconfig saved as
+`cluster.yaml`) is recognised by what it holds: where the secret rules apply, every byte read
+is checked (`jarvis.security.secret_content`: private keys of every kind, AWS, kubeconfig,
+service-account and age keys) and a match is refused (SecretContent) before the text is
+returned. The user allows such a file by naming it in `allowed_secret_paths`.
+
 Hard links cannot be told apart by path: `ln ~/.ssh/id_rsa notes.txt` inside the workspace is
 the key under an innocent name. So where the secret rules apply, a file with more than one
 link (st_nlink > 1, from the fstat) is refused unless its path is in `allowed_secret_paths`.
@@ -46,6 +52,7 @@ DOT_RULE = (".*", "hidden files and folders (.env, .ssh, .git, .aws, .netrc, .np
 SECRET_RULES: tuple[tuple[str, str], ...] = (
     ("*.pem", "certificates and private keys"),
     ("*.key", "private keys"),
+    ("*.p8", "PKCS#8 private keys (Apple's .p8 keys)"),
     ("*.p12", "key stores"),
     ("*.pfx", "key stores"),
     ("*.jks", "key stores"),
@@ -80,6 +87,14 @@ _TRAILING = " .~-"
 
 class PathDenied(PermissionError):
     """The policy refuses this path; the message is safe to show a model."""
+
+
+class SecretContent(PathDenied):
+    """The file's content is a secret (a private key, credentials), whatever its name."""
+
+    def __init__(self, message: str, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 class FileTooLarge(ValueError):
@@ -333,7 +348,23 @@ class PathPolicy:
         if len(data) > max_bytes:
             raise FileTooLarge(f"{text} is larger than {max_bytes} bytes; the limit is "
                                f"{max_bytes}", len(data))
+        self._check_content(data, text, resolved)
         return OpenedFile(resolved, data, opened)
+
+    def _check_content(self, data: bytes, raw: str, resolved: Path) -> None:
+        """Refuse a file whose content is a secret, where the secret rules apply: all of what
+        was read is checked, which is all a caller can return."""
+        if self.unrestricted or not self.secrets:
+            return
+        if any(_under(str(resolved), str(s)) for s in self.secret_paths):
+            return
+        from jarvis.security.secret_content import secret_in_bytes
+
+        kind = secret_in_bytes(data)
+        if kind is not None:
+            raise SecretContent(f"{raw} is refused: it looks like {kind}, and secrets are never "
+                                f"read, whatever the file's name; if it is yours to share, add "
+                                f"its path to allowed_secret_paths in {self.setting}", kind)
 
 
     def _check_links(self, info: os.stat_result, raw: str, resolved: Path) -> None:

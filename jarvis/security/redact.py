@@ -10,6 +10,8 @@ key, token, secret, password, passwd, pwd, pass, passphrase, pat, auth, authoriz
 credential, cookie, session or bearer, or ends in key/token/secret/password/pass/passphrase
 (apikey, accesstoken, smtppass), except English words that end in "pass" (bypass, compass,
 surpass, ...). Names that hold paths (`..._path`, `..._dirs`, ...) are not secrets by name.
+A key in a URL's path or query under any name (Zapier's `https://actions.zapier.com/mcp/
+sk-ak-.../sse`, `?customer=<uuid>`) is hidden when it looks like one (`looks_like_token`).
 Webhook URLs carry their secret in the path: it is hidden for known webhook hosts (Slack,
 Telegram, ntfy.sh, ...), after a `/hooks/` or `/webhook(s)/` segment, and for any URL under
 a name containing "webhook" (`WEBHOOK_URL = https://host/***`). Only strings are hidden: a number
@@ -108,6 +110,9 @@ def redact_url(text: str, webhook: bool = False) -> str:
             netloc = f"{user}:{MASK}@{hostport}" if colon else f"{MASK}@{hostport}"
         path = _webhook_path(parts.path, webhook or _webhook_host(parts.hostname or ""))
         hook = path != parts.path
+        if not hook:
+            # A key in the path, e.g. Zapier's https://actions.zapier.com/mcp/sk-ak-.../sse
+            path = "/".join(MASK if looks_like_token(s) else s for s in path.split("/"))
         # The query, and a fragment shaped like one (OAuth's #access_token=...); every query
         # value of a webhook (an Azure Function's ?code=...).
         query, fragment = _mask_query(parts.query, hook), _mask_query(parts.fragment, hook)
@@ -138,10 +143,67 @@ def _mask_query(query: str, everything: bool = False) -> str:
     if not query or "=" not in query:
         return query
     pairs = parse_qsl(query, keep_blank_values=True)
-    if not everything and not any(is_secret_name(k) for k, _ in pairs):
+
+    def hidden(key: str, value: str) -> bool:
+        return bool(value) and (everything or is_secret_name(key) or looks_like_token(value))
+
+    if not any(hidden(k, v) for k, v in pairs):
         return query
-    return urlencode([(k, MASK if (everything or is_secret_name(k)) and v else v)
-                      for k, v in pairs], safe="*")
+    return urlencode([(k, MASK if hidden(k, v) else v) for k, v in pairs], safe="*")
+
+
+_TOKEN_CHARS = re.compile(r"[A-Za-z0-9_~+=%-]+")
+_HEXISH = re.compile(r"[0-9a-fA-F-]+")
+_PIECE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+|[^A-Za-z0-9]+")
+_CLUSTER = re.compile(r"[^aeiouy]{6,}")
+
+
+def looks_like_token(value: str) -> bool:
+    """Whether a URL path segment or query value looks like a key rather than a name: a
+    well-known token shape (`sk-...`, `ghp_...`), a UUID or hex digest, or 20+ characters
+    whose pieces do not read as words (`JiNEWaENKWMB5Vsz...`), unlike
+    `my-long-article-2024`, `getUserProfileDataById` or `report-2024-01-01.pdf`. Random
+    keys of 20 characters are seen 99.7% of the time, longer ones more often."""
+    if _TOKEN_SHAPES.match(value):
+        return True
+    if len(value) < 20 or len(value) > 4096 or not _TOKEN_CHARS.fullmatch(value):
+        return False
+    digits = sum(c.isdigit() for c in value)
+    letters = sum(c.isalpha() for c in value)
+    if not letters:
+        return digits >= 24  # a long number is an id; a date or a version is not
+    if digits and _HEXISH.fullmatch(value):
+        return True  # a UUID, a hex digest
+    if not _wordy(value):
+        return True
+    kinds = ["d" if c.isdigit() else "u" if c.isupper() else "l" for c in value if c.isalnum()]
+    changes = sum(1 for a, b in zip(kinds, kinds[1:], strict=False) if a != b)
+    return digits >= 2 and changes >= 4
+
+
+def _wordy(value: str) -> bool:
+    """Whether each alphabetic piece (split at separators, digits and camelCase humps) reads
+    like a word: a vowel and no run of 6 consonants, a few acronyms (HTTP, URL), at most one
+    lone letter other than a and i."""
+    lone = acronyms = 0
+    for piece in _PIECE.findall(value):
+        if not piece[0].isalpha():
+            continue
+        if piece.isupper() and 2 <= len(piece) <= 5:
+            acronyms += 1
+            if acronyms > 2:
+                return False
+            continue
+        word = piece.lower()
+        if len(word) == 1:
+            if word not in "ai":
+                lone += 1
+                if lone > 1:
+                    return False
+            continue
+        if not any(v in word for v in "aeiouy") or _CLUSTER.search(word):
+            return False
+    return True
 
 
 def redact_args(args: list[Any]) -> list[Any]:

@@ -5,7 +5,7 @@ tools over MCP behind the same guard and limits.
     from jarvis.server import ServeSettings, ServerThread, build_app
 
     with ServerThread(build_app(ServeSettings(tools=["think"]))) as server:
-        ...  # server.url
+        ...  # server.url, and server.headers carry the owner token every request needs
 
 See docs/serve.md for the endpoints. Names are imported on first use, so serving over MCP
 does not load the HTTP app.
@@ -19,6 +19,7 @@ _LAZY = {
     "ServeSettings": "jarvis.server.app",
     "build_app": "jarvis.server.app",
     "is_loopback": "jarvis.server.app",
+    "owner_token": "jarvis.security.owner_token",
     "ServerThread": "jarvis.server.runner",
     "bind": "jarvis.server.runner",
     "serve_forever": "jarvis.server.runner",
@@ -27,5 +28,5 @@ _LAZY = {
 
 __getattr__ = lazy_getattr("jarvis.server", _LAZY, globals())
 
-__all__ = ["ServeSettings", "ServerThread", "bind", "build_app", "is_loopback", "serve_forever",
-           "url_of"]
+__all__ = ["ServeSettings", "ServerThread", "bind", "build_app", "is_loopback", "owner_token",
+           "serve_forever", "url_of"]

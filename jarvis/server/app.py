@@ -36,6 +36,9 @@ class ServeSettings:
         host, port: where to listen (127.0.0.1 by default; port 0 picks a free one).
         api_key: required on every request but /health when set; required to bind anywhere
             but loopback.
+        owner_token: without an API key, the token every request but /health must carry
+            (jarvis.security.owner_token); None: the owner's, from $JARVIS_HOME/serve.token (made on
+            first use).
         env_name: the ORS environment name.
         tools: tool names exposed over ORS (None: [tools] enabled, else every tool).
         approve: run tools that require confirmation (nobody can confirm on a server).
@@ -54,6 +57,7 @@ class ServeSettings:
     host: str = "127.0.0.1"
     port: int = 8765
     api_key: str | None = None
+    owner_token: str | None = None
     env_name: str = "jarvis"
     tools: list[str] | None = None
     approve: bool = False
@@ -236,10 +240,25 @@ def build_app(settings: ServeSettings | None = None, *, config: Any = None, tool
     app.add_middleware(RequestGuard, loopback_only=not settings.api_key,
                        allowed_origins=settings.allowed_origins,
                        max_body_bytes=settings.max_body_bytes, body_timeout=settings.body_timeout)
-    if settings.api_key:
-        # ...and the API key before them (added last, it runs first): the guard buffers a
-        # body of up to max_body_bytes for up to body_timeout, which a client without the key
-        # must not make a network-facing server do (512 connections x 1 MiB, or a body in
-        # one-byte chunks: 11 s of the server's CPU each).
-        app.add_middleware(ApiKeyMiddleware, api_key=settings.api_key)
+    # ...and the API key (or, without one, the owner's token) before them (added last, it
+    # runs first): the guard buffers a body of up to max_body_bytes for up to body_timeout,
+    # which a client without the key must not make the server do (512 connections x 1 MiB,
+    # or a body in one-byte chunks: 11 s of the server's CPU each).
+    key, owner = access_key(settings.api_key, settings.owner_token)
+    app.add_middleware(ApiKeyMiddleware, api_key=key, owner=owner)
+    app.state.access_key = key  # for in-process clients (ServerThread.headers)
     return app
+
+
+def access_key(api_key: str | None, owner_token: str | None = None) -> tuple[str, bool]:
+    """(the key every request must carry, whether it is the owner token): the API key when
+    there is one, else the owner's token (jarvis.security.owner_token)."""
+    if api_key:
+        return api_key, False
+    if owner_token:
+        return owner_token, True
+    from jarvis.security.owner_token import owner_token as load
+
+    token = load(create=True)
+    assert token is not None
+    return token, True

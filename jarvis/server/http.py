@@ -21,6 +21,22 @@ log = logging.getLogger("jarvis.server")
 OPEN_PATHS = frozenset({"/health"})
 
 
+def dumps(value: Any) -> str:
+    """JSON text of an answer. A lone surrogate (text that is not valid Unicode: a model's or
+    an MCP server's "\\udc80" escape) becomes U+FFFD, so the answer can always be sent as
+    UTF-8 instead of failing with a 500 half-way."""
+    from jarvis.core.text import replace
+
+    return replace(json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":")))
+
+
+class JSONAnswer(JSONResponse):
+    """A JSONResponse that never fails to encode (see dumps)."""
+
+    def render(self, content: Any) -> bytes:
+        return dumps(content).encode("utf-8")
+
+
 class ApiError(Exception):
     """A request the server refuses: HTTP `status` and a message naming the problem."""
 
@@ -45,7 +61,7 @@ def error_response(path: str, status: int, message: str, kind: str = "invalid_re
                                           "param": None}}
     else:
         body = {"detail": message}
-    return JSONResponse(body, status_code=status, headers=headers)
+    return JSONAnswer(body, status_code=status, headers=headers)
 
 
 async def read_json(request: Request, max_bytes: int) -> Any:
@@ -83,15 +99,22 @@ def require_object(value: Any, what: str = "request body") -> dict[str, Any]:
 
 
 class ApiKeyMiddleware:
-    """Refuse every request without the API key (X-API-Key or Authorization: Bearer),
-    except the health check. Constant-time comparison."""
+    """Refuse every request without the API key, or without the owner's token on a keyless
+    server (X-API-Key or Authorization: Bearer), except the health check; WebSocket
+    handshakes too. Constant-time comparison.
 
-    def __init__(self, app: ASGIApp, api_key: str) -> None:
+    Args:
+        owner: the key is the owner token (jarvis.security.owner_token): refusals say how to get it.
+    """
+
+    def __init__(self, app: ASGIApp, api_key: str, owner: bool = False) -> None:
         self.app = app
         self.key = api_key.encode()
+        self.owner = owner
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
+        kind = scope["type"]
+        if kind not in ("http", "websocket") or (kind == "http" and scope["path"] in OPEN_PATHS):
             await self.app(scope, receive, send)
             return
         given = b""
@@ -104,8 +127,19 @@ class ApiKeyMiddleware:
         if given and hmac.compare_digest(given, self.key):
             await self.app(scope, receive, send)
             return
-        message = ("missing API key; send it in the X-API-Key header or as "
-                   "'Authorization: Bearer <key>'") if not given else "wrong API key"
+        if kind == "websocket":
+            # Before the handshake is accepted: the server answers it with 403.
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        if self.owner:
+            message = ("this server answers only the user who started it; send the owner's "
+                       "token as 'Authorization: Bearer <token>' (it is in "
+                       "$JARVIS_HOME/serve.token: `jarvis serve --print-token`)"
+                       if not given else "wrong owner token (`jarvis serve --print-token` "
+                       "prints the right one)")
+        else:
+            message = ("missing API key; send it in the X-API-Key header or as "
+                       "'Authorization: Bearer <key>'") if not given else "wrong API key"
         response = error_response(scope["path"], 401, message, kind="authentication_error",
                                   code="invalid_api_key",
                                   headers={"WWW-Authenticate": "Bearer"})

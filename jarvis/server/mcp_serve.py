@@ -262,7 +262,11 @@ def run_stdio(tools: list[BaseTool], config: Any, approved: set[str],
     _announce(tools, "stdio")
 
     async def main() -> None:
+        from jarvis.server.mcp_text import InvalidTextAnswered
+
         async with stdio_server() as (read_stream, write_stream):
+            # A request holding a lone surrogate ("\udc80") is answered, not dropped.
+            read_stream = InvalidTextAnswered(read_stream, write_stream)
             # The SDK points fd 1 at stderr while serving, but what tools print() sits in
             # sys.stdout's buffer and would reach the wire when fd 1 is restored at exit.
             with contextlib.redirect_stdout(sys.stderr):
@@ -306,10 +310,14 @@ def transport_security(host: str) -> Any:
         allowed_origins=[f"http://{n}:*" for n in names] + [f"http://{n}" for n in names])
 
 
-def http_app(server: Any, host: str, api_key: str | None, config: Any) -> Any:
+def http_app(server: Any, host: str, api_key: str | None, config: Any,
+             owner_token: str | None = None) -> Any:
     """The streamable-HTTP ASGI app behind the same guard as `jarvis serve`: loopback Host
-    and same-origin only without an API key, JSON POSTs, a deadline on the body."""
+    and same-origin only without an API key, JSON POSTs, a deadline on the body; every
+    request carries the API key, or without one the owner's token (jarvis.security.owner_token)."""
+    from jarvis.server.app import access_key
     from jarvis.server.guard import guard_app
+    from jarvis.server.http import ApiKeyMiddleware
 
     app = server.streamable_http_app(host=host, transport_security=transport_security(host))
     serve = getattr(config, "serve", None)
@@ -317,21 +325,22 @@ def http_app(server: Any, host: str, api_key: str | None, config: Any) -> Any:
                              allowed_origins=getattr(serve, "allowed_origins", []) or [],
                              max_body_bytes=4 * 1_048_576,
                              body_timeout=getattr(serve, "body_timeout", 30.0))
-    if api_key:
-        from jarvis.server.http import ApiKeyMiddleware
-
-        # The key first: without it, no body is buffered (the guard reads up to 4 MiB).
-        guarded = ApiKeyMiddleware(guarded, api_key)
-    return guarded
+    # The key (or token) first: without it, no body is buffered (the guard reads up to 4 MiB).
+    key, owner = access_key(api_key, owner_token)
+    return ApiKeyMiddleware(guarded, key, owner=owner)
 
 
 def run_http(tools: list[BaseTool], config: Any, approved: set[str], host: str, port: int,
              api_key: str | None = None, memory: bool | None = None) -> None:
-    """Serve streamable HTTP on host:port (endpoint /mcp) until interrupted; with `api_key`,
-    every request must carry it (X-API-Key or Authorization: Bearer)."""
+    """Serve streamable HTTP on host:port (endpoint /mcp) until interrupted; every request
+    must carry `api_key`, or without one the owner's token from $JARVIS_HOME/serve.token
+    (X-API-Key or Authorization: Bearer)."""
+    from jarvis.server.app import access_key
     from jarvis.server.runner import bind, serve_forever, url_of
 
     check_http_access(host, api_key)
+    # The owner's token exists before the port listens: a client may read it at once.
+    token = None if api_key else access_key(None)[0]
     try:  # a busy port is a one-line error before anything starts
         sock = bind(host, port, listen=False)
     except UserError as exc:
@@ -339,10 +348,16 @@ def run_http(tools: list[BaseTool], config: Any, approved: set[str], host: str, 
         raise UserError(f"{reason}; pick another --http HOST:PORT") from None
     server = build_server(tools, make_executor(tools, config, approved),
                           memory=_memory_resources(config, tools, memory), per_connection=True)
-    app = http_app(server, host, api_key, config)
+    app = http_app(server, host, api_key, config, owner_token=token)
+
+    def announce() -> None:
+        _announce(tools, f"{url_of(sock)}/mcp")
+        if not api_key:
+            click.echo("jarvis mcp serve: only you: requests carry your token, Authorization: "
+                       "Bearer $(jarvis serve --print-token)", err=True)
+
     try:
-        serve_forever(app, sock, limits=_limits(config),
-                      announce=lambda: _announce(tools, f"{url_of(sock)}/mcp"))
+        serve_forever(app, sock, limits=_limits(config), announce=announce)
     finally:
         sock.close()
     sys.stderr.flush()

@@ -157,17 +157,21 @@ class MemoryResources:
 
 
 def to_call_tool_result(result: ToolResult) -> Any:
-    """A jarvis ToolResult as an MCP CallToolResult (for `jarvis mcp serve`)."""
+    """A jarvis ToolResult as an MCP CallToolResult (for `jarvis mcp serve`). Text that is
+    not valid Unicode (a lone surrogate, e.g. from a proxied server's "\\udc80") becomes
+    U+FFFD: the SDK could not send it, and the server would stop."""
     from mcp.types import CallToolResult, ImageContent, TextContent
+
+    from jarvis.core.text import escape, replace
 
     content: list[Any] = []
     for block in result.all_blocks():
         if isinstance(block, ImageBlock):
             content.append(ImageContent(type="image", data=block.data, mime_type=block.mimeType))
         else:
-            content.append(TextContent(type="text", text=block.text))
+            content.append(TextContent(type="text", text=replace(block.text)))
     if not result.success and result.blocks:
-        content.insert(0, TextContent(type="text", text=result.content))
-    structured = result.metadata.get("structured_content")
+        content.insert(0, TextContent(type="text", text=replace(result.content)))
+    structured = escape(result.metadata.get("structured_content"))[0]
     return CallToolResult(content=content, is_error=not result.success,
                           structured_content=structured if isinstance(structured, dict) else None)

@@ -23,9 +23,10 @@ import uuid
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import Response, StreamingResponse
 
-from jarvis.server.http import ApiError, read_json, require_object
+from jarvis.core.text import find_problem
+from jarvis.server.http import ApiError, JSONAnswer, dumps, read_json, require_object
 
 log = logging.getLogger("jarvis.server")
 
@@ -89,7 +90,7 @@ class ChatAPI:
 
     async def models(self, request: Request) -> Response:
         names = await asyncio.to_thread(self.agent_names)
-        return JSONResponse({"object": "list", "data": [
+        return JSONAnswer({"object": "list", "data": [
             {"id": n, "object": "model", "created": 0, "owned_by": "jarvis"} for n in names]})
 
     async def model(self, request: Request) -> Response:
@@ -98,7 +99,7 @@ class ChatAPI:
         if name not in names:
             raise ApiError(404, f"unknown model {name!r}: models are jarvis agents; available: "
                            f"{', '.join(names)}", code="model_not_found")
-        return JSONResponse({"id": name, "object": "model", "created": 0, "owned_by": "jarvis"})
+        return JSONAnswer({"id": name, "object": "model", "created": 0, "owned_by": "jarvis"})
 
     # --- chat ----------------------------------------------------------------------------------
     def _parse(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -185,6 +186,11 @@ class ChatAPI:
         created = int(time.time())
         cancel = threading.Event()
         parsed["options"]["cancel"] = cancel
+        if parsed["stream"] and find_problem(body.get("messages"), "messages"):
+            # Text that is not valid Unicode: the SDK records the run and refuses it before
+            # any engine call; asked without streaming, that is a 400 rather than an error
+            # event inside a 200 stream.
+            await self._run(parsed["query"], parsed["options"])
         if parsed["stream"]:
             return StreamingResponse(self._stream(request, parsed, cid, created),
                                      media_type="text/event-stream",
@@ -198,7 +204,7 @@ class ChatAPI:
                 raise
             finally:
                 watcher.cancel()
-        return JSONResponse({
+        return JSONAnswer({
             "id": cid, "object": "chat.completion", "created": created, "model": parsed["model"],
             "choices": [{"index": 0, "message": {"role": "assistant", "content": out["content"]},
                          "finish_reason": "stop", "logprobs": None}],
@@ -245,7 +251,7 @@ class ChatAPI:
                     "model": model, "choices": [{"index": 0, "delta": delta,
                                                   "finish_reason": finish, "logprobs": None}],
                     **extra}
-            return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
+            return f"data: {dumps(data)}\n\n"
 
         def on_token(piece: str) -> None:
             if piece:
@@ -274,7 +280,7 @@ class ChatAPI:
             api_error = _as_api_error(error)
             body = {"error": {"message": api_error.message, "type": api_error.kind,
                               "code": api_error.code}}
-            yield f"data: {json.dumps(body)}\n\n"
+            yield f"data: {dumps(body)}\n\n"
             return
         out = job.result()
         if not streamed and out["content"]:

@@ -34,6 +34,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from jarvis.core.text import replace
 from jarvis.core.types import ToolCall, ToolResult
 from jarvis.server.http import ApiError, read_json, require_object
 from jarvis.tools.base import BaseTool
@@ -72,8 +73,17 @@ def sse_event(event: str, data: str) -> str:
 
 
 def sse_payload(payload: str) -> str:
-    """`payload` as `chunk` events and a final `end` event, as the ors client expects."""
-    parts = [payload[i:i + SSE_CHUNK] for i in range(0, len(payload), SSE_CHUNK)] or [""]
+    """`payload` as `chunk` events and a final `end` event, as the ors client expects. No
+    chunk starts with white space: the client strips it from each event's data."""
+    parts = []
+    start = 0
+    while start < len(payload):
+        end = start + SSE_CHUNK
+        while end < len(payload) and payload[end].isspace():
+            end += 1  # the white space stays at the end of this chunk
+        parts.append(payload[start:end])
+        start = end
+    parts = parts or [""]
     out = [sse_event("chunk", p) for p in parts[:-1]]
     out.append(sse_event("end", parts[-1]))
     return "".join(out)
@@ -312,7 +322,7 @@ class OrsEnvironment:
             result = await executor.aexecute(tool_call)
             session.remember(task_id, result)
             body_text = sse_event("task_id", task_id) + sse_payload(
-                json.dumps(tool_output(result), ensure_ascii=False))
+                replace(json.dumps(tool_output(result), ensure_ascii=False)))
             return Response(body_text, media_type="text/event-stream", headers=SSE_HEADERS)
         task = asyncio.ensure_future(self._gated(executor, tool_call))
         session.remember(task_id, task)
@@ -335,7 +345,7 @@ class OrsEnvironment:
                     break
                 yield ": keepalive\n\n"  # comment lines keep the client's read timeout happy
             result = task.result()  # aexecute never raises for a tool's failure
-        yield sse_payload(json.dumps(tool_output(result), ensure_ascii=False))
+        yield sse_payload(replace(json.dumps(tool_output(result), ensure_ascii=False)))
 
 
 def _bound(body: dict[str, Any], key: str) -> int | None:

@@ -64,7 +64,10 @@ def _server(app: Any, log_level: str, limits: ConnectionLimits | None = None) ->
     fitting = raise_fd_limit(limits.max_connections)
     if fitting < limits.max_connections:
         limits = dataclasses.replace(limits, max_connections=fitting)
-    config = uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="on",
+    # ws="none": jarvis serves no WebSocket route, so an Upgrade is never taken (whatever
+    # WebSocket library is installed) and the handshake is an HTTP request like any other,
+    # through the same key, Host and Origin checks.
+    config = uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="on", ws="none",
                             timeout_keep_alive=limits.keep_alive, server_header=False,
                             http=protocol_class(limits),
                             h11_max_incomplete_event_size=limits.max_header_bytes)
@@ -90,7 +93,9 @@ class ServerThread:
     """The app served on a loopback port from a background thread.
 
         with ServerThread(app) as server:
-            httpx.get(server.url + "/health")
+            httpx.get(server.url + "/jarvis/tools", headers=server.headers)
+
+    `headers` carry the app's API key or owner token (`token`), as a client must.
     """
 
     def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0,
@@ -98,6 +103,10 @@ class ServerThread:
         self.app = app
         self.sock = bind(host, port)
         self.url = url_of(self.sock)
+        key = getattr(getattr(app, "state", None), "access_key", None)
+        # What a client of this server sends: the API key or the owner's token.
+        self.headers: dict[str, str] = {"Authorization": f"Bearer {key}"} if key else {}
+        self.token: str | None = key
         self._server = _server(app, log_level, limits)
         self._server.install_signal_handlers = lambda: None  # only the main thread may
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self.sock]},

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from jarvis.core.events import EventBus, EventType
+from jarvis.core.text import find_problem
 from jarvis.core.types import ErrorType, TextBlock, ToolCall, ToolCallAction, ToolResult
 from jarvis.errors import DuplicateNameError, ToolArgumentError
 from jarvis.tools.base import (
@@ -358,6 +359,11 @@ class ToolExecutor:
             return self._failed(name, call_id, ErrorType.INVALID_ARGS,
                                 f"arguments for {name} must be a JSON object, "
                                 f"got {type(arguments).__name__}", None, entry)
+        # A "\udc80" escape decodes to a lone surrogate, which no file, database or HTTP
+        # body can hold: refused here, before any tool sees it (jarvis.core.text).
+        invalid = find_problem(arguments, f"arguments for {name}")
+        if invalid is not None:
+            return self._failed(name, call_id, ErrorType.INVALID_ARGS, invalid, arguments, entry)
         try:
             arguments = entry.validate(arguments)
         except ToolArgumentError as exc:

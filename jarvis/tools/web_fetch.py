@@ -5,13 +5,25 @@ own allowed_hosts / blocked_hosts / max_bytes / timeout). HTML goes through traf
 drops navigation, ads and footers; plain text, Markdown and JSON are returned as they are;
 PDFs and other binary bodies are refused with a description (type and size), never dumped.
 trafilatura is the `web` extra: `pip install 'jarvis[web]'`.
+
+Links in the main text stay links, so a model can follow "Next: read part 2": Markdown
+`[text](absolute-url)`, resolved against the page's final URL (after redirects) or its
+`<base href>`. trafilatura's own `include_links` resolves against the site's root rather
+than the page (`part2.html` on /docs/part1.html became /part2.html) and ignores `<base>`, so
+jarvis resolves each link itself first and hands trafilatura a placeholder it leaves alone.
+Only http(s) links are kept (javascript:, data:, mailto: and the like become plain text), the
+URL is percent-encoded where Markdown would read it (spaces, brackets, parentheses, quotes),
+trafilatura escapes the link text, and at most MAX_LINKS are kept: the rest stay as text and
+a note says how many.
 """
 
 from __future__ import annotations
 
 import html
 import re
+import secrets
 from typing import Any
+from urllib.parse import quote, urljoin, urlsplit, urlunsplit
 
 from jarvis.core.registry import ToolRegistry
 from jarvis.core.types import ErrorType, ToolResult
@@ -45,6 +57,9 @@ FAST_ELEMENTS = 4_000
 _NOT_TEXT = ("script", "style", "noscript", "template", "svg", "math", "iframe", "object",
              "nav", "header", "footer", "aside", "form", "button", "select", "head")
 _META_CHARSET = re.compile(rb"""<meta[^>]{0,200}?charset=["']?([A-Za-z0-9_-]{1,40})""", re.I)
+MAX_LINKS = 200  # links kept per page; more stay plain text (a note says how many)
+MAX_URL_CHARS = 2048  # a longer link target is dropped (its text stays)
+_NETLOC = re.compile(r"[A-Za-z0-9.\-_~:@\[\]%!$&'*+,;=]+")
 
 
 def _missing(tool: str, package: str, exc: ImportError) -> ToolResult:
@@ -70,9 +85,110 @@ def plain_text(tree: Any) -> str:
     return " ".join(b for b in blocks if b)
 
 
+def _safe_url(raw: str, base: str) -> str | None:
+    """`raw` resolved against `base` as an absolute http(s) URL that cannot end a Markdown
+    link early, or None (another scheme, no host, too long, unparsable)."""
+    try:
+        parts = urlsplit(urljoin(base, raw.strip()))
+    except ValueError:
+        return None
+    if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
+        return None
+    if not _NETLOC.fullmatch(parts.netloc) or "(" in parts.netloc or ")" in parts.netloc:
+        return None
+    # Percent-encode what Markdown would read (space, <>, (), [], quotes, backslash, `);
+    # an existing %XX stays as it is.
+    safe = "/%:@!$&*+,;=-._~"
+    url = urlunsplit((parts.scheme.lower(), parts.netloc, quote(parts.path, safe=safe),
+                      quote(parts.query, safe=safe + "?/"),
+                      quote(parts.fragment, safe=safe + "?/")))
+    return url if len(url) <= MAX_URL_CHARS else None
+
+
+def _base_of(tree: Any, page_url: str) -> str:
+    """The URL links are resolved against: the page's `<base href>` (an http(s) one), else
+    the page's final URL."""
+    for base in tree.iter("base"):
+        href = base.get("href")
+        if href:
+            resolved = _safe_url(href, page_url)
+            if resolved is not None:
+                return resolved
+            break
+    return page_url
+
+
+def mark_links(tree: Any, page_url: str) -> tuple[str, list[str]]:
+    """Mark every `<a href>` of `tree` for fill_links: its target becomes a placeholder
+    standing for its resolved URL and its text starts with a marker of the same number; a
+    link that may not be kept (another scheme, no text) becomes plain text. Returns (the
+    placeholder's unguessable tag, the URLs by number)."""
+    tag = secrets.token_hex(6)
+    base = _base_of(tree, page_url)
+    urls: list[str] = []
+    for link in list(tree.iter("a")):
+        href = (link.get("href") or "").strip()
+        # A link to a place on this same page (#top) leads nowhere new.
+        url = _safe_url(href, base) if href and not href.startswith("#") else None
+        text = " ".join(link.text_content().split())
+        for name in list(link.attrib):
+            del link.attrib[name]
+        if url is None or not text:
+            link.tag = "span"  # its text stays, as text
+            continue
+        number = len(urls)
+        link.set("href", f"https://l{tag}.invalid/{number}")
+        link.text = f"m{tag}n{number}e" + (link.text or "")
+        urls.append(url)
+    return tag, urls
+
+
+def fill_links(text: str, tag: str, urls: list[str]) -> tuple[str, int]:
+    """Put the URLs back for the links trafilatura kept, the first MAX_LINKS as Markdown
+    links and the rest as their text; returns (text, how many were dropped). The marker at
+    the start of a link's text finds where it begins, whatever the text holds."""
+    marker = f"m{tag}n"
+    pattern = re.compile(r"\[" + marker + r"(\d+)e(.{0,4000}?)\]\(<?https://l" + tag
+                         + r"\.invalid/\1>?\)", re.DOTALL)
+    kept = dropped = 0
+
+    def one(match: re.Match[str]) -> str:
+        nonlocal kept, dropped
+        number, label = int(match.group(1)), match.group(2)
+        if number >= len(urls) or kept >= MAX_LINKS:
+            dropped += number < len(urls)
+            return label
+        kept += 1
+        return f"[{_link_text(label)}]({urls[number]})"
+
+    text = pattern.sub(one, text)
+    # What trafilatura did not keep as a link (a marker or a target on its own): never shown.
+    text = re.sub(marker + r"\d+e", "", text)
+    text = re.sub(r"https://l" + tag + r"\.invalid/(\d+)",
+                  lambda m: urls[int(m.group(1))] if int(m.group(1)) < len(urls) else "", text)
+    return text, dropped
+
+
+def _link_text(text: str) -> str:
+    """Link text that cannot end its link early: every bracket escaped, and a backslash that
+    escapes nothing (one at the end) doubled."""
+    out = []
+    i = 0
+    while i < len(text):
+        char = text[i]
+        if char == "\\" and i + 1 < len(text) and not text[i + 1].isalnum() \
+                and not text[i + 1].isspace():
+            out.append(text[i:i + 2])  # an escape trafilatura wrote (\[, \*, \\): kept
+            i += 2
+            continue
+        out.append("\\\\" if char == "\\" else f"\\{char}" if char in "[]" else char)
+        i += 1
+    return "".join(out)
+
+
 def html_to_text(page: str, url: str) -> tuple[str, str, bool]:
-    """(title, main text as Markdown, whether the plain-text fallback was used) of an HTML
-    page; raises ImportError without trafilatura."""
+    """(title, main text as Markdown with its links, whether the plain-text fallback was
+    used) of an HTML page; raises ImportError without trafilatura."""
     import trafilatura
     from trafilatura.utils import load_html
 
@@ -85,9 +201,16 @@ def html_to_text(page: str, url: str) -> tuple[str, str, bool]:
                 f"extraction; its whole visible text follows]\n\n")
         return (title or _title(page))[:300], note + text if text else "", True
 
-    text = trafilatura.extract(page, url=url, output_format="markdown", include_links=False,
+    tag, urls = mark_links(tree, url) if tree is not None else ("", [])
+    text = trafilatura.extract(tree if tree is not None else page, url=url,
+                               output_format="markdown", include_links=True,
                                include_images=False, include_tables=True, favor_recall=True,
                                include_comments=False, fast=elements > FAST_ELEMENTS) or ""
+    if tag:
+        text, dropped = fill_links(text, tag, urls)
+        if dropped:
+            text += (f"\n\n[{dropped} more link{'s' if dropped != 1 else ''} on this page "
+                     f"kept as text only: at most {MAX_LINKS} links are shown]")
     title = ""
     meta = trafilatura.extract_metadata(page, default_url=url)
     if meta is not None and meta.title:
@@ -114,7 +237,8 @@ class WebFetchTool(NetTool):
             name="web_fetch",
             description="Fetch a web page (http/https, public addresses only) and return its "
                         "title, final URL and main text as Markdown, without navigation, ads "
-                        "and footers. PDFs and other binary files are refused.",
+                        "and footers; links stay as [text](absolute URL) to follow. PDFs and "
+                        "other binary files are refused.",
             parameters={
                 "type": "object",
                 "properties": {
