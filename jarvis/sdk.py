@@ -298,8 +298,7 @@ class Jarvis:
                 (a model instance for a model), or None when no answer matched.
             schema_retries: how often a non-matching answer is shown to the model with the
                 validation error (default 2); schema_mode: auto, native or tool.
-            conversation: a conversation id: answer as its next turn, with its history and
-                provenance (see `conversation()` and jarvis.conversations).
+            conversation: a conversation id: answer as its next turn (jarvis.conversations).
 
         Returns a dict with content, usage (summed over turns), tool_results, turns, model,
         engine, agent, run_id, context_sources, metadata and status ("ok", or "incomplete"
@@ -309,10 +308,8 @@ class Jarvis:
         if not isinstance(query, str) or not query.strip():
             raise UserError("the query is empty; pass a question to ask")
         if conversation is not None:
-            options = {k: v for k, v in locals().items()
-                       if k not in ("self", "query", "conversation")}
+            options = {k: v for k, v in locals().items() if k not in ("self", "query", "conversation")}
             from jarvis.conversations import ask_in_conversation
-
             return ask_in_conversation(self, conversation, query, **options)
         if max_turns is not None and (isinstance(max_turns, bool) or not isinstance(max_turns, int)
                                       or max_turns < 1):
@@ -562,10 +559,8 @@ class Jarvis:
                 cancel.set()
 
     def conversation(self, conversation_id: str | None = None, **defaults: Any) -> Any:
-        """A conversation (new, or `conversation_id` continued) whose `ask`/`ask_full` share
-        history: `with j.conversation() as c: c.ask_full(...)`; `defaults` apply to each turn."""
+        """`with j.conversation() as c: c.ask_full(...)`: turns that share history."""
         from jarvis.conversations import Conversation
-
         return Conversation(self, conversation_id, **defaults)
 
     async def aask_stream(self, query: str, **kwargs: Any) -> AsyncIterator[str]:
