@@ -22,9 +22,15 @@ def toml_value(value: Any) -> str:
     return json.dumps(value)
 
 
+# Sandboxed (the default for stdio) a Python server starts through bubblewrap and the sandbox's
+# shim: on a machine loaded by parallel test runs that went past the default 10 s at times.
+STDIO_CONNECT = {"connect_timeout": 30}
+
+
 def stdio_server(label: str, *extra: str, **options: Any) -> dict[str, Any]:
     """A [mcp.servers.X] table running the toolbox server over stdio."""
-    return {"command": sys.executable, "args": [str(TOOLBOX), "--label", label, *extra], **options}
+    return {"command": sys.executable, "args": [str(TOOLBOX), "--label", label, *extra],
+            **STDIO_CONNECT, **options}
 
 
 def write_config(folder: Path, servers: dict[str, dict[str, Any]], extra: str = "") -> Path:
@@ -75,7 +81,8 @@ class HttpToolbox:
 
 def features_server(*extra: str, **options: Any) -> dict[str, Any]:
     """A [mcp.servers.X] table running the features server over stdio."""
-    return {"command": sys.executable, "args": [str(FEATURES), *extra], **options}
+    return {"command": sys.executable, "args": [str(FEATURES), *extra], **STDIO_CONNECT,
+            **options}
 
 
 class HttpFeatures:

@@ -76,3 +76,16 @@ def wait_until_gone(pids: set[int], timeout: float = 10.0) -> set[int]:
 
 def call(executor: ToolExecutor, name: str, code: str) -> ToolResult:
     return executor.execute(ToolCall(id="", name=name, arguments={"code": code}))
+
+
+# The host uid a sandbox runs as: [sandbox] uid (65534) when jarvis runs as root, else jarvis's
+# own (the sandbox tests run as both: see tests/test_sandbox_unprivileged.py).
+SANDBOX_HOST_UID = 65534 if os.geteuid() == 0 else os.getuid()
+
+
+def give_to_sandbox(*paths) -> None:
+    """Make folders a writable path for the sandbox: under a root jarvis it writes as
+    [sandbox] uid, which must own them; otherwise they are already jarvis's own."""
+    for path in paths:
+        if os.geteuid() == 0:
+            os.chown(path, SANDBOX_HOST_UID, SANDBOX_HOST_UID)

@@ -87,6 +87,10 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("jarvis.core.paths", "exposed", ".iterdir"):
         "lists JARVIS_HOME for `jarvis doctor` (symlinks not followed, nothing read)",
     # --- config: chosen by the person running jarvis ----------------------------------------
+    ("jarvis.mcp.sandboxing", "_shebang", "open"):
+        "the first line of a stdio MCP server's program, named by `command` in config.toml",
+    ("jarvis.mcp.sandboxing", "_npx", ".read_text"):
+        "the package.json of the package a server's `npx` line names, where npx installed it",
     ("jarvis.core.config", "load_config", ".read_text"):
         "config.toml found by the config lookup or named by --config / JARVIS_CONFIG",
     # --- stores: SQLite files at paths from config or JARVIS_HOME -----------------------------

@@ -30,6 +30,8 @@ def servers(tmp_path_factory: pytest.TempPathFactory):
         "tb": stdio_server("tb", timeout=30, tool_timeouts={"sleep_ms": 0.5, "hang": 1.5},
                            env={"TOOLBOX_DIR": "${HOME}/toolbox"}),
         "other": stdio_server("other", protocol="legacy"),  # the initialize handshake
+        # unsandboxed (sandbox = false): a test follows its processes by their host pids
+        "host": stdio_server("host", sandbox=False),
         "web": {"url": web.url},
         "broken": {"command": "jarvis-no-such-mcp-server-binary"},
         "failing": stdio_server("failing", "--fail-start"),
@@ -193,10 +195,11 @@ def test_hang_times_out_naming_the_server_then_reconnects(registered: McpManager
 
 
 def test_close_ends_the_whole_process_tree(registered: McpManager) -> None:
-    child = int(run("tb__spawn_child", {}).content)
-    server = int(run("tb__pid", {}).content)
+    # (A sandboxed server's tree ends with its PID namespace: test_mcp_sandbox.py.)
+    child = int(run("host__spawn_child", {}).content)
+    server = int(run("host__pid", {}).content)
     assert pid_alive(child) and pid_alive(server)
-    background_loop().run(registered.servers["tb"].connection.close())
+    background_loop().run(registered.servers["host"].connection.close())
     # Observable right away: close returns once the tree is gone.
     assert not pid_alive(server) and not pid_alive(child)
-    assert run("tb__echo", {"text": "reconnected"}).content == "reconnected"
+    assert run("host__echo", {"text": "reconnected"}).content == "reconnected"

@@ -155,9 +155,10 @@ def test_http_server_killed_mid_call_on_the_cli_is_one_line_not_a_traceback(
 # 4. A server that never answers server/discover: the initialize handshake, automatically.
 def test_server_that_never_answers_discover_connects_with_the_handshake(tmp_path: Path) -> None:
     log = tmp_path / "methods.log"
-    manager = manager_for(tmp_path, {"old": {"command": sys.executable,
+    manager = manager_for(tmp_path, {"old": {"command": sys.executable,  # logs on the host:
                                              "args": [str(NODISCOVER), "--label", "old"],
-                                             "env": {"NODISCOVER_LOG": str(log)}}})
+                                             "env": {"NODISCOVER_LOG": str(log)},
+                                             "sandbox": False}})
     try:
         # Within the default 10 s connect_timeout, which the SDK's own 10 s discover probe
         # used up entirely.
@@ -178,7 +179,7 @@ def test_failed_server_says_why_and_is_remembered(tmp_path: Path, cli_env) -> No
     starts = tmp_path / "starts.txt"
     hang = f"open({str(starts)!r}, 'a').write('x'); import time; time.sleep(60)"
     write_config(tmp_path, {"slow": {"command": sys.executable, "args": ["-c", hang],
-                                     "connect_timeout": 3}})
+                                     "connect_timeout": 3, "sandbox": False}})
 
     def count() -> int:  # server starts (a start too slow to write under load is not counted)
         return len(starts.read_text()) if starts.exists() else 0
@@ -209,7 +210,8 @@ def test_failed_server_says_why_and_is_remembered(tmp_path: Path, cli_env) -> No
 # 6. A stdio server whose call timed out does not outlive jarvis.
 def test_timed_out_server_tree_is_killed_when_jarvis_exits(tmp_path: Path, cli_env) -> None:
     pids = tmp_path / "pids.txt"
-    write_config(tmp_path, {"tb": stdio_server("tb", "--touch", str(pids),
+    # unsandboxed: the test follows the server's pids on the host
+    write_config(tmp_path, {"tb": stdio_server("tb", "--touch", str(pids), sandbox=False,
                                                tool_timeouts={"hang": 1})})
     spawned = cli(["tools", "run", "tb__spawn_child", "{}"], cli_env, tmp_path)
     child = int(spawned.stdout.strip())

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from mcp.types import BlobResourceContents, ReadResourceResult
-from mcp_support import SERVERS, write_config
+from mcp_support import SERVERS, STDIO_CONNECT, write_config
 
 from jarvis.core.config import load_config
 from jarvis.core.images import MAX_IMAGES_PER_MESSAGE, check_image
@@ -33,7 +33,7 @@ JPEG = base64.b64encode(b"\xff\xd8\xff\xe0" + bytes(60)).decode()
 
 
 def hostile(**options) -> dict:
-    return {"command": sys.executable, "args": [str(HOSTILE)], **options}
+    return {"command": sys.executable, "args": [str(HOSTILE)], **STDIO_CONNECT, **options}
 
 
 def image_urls(request: dict) -> list[str]:

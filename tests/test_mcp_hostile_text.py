@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from mcp_support import SERVERS, cli, write_config
+from mcp_support import SERVERS, STDIO_CONNECT, cli, write_config
 from waiting import wait_for
 
 from jarvis.core.config import load_config
@@ -31,7 +31,7 @@ RAW = ["\x1b", "\x07", "\x9b", "\u202e"]
 
 
 def hostile(**options) -> dict:
-    return {"command": sys.executable, "args": [str(HOSTILE)], **options}
+    return {"command": sys.executable, "args": [str(HOSTILE)], **STDIO_CONNECT, **options}
 
 
 def no_raw(text: str) -> bool:

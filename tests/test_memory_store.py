@@ -247,9 +247,9 @@ def test_fuzzed_queries_never_raise_sql_errors(mem: SQLiteMemory):
 
 
 def test_common_words_do_not_drown_rare_ones(mem: SQLiteMemory, monkeypatch: pytest.MonkeyPatch):
-    import jarvis.memory.sqlite as sqlite_module
+    from jarvis.memory import ranking
 
-    monkeypatch.setattr(sqlite_module, "COMMON_MIN_DOCS", 5)
+    monkeypatch.setattr(ranking, "RARE_BUDGET", 5)  # "common" is in 41 chunks: a common word
     mem.store_many([(f"common filler text number {i}", f"f{i}", None) for i in range(40)])
     mem.store("common zebra sighting", source="zebra")
     assert mem.retrieve("common zebra", top_k=1)[0].source == "zebra"

@@ -423,12 +423,14 @@ print(sorted(t.spec.name for t in discovered)[:3])
 def test_mcp_tool_provider_discovers_a_real_servers_tools_and_they_run_in_an_executor(tmp_path):
     import sys
 
-    from mcp_support import TOOLBOX, pid_alive
+    from mcp_support import TOOLBOX
+    from sandbox_support import descendants, new_descendants
 
     from jarvis.agents import OrchestratorAgent
     from jarvis.mcp.client import MCPToolAdapter
     from jarvis.tools.executor import ToolExecutor
 
+    before = descendants()
     printed, ns = run_snippet(MCP_DISCOVER, {"python": sys.executable, "toolbox": str(TOOLBOX)})
     client = ns["client"]
     try:
@@ -452,13 +454,14 @@ def test_mcp_tool_provider_discovers_a_real_servers_tools_and_they_run_in_an_exe
         assert result.tool_results[0].content == "ping"
         one = MCPToolAdapter(client, client.list_tools()[0])
         assert one.spec.name == client.list_tools()[0].name
-        pid = int(client.call_tool("pid")["content"][0]["text"])
-        assert pid_alive(pid)
+        assert int(client.call_tool("pid")["content"][0]["text"]) > 0
+        assert new_descendants(before)  # the server (in the sandbox: its pid is its own there)
     finally:
         client.close()
     from waiting import wait_for
 
-    wait_for(lambda: not pid_alive(pid), timeout=10, what="the stdio server ends with close()")
+    wait_for(lambda: not new_descendants(before), timeout=10,
+             what="the stdio server (and its sandbox) ends with close()")
 
 
 def test_mcp_client_failures_are_clear(tmp_path):

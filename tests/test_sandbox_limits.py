@@ -5,7 +5,9 @@ sandbox mapped onto root could start threads until the host ran out of pids. The
 as an unprivileged host uid ([sandbox] uid) instead, and RLIMIT_NPROC ([sandbox] max_threads)
 bounds its threads and processes together. Each bomb runs through the ToolExecutor exactly as a
 model's call would, on both namespace mechanisms, while this test counts the sandbox's tasks on
-the host.
+the host. Run as a normal user (tests/test_sandbox_unprivileged.py), the sandbox's host uid is
+that user's own and the bound holds the same way; the tests of a root jarvis's uid switching are
+`root_only`.
 """
 
 from __future__ import annotations
@@ -20,7 +22,15 @@ import uuid
 from pathlib import Path
 
 import pytest
-from sandbox_support import call, descendants, new_descendants, parents, wait_until_gone
+from sandbox_support import (
+    SANDBOX_HOST_UID,
+    call,
+    descendants,
+    give_to_sandbox,
+    new_descendants,
+    parents,
+    wait_until_gone,
+)
 
 from jarvis.resources import release_run
 from jarvis.tools.code_interpreter import CodeInterpreterTool
@@ -33,7 +43,7 @@ pytestmark = [pytest.mark.usefixtures("nothing_left_behind"),
 LIMITS = {"timeout": 20.0, "cpu_seconds": 10, "memory_mb": 512,
           "requires_confirmation": False, "acquire_timeout": 10.0}
 MAX_THREADS = 64  # [sandbox] max_threads default
-HOST_UID = 65534  # [sandbox] uid default
+HOST_UID = 65534  # [sandbox] uid default: the sandbox's host uid under a root jarvis
 
 # Small stacks (memory_mb alone allowed ~8 000 threads of 64 KiB), and it keeps trying for
 # a while after the first refusal, so the count below sees the bomb at its largest.
@@ -126,7 +136,7 @@ def test_a_bomb_stays_within_max_threads_and_jarvis_goes_on(mechanism: str, bomb
             assert MAX_THREADS - 8 <= most <= MAX_THREADS + 1 + idle or bomb == "forks", (
                 most, result.content)
             assert most <= MAX_THREADS + 1 + idle, (most, result.content)
-            assert uids == {HOST_UID}, uids  # never the host's root
+            assert uids == {SANDBOX_HOST_UID}, uids  # never the host's root
             if name == "code_interpreter":  # the call ended its whole sandbox
                 assert not wait_until_gone(new_descendants(before), timeout=10)
         # jarvis keeps working: the repl's state survived its bomb, and a fresh call runs.
@@ -136,10 +146,8 @@ def test_a_bomb_stays_within_max_threads_and_jarvis_goes_on(mechanism: str, bomb
         assert again.success and again.content.strip() == "42", again.content
         # Every jarvis thread still has jarvis's own ids (without CAP_SYS_RESOURCE, as here,
         # jarvis's sandbox thread takes the sandbox's effective uid for the moment of a prlimit).
-        for task in os.listdir("/proc/self/task"):
-            with open(f"/proc/self/task/{task}/status") as f:
-                ids = [line.split()[1:] for line in f if line.startswith(("Uid:", "Gid:"))]
-            assert ids == [[str(os.getuid())] * 4, [str(os.getgid())] * 4], (task, ids)
+        for task, ids in ids_of_every_thread().items():  # (threads that end meanwhile: gone)
+            assert ids[:2] == [[str(os.getuid())] * 4, [str(os.getgid())] * 4], (task, ids)
     finally:
         release_run(run_id)
 
@@ -158,6 +166,7 @@ def test_a_repl_sessions_threads_are_gone_when_it_ends(mechanism: str) -> None:
     assert not wait_until_gone(new_descendants(before), timeout=10)
 
 
+@pytest.mark.root_only
 def test_the_sandbox_refuses_to_start_where_threads_would_not_be_bounded(
         mechanism: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # The sandbox as it was: mapped onto the host's root, which RLIMIT_NPROC does not bind.
@@ -173,6 +182,7 @@ def test_the_sandbox_refuses_to_start_where_threads_would_not_be_bounded(
     assert "[sandbox] uid" in message and "unprivileged user" in message
 
 
+@pytest.mark.root_only
 def test_a_writable_path_the_sandbox_uid_cannot_write_is_refused(tmp_path) -> None:
     from jarvis.sandbox import SandboxedPython, SandboxError, SandboxPolicy
 
@@ -198,11 +208,11 @@ def test_doctor_says_threads_are_bounded_and_as_which_uid(cli_env) -> None:
 
     info = json.loads(doctor("--json").stdout)["sandbox"]
     assert {k: v for k, v in info["threads"].items() if k != "shared_with"} == {
-        "max": MAX_THREADS, "host_uid": HOST_UID}, info
+        "max": MAX_THREADS, "host_uid": SANDBOX_HOST_UID}, info
     text = doctor().stdout
-    assert f"at most {MAX_THREADS} threads as host uid {HOST_UID})" in text.splitlines()[0]
+    assert f"at most {MAX_THREADS} threads as host uid {SANDBOX_HOST_UID})" in text.splitlines()[0]
     assert (f"  threads and processes: at most {MAX_THREADS} per sandbox (RLIMIT_NPROC, "
-            f"host uid {HOST_UID})") in text
+            f"host uid {SANDBOX_HOST_UID})") in text
 
 
 def _uids(pid: int) -> set[int]:
@@ -210,6 +220,7 @@ def _uids(pid: int) -> set[int]:
         return {int(x) for x in next(ln for ln in f if ln.startswith("Uid:")).split()[1:4]}
 
 
+@pytest.mark.root_only
 def test_doctor_warns_of_other_processes_running_as_the_sandbox_uid(cli_env) -> None:
     # Any process of the sandbox's host uid owns the sandboxes' user namespaces (it can read
     # and write their memory): doctor names such processes, but not bubblewrap's own monitor
@@ -266,7 +277,8 @@ def test_sandboxes_sharing_the_host_uid_each_get_their_own_count() -> None:
             assert result.error_kind == "exception", result.error
             assert MAX_THREADS - 8 <= bomb_numbers(result.error)[0] < MAX_THREADS, result.error
         held = [tasks_of({proc.pid}) for proc in procs]
-        assert all(count >= MAX_THREADS - 8 and uids == {HOST_UID} for count, uids in held), held
+        assert all(count >= MAX_THREADS - 8 and uids == {SANDBOX_HOST_UID}
+                   for count, uids in held), held
     finally:
         for proc in procs:
             proc.close()
@@ -296,6 +308,7 @@ print(hits, tries, flush=True)
 """
 
 
+@pytest.mark.root_only
 def test_no_process_of_the_sandbox_uid_can_signal_jarvis_while_it_sets_a_cpu_limit(
         mechanism: str) -> None:
     from jarvis.sandbox import SandboxedPython, SandboxPolicy
@@ -355,6 +368,7 @@ class _Interrupt(Exception):
     pass
 
 
+@pytest.mark.root_only
 def test_an_exception_during_the_switch_never_leaves_a_jarvis_thread_with_other_ids() -> None:
     # Ctrl-C (KeyboardInterrupt) lands in the main thread between any two bytecodes: between
     # the switch and the switch back it would leave the thread with the sandbox's ids for good.
@@ -412,6 +426,7 @@ def test_an_exception_during_the_switch_never_leaves_a_jarvis_thread_with_other_
     assert not left, f"threads left with other ids: {left} (jarvis: {mine})"
 
 
+@pytest.mark.root_only
 def test_other_jarvis_threads_keep_their_file_access_during_the_switch(tmp_path) -> None:
     # The switch is per thread (raw syscalls): glibc's setresuid would have switched every
     # thread, and a root-only file read on another thread would fail meanwhile.
@@ -479,7 +494,8 @@ def test_sandboxes_started_from_many_threads_at_once_all_start(mechanism: str) -
                     if not out.ok:
                         errors.append(repr(out))
                 results.append(out.output.strip())
-                assert proc._owner_prlimit, "no switch happened"
+                # a root jarvis without CAP_SYS_RESOURCE switches its thread's uid each call
+                assert proc._owner_prlimit or os.geteuid() != 0, "no switch happened"
             finally:
                 proc.close()
         except Exception as exc:  # noqa: BLE001 - reported by the assert below
@@ -503,8 +519,8 @@ def test_sandboxes_started_from_many_threads_at_once_all_start(mechanism: str) -
         for t in churners:
             t.join(10)
     assert not errors, errors[:3]
-    wrong = {t: ids for t, ids in ids_of_every_thread().items()
-             if ids[:2] != [["0"] * 4, ["0"] * 4]}
+    own = [[str(os.getuid())] * 4, [str(os.getgid())] * 4]
+    wrong = {t: ids for t, ids in ids_of_every_thread().items() if ids[:2] != own}
     assert not wrong, f"threads left with other ids: {wrong}"
     assert sorted(results, key=int) == sorted([str(2 * n) for n in range(8)] * ROUNDS, key=int)
 
@@ -619,8 +635,7 @@ def test_a_path_the_sandbox_can_replace_is_refused(tmp_path) -> None:
     private.chmod(0o700)
     shared = tmp_path / "shared"
     (shared / "data").mkdir(parents=True)
-    os.chown(shared, HOST_UID, HOST_UID)
-    os.chown(shared / "data", HOST_UID, HOST_UID)
+    give_to_sandbox(shared, shared / "data")
     both = {"writable_paths": (str(shared),), "read_only_paths": (str(shared / "data"),)}
     # A session with the writable path alone, as an attacker would use it for the next one.
     first = SandboxedPython(SandboxPolicy(isolation="bwrap", writable_paths=(str(shared),)))
@@ -696,6 +711,7 @@ for pid in sys.argv[1:]:
 """
 
 
+@pytest.mark.root_only
 def test_no_process_of_the_sandbox_uid_reaches_jarvis_folder_through_the_launcher(
         mechanism: str, tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     # bwrap (or jarvis's launcher) runs outside the sandbox as its host uid; it kept jarvis's

@@ -22,10 +22,12 @@ def doctor(as_json: bool) -> None:
     A code tool whose own table sets `isolation` gets a line of its own. Exits 1 when a code
     tool (repl, code_interpreter) would refuse to run.
     """
+    from jarvis.sandbox.cgroup import describe_memory
     from jarvis.sandbox.probe import describe, status
 
     config = load_cli_config()
-    bounds = {"uid": config.sandbox.uid, "max_threads": config.sandbox.max_threads}
+    bounds = {key: getattr(config.sandbox, key) for key in (
+        "uid", "max_threads", "max_open_files", "memory_mb", "tmp_mb")}
     info = status(config.sandbox.isolation, config.sandbox.network, **bounds)
     # `isolation` in [tools.repl] / [tools.code_interpreter] wins over [sandbox] for that tool:
     # a report of [sandbox] alone would say "bwrap" while repl runs unsandboxed.
@@ -34,9 +36,12 @@ def doctor(as_json: bool) -> None:
         own = config.tools.settings.get(name, {}).get("isolation")
         if own is not None and own != config.sandbox.isolation:
             tools[name] = status(own, config.sandbox.network, **bounds)
+    from jarvis.mcp.sandboxing import unsandboxed
+
+    bare = unsandboxed(config)
     state = _state()
     if as_json:
-        echo_json({"sandbox": info, "tools": tools, "state": state})
+        echo_json({"sandbox": info, "tools": tools, "mcp_unsandboxed": bare, "state": state})
     else:
         yes_no = {True: "yes", False: "no"}
         click.echo(f"sandbox: {describe(info)}")
@@ -54,8 +59,12 @@ def doctor(as_json: bool) -> None:
             if threads else "not bounded (isolation \"none\": only the host's own limits; "
             "seccomp refuses new processes, not threads)" if info["mechanism"] == "none"
             else "not bounded (no isolation in force)"))
+        if info["memory"]:
+            click.echo(f"  kernel memory: {describe_memory(info['memory'])}")
         for name, own in tools.items():
             click.echo(f"{name} (its own isolation = {own['isolation']!r}): {describe(own)}")
+        if bare:
+            click.echo(f"MCP servers not sandboxed (sandbox = false): {', '.join(bare)}")
         click.echo(f"state: {_describe_state(state)}")
     if info["mechanism"] is None or any(own["mechanism"] is None for own in tools.values()):
         sys.exit(1)

@@ -55,7 +55,8 @@ def list_servers(as_json: bool, cached: bool) -> None:
                 click.echo("")
             # Everything a server wrote is shown with its escape sequences made visible: a
             # listing on the terminal must not clear the screen or retitle the window.
-            click.echo(f"{row['name']}  [{row['status']}]  {row['transport']}: "
+            bare = " (not sandboxed: sandbox = false)" if row["sandbox"] is False else ""
+            click.echo(f"{row['name']}  [{row['status']}]  {row['transport']}{bare}: "
                        f"{visible(row['target'], one_line=True)}")
             if row["error"]:
                 click.echo(f"  error: {visible(row['error'], one_line=True)}")

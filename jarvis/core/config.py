@@ -256,6 +256,13 @@ class McpServerConfig(_Section):
                         "folders the file tools may read (MCP roots)")
     elicitation: bool = Field(True, description="let the server ask the user questions on the "
                               "terminal (refused when not interactive)")
+    sandbox: bool = Field(True, description="stdio: run the server in the sandbox, seeing only "
+                          "its runtime, its package and the paths listed below, no network, an "
+                          "environment of only `env` (false: with your full rights)")
+    read_only_paths: list[str] = Field(default_factory=list, description="stdio, sandboxed: "
+                                       "paths the server may read")
+    writable_paths: list[str] = Field(default_factory=list, description="stdio, sandboxed: "
+                                      "folders the server may write")
     max_message_mb: float = Field(32.0, gt=0, le=1024, description="largest message the "
                                   "server may send, in MB (stdio: a line; HTTP: a JSON body or "
                                   "an SSE event); a larger one is dropped and the call it "

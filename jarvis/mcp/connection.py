@@ -78,8 +78,10 @@ class ServerConnection:
     """
 
     def __init__(self, name: str, config: Any, base_dir: Path, on_tools: Any = None,
-                 log_path: Path | None = None, roots: list[Path] | None = None) -> None:
+                 log_path: Path | None = None, roots: list[Path] | None = None,
+                 sandbox: Any = None) -> None:
         self.name = name
+        self.sandbox = sandbox  # the [sandbox] table (isolation, uid) a sandboxed server uses
         self.config = config
         self.base_dir = base_dir
         self.on_tools = on_tools
@@ -261,6 +263,11 @@ class ServerConnection:
             raise BadCwdError(f"cwd {cwd} is not a folder; fix `cwd` of [mcp.servers.{self.name}]")
         params = StdioServerParameters(command=cfg.command, args=list(cfg.args),
                                        env={**_expand(cfg.env), MARKER_VAR: session.token}, cwd=cwd)
+        if cfg.sandbox:
+            from jarvis.mcp.sandboxing import sandboxed
+
+            params = await asyncio.to_thread(sandboxed, self.name, cfg, params, self.base_dir,
+                                             self.sandbox)
         errlog: Any = None
         if self.log_path is not None:
             from jarvis.core.paths import open_private, private_dir

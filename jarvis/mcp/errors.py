@@ -41,7 +41,11 @@ class McpCallError(Exception):
         super().__init__(message)
 
 
-class BadCwdError(Exception):
+class ServerSetupError(Exception):
+    """A stdio server cannot be started as configured (its message says why and the fix)."""
+
+
+class BadCwdError(ServerSetupError):
     """A stdio server's `cwd` is not a folder (else it would read as 'command not found')."""
 
 
@@ -49,7 +53,7 @@ def describe(exc: BaseException) -> str:
     """A one-line reason from an exception, looking inside exception groups."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
-    if isinstance(exc, BadCwdError):
+    if isinstance(exc, ServerSetupError):
         return str(exc)
     if isinstance(exc, FileNotFoundError):
         return f"command not found: {exc.filename or exc}"

@@ -101,7 +101,8 @@ class McpManager:
             if server.enabled:
                 state.connection = ServerConnection(name, server, self.base_dir,
                                                     on_tools=self._on_live_tools,
-                                                    log_path=log_dir / f"{name}.log", roots=roots)
+                                                    log_path=log_dir / f"{name}.log", roots=roots,
+                                                    sandbox=getattr(config, "sandbox", None))
             self.servers[name] = state
 
     # --- tool lists and registration -------------------------------------------------
@@ -387,6 +388,8 @@ class McpManager:
                            " ".join(map(str, [cfg.command or "", *redact_args(list(cfg.args))]))
                            .strip()),
                 "enabled": state.enabled,
+                # stdio servers: in the sandbox unless the config says sandbox = false
+                "sandbox": bool(cfg.sandbox) if cfg.command else None,
                 "status": status,
                 "error": redact_value("error", error) if isinstance(error, str) else error,
                 "tools_from": state.source,

@@ -9,9 +9,9 @@ Concurrency: WAL mode, a busy timeout, and `BEGIN IMMEDIATE` for every write. Wr
 through one connection under a lock; searches use a small pool of read connections, so a
 search never waits for an index job that is writing, in this process or another.
 
-Queries are plain text, never FTS5 syntax (see `jarvis.memory.query`). Words that occur in
-more than 5% of the chunks are left out when rarer words are in the query: they barely change
-BM25's order, and ranking every chunk that holds them is what would make a search slow.
+Queries are plain text, never FTS5 syntax (see `jarvis.memory.query`). They are ranked by
+FTS5's BM25 over all their words, without scoring every chunk that holds a common word (see
+`jarvis.memory.ranking`).
 """
 
 from __future__ import annotations
@@ -31,8 +31,9 @@ from typing import Any
 from jarvis.core.events import EventBus, EventType
 from jarvis.core.sqlite_wal import enter_wal
 from jarvis.errors import UserError
+from jarvis.memory import ranking
 from jarvis.memory.chunking import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, Chunk, chunk_text
-from jarvis.memory.query import check_query, fts_expression, query_terms
+from jarvis.memory.query import check_query, query_terms
 from jarvis.memory.types import MemoryStoreError, RetrievalResult
 
 SCHEMA_VERSION = 1
@@ -40,11 +41,6 @@ TOKENIZER = "porter unicode61 remove_diacritics 2"
 MAX_TOP_K = 100
 MAX_CONTENT_CHARS = 50_000_000
 MAX_METADATA_CHARS = 100_000
-# A word is "common" above this share of all chunks (and above COMMON_MIN_DOCS chunks).
-COMMON_SHARE = 0.05
-COMMON_MIN_DOCS = 2_000
-# The OR stage ranks at most about this many matching chunks (see _plan).
-OR_BUDGET = 4_000
 READ_POOL_SIZE = 4
 
 
@@ -427,56 +423,16 @@ class SQLiteMemory:
 
     def _search(self, conn: sqlite3.Connection, terms: list[str], top_k: int, where: str,
                 params: list[Any]) -> list[RetrievalResult]:
-        and_terms, or_terms = self._plan(conn, terms)
-        results: list[RetrievalResult] = []
-        seen: set[int] = set()
-        # Chunks with every word first; then fill up with chunks that have some of them.
-        for stage in (fts_expression(and_terms, "AND") if and_terms else None,
-                      fts_expression(or_terms, "OR") if or_terms else None):
-            if stage is None or len(results) >= top_k:
-                continue
-            for result in self._match(conn, stage, top_k, where, params):
-                if result.chunk_id not in seen and len(results) < top_k:
-                    seen.add(result.chunk_id)
-                    results.append(result)
-        return results
-
-    def _plan(self, conn: sqlite3.Connection, terms: list[str]) -> tuple[list[str], list[str]]:
-        """Which words the AND stage and the OR stage search for.
-
-        Ranking costs FTS5 a few microseconds per matching chunk, so the work is bounded by
-        document frequency (counted with a cap, so even a word in every chunk is cheap to
-        count): words in no chunk are dropped; common words (over COMMON_SHARE of the chunks)
-        are dropped when rarer ones are present, as stop words are; and the OR stage takes the
-        rarest words until OR_BUDGET matches. Rare words carry nearly all of BM25's weight.
-        """
-        if len(terms) == 1:
-            return [], terms
-        limit = max(COMMON_MIN_DOCS, int(self._chunk_total(conn) * COMMON_SHARE))
-        counted: list[tuple[str, int]] = []
-        for term in terms:
-            df = conn.execute(
+        """BM25 over every word of the query; `jarvis.memory.ranking` bounds the work."""
+        def count(expression: str, cap: int) -> int:
+            return conn.execute(
                 "SELECT count(*) FROM (SELECT 1 FROM chunks_fts WHERE chunks_fts MATCH ? LIMIT ?)",
-                (fts_expression([term], "OR"), limit + 1)).fetchone()[0]
-            if df:
-                counted.append((term, df))
-        if not counted:
-            return [], []
-        rare = [(t, df) for t, df in counted if df <= limit]
-        if not rare:
-            # Only common words: chunks that hold all of them, else the least common word.
-            least = min(counted, key=lambda item: item[1])[0]
-            return ([t for t, _ in counted] if len(counted) > 1 else []), [least]
-        chosen: list[str] = []
-        total = 0
-        for term, df in sorted(rare, key=lambda item: item[1]):
-            if chosen and total + df > OR_BUDGET:
-                break
-            chosen.append(term)
-            total += df
-        keep = set(chosen)
-        return ([t for t, _ in rare] if len(rare) > 1 else [],
-                [t for t, _ in rare if t in keep])
+                (expression, cap)).fetchone()[0]
+
+        def match(expression: str, limit: int) -> list[RetrievalResult]:
+            return self._match(conn, expression, limit, where, params)
+
+        return ranking.best(terms, top_k, count, match, self._chunk_total(conn))
 
     def _chunk_total(self, conn: sqlite3.Connection) -> int:
         # data_version changes when another connection commits, so the cached count is

@@ -16,7 +16,7 @@ import sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jarvis.sandbox.policy import SandboxPolicy, python_paths
+from jarvis.sandbox.policy import SYSTEM_DIRS, SandboxPolicy, python_paths
 
 HERE = Path(__file__).parent
 WORKER = HERE / "worker.py"
@@ -27,8 +27,6 @@ WORK_DIR = "/tmp"
 # The unprivileged user the code runs as inside its user namespace (on the host it is jarvis's
 # own uid, or SandboxPolicy.uid when jarvis runs as root: see host_identity).
 SANDBOX_UID = SANDBOX_GID = 65534
-# System folders the dynamic loader and the interpreter need (merged-/usr symlinks or dirs).
-SYSTEM_DIRS = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin")
 SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/localtime")
 # tmpfs bounds its bytes by `size` but its files only by `nr_inodes`, whose default is half
 # the host's RAM pages: 300 000 empty files took 300 MB of kernel memory in 3 s. One file per
@@ -62,8 +60,8 @@ class MountPlan:
 
 
 def mount_plan(policy: SandboxPolicy) -> MountPlan:
-    python, prefixes, packages = python_paths(policy.site_packages)
-    plan = MountPlan(python=python, site_dirs=packages)
+    python, needed, packages = python_paths(policy.site_packages)
+    plan = MountPlan(python=python, site_dirs=list(packages))
 
     def ro(path: str) -> None:
         if path not in [op[2] for op in plan.ops]:
@@ -85,7 +83,7 @@ def mount_plan(policy: SandboxPolicy) -> MountPlan:
             if not os.path.exists(path):
                 raise PathProblem(f"[sandbox] {key}: {path} does not exist")
             if key == "writable_paths":
-                own = _holds_jarvis(path, [python, *prefixes], packages)
+                own = _holds_jarvis(path, [python, *needed], list(packages))
                 if own:
                     raise PathProblem(f"[sandbox] writable_paths: {path} is or holds {own}, "
                                       f"which jarvis itself runs: the code could replace it; "
@@ -99,9 +97,17 @@ def mount_plan(policy: SandboxPolicy) -> MountPlan:
             if problem:
                 raise PathProblem(f"[sandbox] {key}: {path} {problem}; list the folders the "
                                   f"code needs instead")
-    for path in (*prefixes, *packages, *SYSTEM_FILES, *policy.read_only_paths):
+    # Of the interpreter's installation: itself, its standard library and the libraries it
+    # loads from its prefix (policy.python_paths), never the whole prefix.
+    for path in (python, *needed, *packages, *SYSTEM_FILES, *policy.read_only_paths):
         if os.path.exists(path) and not _covered(path, plan.read_paths):
             ro(os.path.realpath(path))
+    for path in needed:  # reached through a symlink (a conda env's lib/pythonX.Y, a .so name)
+        logical = os.path.abspath(path)
+        shown = any(logical == f or logical.startswith(f.rstrip("/") + "/")
+                    for f in plan.read_paths)
+        if logical != os.path.realpath(path) and not shown:
+            plan.ops.append(("symlink", os.path.realpath(path), logical))
     # The interpreter's own site-packages come with its prefix: hide them unless they are
     # the ones allowed (a venv's base interpreter, or site_packages = false).
     base = sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_exec_prefix})
@@ -209,6 +215,8 @@ def worker_config(policy: SandboxPolicy, plan: MountPlan, *, isolated: bool) -> 
             "session_cpu_seconds":
             limits.session_cpu_seconds, "cpu_seconds": limits.cpu_seconds,
             "max_output_chars": limits.max_output_chars, "timeout": limits.timeout,
+            # isolation "none" has the host's network whatever the policy says
+            "network": policy.network or not isolated,
             "site_dirs": plan.site_dirs,
             # Landlock only where the namespaces made the view small: with isolation "none"
             # the code sees the host, and the policy says so.
@@ -229,21 +237,27 @@ def bwrap_options(bwrap: str) -> frozenset[str]:
     return frozenset(re.findall(r"^\s+(--[a-z-]+)", done.stdout, flags=re.M))
 
 
-def bwrap_command(policy: SandboxPolicy, bwrap: str, info_fd: int,
-                  command: list[str] | None = None) -> tuple[list[str], dict]:
-    """bubblewrap's command line; `command` replaces the worker (the probe runs `pass`)."""
-    plan = mount_plan(policy)
+def bwrap_command(policy: SandboxPolicy, bwrap: str, info_fd: int | None,
+                  command: list[str] | None = None, *, plan: MountPlan | None = None,
+                  env: dict[str, str] | None = None,
+                  workdir: str = WORK_DIR) -> tuple[list[str], dict]:
+    """bubblewrap's command line; `command` replaces the worker (the probe runs `pass`; a
+    sandboxed command, command.py, its shim), `plan` and `env` the worker's."""
+    plan = plan or mount_plan(policy)
     known = bwrap_options(bwrap)
     argv = [bwrap, "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session",
             "--cap-drop", "ALL", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_GID),
-            "--hostname", "sandbox", "--clearenv", "--info-fd", str(info_fd)]
+            "--hostname", "sandbox", "--clearenv"]
+    if info_fd is not None:
+        argv += ["--info-fd", str(info_fd)]
     if "--disable-userns" in known:  # older: seccomp alone refuses nested namespaces
         argv.append("--disable-userns")
     if policy.network:
         argv.append("--share-net")
     # /proc read-only: the sandbox's uid is jarvis's on the host, so with jarvis as root and
     # no Landlock (a kernel without it) the code wrote host sysctls (kernel/core_pattern).
-    argv += ["--proc", "/proc", "--remount-ro", "/proc", "--dev", "/dev"]
+    argv += ["--proc", "/proc", "--remount-ro", "/proc"]
+    argv += dev_args(known)
     for kind, src, dst in plan.ops:
         if kind == "symlink":
             argv += ["--symlink", str(src), str(dst)]
@@ -253,10 +267,25 @@ def bwrap_command(policy: SandboxPolicy, bwrap: str, info_fd: int,
             argv += ["--tmpfs", str(src), "--remount-ro", str(src)]
         else:
             argv += ["--ro-bind" if kind == "ro" else "--bind", str(src), str(dst)]
-    for key, value in SANDBOX_ENV.items():
+    for key, value in (SANDBOX_ENV if env is None else env).items():
         argv += ["--setenv", key, value]
-    argv += ["--chdir", WORK_DIR, "--", *(command or _worker_argv(policy, plan))]
+    argv += ["--chdir", workdir, "--", *(command or _worker_argv(policy, plan))]
     return argv, {}
+
+
+def dev_args(known: frozenset[str]) -> list[str]:
+    """bubblewrap's /dev, as jarvis's launcher builds it: the harmless devices and the fd
+    links, nothing else. Its own --dev adds /dev/ptmx and /dev/pts: a terminal the code made
+    its controlling one sent SIGCONT to the frozen interpreter when it hung up later (and
+    every pty counts against the host's kernel.pty.max)."""
+    from jarvis.sandbox.unshare_launcher import DEV_LINKS, DEVICES
+
+    argv = (["--size", str(64 * 1024)] if "--size" in known else []) + ["--tmpfs", "/dev"]
+    for name in DEVICES:
+        argv += ["--dev-bind", f"/dev/{name}", f"/dev/{name}"]
+    for name, target in DEV_LINKS:
+        argv += ["--symlink", target, f"/dev/{name}"]
+    return argv + ["--remount-ro", "/dev"]
 
 
 def host_identity(policy: SandboxPolicy) -> tuple[int, int] | None:
@@ -300,13 +329,17 @@ def _worker_argv(policy: SandboxPolicy, plan: MountPlan) -> list[str]:
             json.dumps(worker_config(policy, plan, isolated=True))]
 
 
-def namespaces_command(policy: SandboxPolicy, python: str, info_fd: int,
-                       command: list[str] | None = None) -> tuple[list[str], dict]:
-    """jarvis's own launcher's command line; `command` replaces the worker."""
-    plan = mount_plan(policy)
+def namespaces_command(policy: SandboxPolicy, python: str, info_fd: int | None,
+                       command: list[str] | None = None, *, plan: MountPlan | None = None,
+                       env: dict[str, str] | None = None,
+                       workdir: str = WORK_DIR) -> tuple[list[str], dict]:
+    """jarvis's own launcher's command line; `command` replaces the worker (as for
+    bwrap_command)."""
+    plan = plan or mount_plan(policy)
     spec = {"ops": plan.ops, "tmp_files": tmp_files(policy), "uid": SANDBOX_UID,
             "gid": SANDBOX_GID, "network": policy.network, "drop": host_identity(policy),
-            "info_fd": info_fd, "workdir": WORK_DIR, "env": SANDBOX_ENV,
+            "info_fd": info_fd, "workdir": workdir,
+            "env": SANDBOX_ENV if env is None else env,
             "argv": command or _worker_argv(policy, plan)}
     return [python, "-I", "-S", str(LAUNCHER), json.dumps(spec)], {}
 

@@ -7,11 +7,15 @@ and hashable, because a pool of interpreters is keyed by the policy it was built
 
 from __future__ import annotations
 
+import functools
 import os
 import site
 import sys
+import sysconfig
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
+
+from jarvis.sandbox.runtime import SYSTEM_DIRS  # noqa: F401 - the sandbox's system folders
 
 ISOLATIONS = ("auto", "bwrap", "namespaces", "none")
 
@@ -116,21 +120,29 @@ class SandboxPolicy:
         return replace(self, isolation=isolation)
 
 
-def python_paths(site_packages: bool) -> tuple[str, list[str], list[str]]:
-    """The interpreter to run in the sandbox, the folders it needs (prefix, stdlib), and the
-    site-packages folders to add to its sys.path.
+@functools.lru_cache(maxsize=2)
+def python_paths(site_packages: bool) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+    """The interpreter to run in the sandbox, the paths of its installation it needs (the
+    standard library, and the shared libraries it and the extension modules load from its
+    prefix: see runtime.py), and the site-packages folders to add to its sys.path.
 
     The *base* interpreter runs (not a venv's wrapper), so the venv's pyvenv.cfg and anything
     else in the project folder stay out of sight; the venv's site-packages are added by path.
+    Computed once per process (the libraries are found by reading ELF headers).
     """
+    from jarvis.sandbox.runtime import interpreter_libraries
+
     base = getattr(sys, "_base_executable", "") or sys.executable
     executable = os.path.realpath(base)
-    prefixes = {os.path.realpath(p) for p in (sys.base_prefix, sys.base_exec_prefix)}
-    needed = sorted(prefixes)
+    paths = sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_exec_prefix})
+    stdlib = list(dict.fromkeys(paths[k] for k in ("stdlib", "platstdlib")))
     packages: list[str] = []
     if site_packages:
         for folder in site.getsitepackages():
             real = os.path.realpath(folder)
             if os.path.isdir(real) and real not in packages:
                 packages.append(real)
-    return executable, needed, packages
+    libraries = interpreter_libraries(executable, stdlib, packages,
+                                      sysconfig.get_config_var("LIBDIR") or "")
+    return executable, tuple(dict.fromkeys([*stdlib, *libraries])), tuple(packages)
+

@@ -187,9 +187,12 @@ def sharing_uid(uid: int, limit: int = 1000) -> list[dict[str, Any]]:
 
 
 def status(isolation: str = "auto", network: bool = False, uid: int = 65534,
-           max_threads: int = 64) -> dict[str, Any]:
-    """What `jarvis doctor` and `jarvis tools show repl` report (uid, max_threads: the
+           max_threads: int = 64, max_open_files: int = 256, memory_mb: int = 512,
+           tmp_mb: int = 64) -> dict[str, Any]:
+    """What `jarvis doctor` and `jarvis tools show repl` report (uid, max_threads, ...: the
     [sandbox] settings of those names)."""
+    from jarvis.sandbox.cgroup import kernel_memory
+
     try:
         mechanism, problem = resolve(isolation), None
     except SandboxUnavailable as exc:
@@ -218,6 +221,9 @@ def status(isolation: str = "auto", network: bool = False, uid: int = 65534,
         "problem": problem,
         "network": network,
         "threads": threads,
+        # kernel memory outside memory_mb (socket buffers, pipes): see cgroup.py
+        "memory": kernel_memory(max_open_files, network, memory_mb, tmp_mb, max_threads)
+        if mechanism in ("bwrap", "namespaces") else None,
         "bwrap": bwrap,
         "bwrap_works": bwrap is not None and bwrap_problem() is None,
         "user_namespaces": namespaces_problem() is None,

@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from jarvis.sandbox import cgroup
 from jarvis.sandbox.policy import SandboxLimits, SandboxPolicy
 
 START_TIMEOUT = 15.0
@@ -168,6 +169,17 @@ def _prlimit_with_euid(pid: int, uid: int, limits: tuple[int, int]) -> None:
             os._exit(70)
 
 
+def _joining(group: Any, then: Any) -> Any:
+    """The child's step before exec: join the sandbox's cgroup (as jarvis: a root jarvis's
+    sandbox uid could not write there), then `then` (bubblewrap's staging and uid drop)."""
+    def preexec() -> None:
+        group.join()
+        if then is not None:
+            then()
+
+    return preexec
+
+
 def _wait_for(fd: int, events: int, deadline: float) -> bool:
     """True once `fd` is ready for `events` (or hung up), False at `deadline`. poll, not
     select: jarvis serve may hold descriptors past select's 1024."""
@@ -258,6 +270,17 @@ class SandboxedPython:
                     os.close(fd)
             self._remove_workdir()
             raise SandboxError(str(exc)) from None
+        self._cgroup = None
+        if self.mechanism != "none":
+            try:
+                self._cgroup = cgroup.for_sandbox(self.limits.memory_mb, self.limits.tmp_mb,
+                                                  self.limits.max_threads)
+            except OSError as exc:
+                os.close(info_r)
+                os.close(info_w)
+                raise SandboxError(f"cannot make the sandbox's cgroup: {exc}") from None
+            if self._cgroup is not None:
+                preexec = _joining(self._cgroup, preexec)
         try:
             self._proc = spawn(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -268,6 +291,8 @@ class SandboxedPython:
                 if fd >= 0:
                     os.close(fd)
             self._remove_workdir()
+            if self._cgroup is not None:
+                self._cgroup.remove()
             raise SandboxError(f"cannot start a sandboxed Python process: {exc}") from exc
         if info_w >= 0:
             os.close(info_w)
@@ -354,6 +379,9 @@ class SandboxedPython:
                         stream.close()
                 except OSError:
                     pass
+        if getattr(self, "_cgroup", None) is not None:
+            self._cgroup.remove()
+            self._cgroup = None
         self._remove_workdir()
 
     def _remove_workdir(self) -> None:

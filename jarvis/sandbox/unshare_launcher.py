@@ -1,10 +1,10 @@
 """isolation = "namespaces": build a sandbox with the kernel calls directly (no bubblewrap).
 
 Run as a script (standard library only): `python -I -S unshare_launcher.py '<spec json>'`.
-It creates user, mount, PID, IPC, UTS (and, without network, net) namespaces with unshare(2),
-maps the caller to an unprivileged uid/gid, forks the namespace's init, and there mounts a fresh
-tmpfs root holding only the mount plan (read-only binds, the work tmpfs, a new /proc, a minimal
-/dev), pivot_roots into it, drops every capability and execs the worker. Then it reports the
+It creates user, mount, PID, IPC, UTS, cgroup (and, without network, net) namespaces with
+unshare(2), maps the caller to an unprivileged uid/gid, forks the namespace's init, and there
+mounts a fresh tmpfs root holding only the mount plan (read-only binds, the work tmpfs, a new
+/proc, a minimal /dev), pivot_roots into it, drops every capability and execs the worker. Then it reports the
 init's host pid on the info fd (like bwrap's --info-fd) and waits for it. Both die with their
 parent (PR_SET_PDEATHSIG); killing the init kills everything in the namespace.
 
@@ -14,14 +14,17 @@ and `drop` also serve bubblewrap, in the child jarvis forks before it execs bwra
 """
 
 import ctypes
+import errno
 import json
 import os
+import platform
 import re
 import signal
 import sys
 import tempfile
 
-CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
+CLONE_NEWNS, CLONE_NEWCGROUP = 0x00020000, 0x02000000
+CLONE_NEWUTS, CLONE_NEWIPC = 0x04000000, 0x08000000
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
@@ -29,7 +32,10 @@ MS_NOATIME, MS_NODIRATIME, MS_RELATIME = 1024, 2048, 1 << 21
 MNT_DETACH = 2
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP = 1, 4, 24
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
+# /dev: these devices and links, nothing else (no terminal: see launch.dev_args).
 DEVICES = ("null", "zero", "full", "random", "urandom")
+DEV_LINKS = (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
+             ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2"))
 
 libc = ctypes.CDLL(None, use_errno=True)
 
@@ -155,6 +161,7 @@ def build_root(spec: dict, root: str) -> None:
             mount("tmpfs", root + a, "tmpfs", MS_NOSUID | MS_NODEV,
                   f"size={int(b)},nr_inodes={int(spec['tmp_files'])},mode=1777")
         elif kind == "hide":  # (kind, destination, 0)
+            os.makedirs(root + a, exist_ok=True)
             mount("tmpfs", root + a, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "size=4k")
     os.makedirs(root + "/proc", exist_ok=True)
     # Read-only: the sandbox's uid is the caller's on the host; as root, without Landlock,
@@ -164,11 +171,8 @@ def build_root(spec: dict, root: str) -> None:
     mount("tmpfs", root + "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k")
     for name in DEVICES:
         bind("/dev/" + name, f"{root}/dev/{name}", False)
-    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
-                         ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
+    for name, target in DEV_LINKS:
         os.symlink(target, f"{root}/dev/{name}")
-    import platform
-
     old = root + "/.oldroot"
     os.makedirs(old, exist_ok=True)
     check(libc.syscall(SYS_PIVOT_ROOT[platform.machine()], root.encode(), old.encode()),
@@ -198,7 +202,14 @@ def main() -> int:
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent:
         return 1
-    info_fd = int(spec["info_fd"])
+    if spec.get("exec"):  # as bwrap_preexec, for a caller that cannot run one: stage, drop,
+        host_uid, host_gid = spec["drop"]  # then exec bubblewrap (see command.py)
+        blocked = blocked_folders(spec["sources"], host_uid, host_gid)
+        if blocked:
+            stage(blocked)
+        drop(host_uid, host_gid)
+        os.execv(spec["exec"][0], spec["exec"])
+    info_fd = spec["info_fd"]
     if spec.get("drop"):
         host_uid, host_gid = spec["drop"]
         blocked = blocked_folders([a for kind, a, _ in spec["ops"] if kind in ("ro", "rw")],
@@ -218,7 +229,9 @@ def main() -> int:
     # that holds the mount point, to remove it afterwards.
     host_tmp = os.open(os.path.dirname(root), os.O_RDONLY | os.O_DIRECTORY)
     try:
-        flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS
+        # A cgroup namespace as bubblewrap's: the host's cgroup paths stay out of sight.
+        flags = (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS
+                 | CLONE_NEWCGROUP)
         if not spec.get("network"):
             flags |= CLONE_NEWNET
         check(libc.unshare(flags), "unshare")
@@ -231,7 +244,8 @@ def main() -> int:
         exec_r, exec_w = os.pipe()  # both close-on-exec: EOF once the child has exec'd
         pid = os.fork()
         if pid == 0:
-            os.close(info_fd)
+            if info_fd is not None:
+                os.close(info_fd)
             os.close(exec_r)
             try:
                 child(spec, root)
@@ -250,8 +264,9 @@ def main() -> int:
         null = os.open(os.devnull, os.O_RDWR)
         os.dup2(null, 0)
         os.dup2(null, 1)
-        os.write(info_fd, json.dumps({"child-pid": pid}).encode())
-        os.close(info_fd)
+        if info_fd is not None:
+            os.write(info_fd, json.dumps({"child-pid": pid}).encode())
+            os.close(info_fd)
         _, status = os.waitpid(pid, 0)
         return os.waitstatus_to_exitcode(status) & 0xFF
     finally:
@@ -266,8 +281,6 @@ def run() -> int:
     try:
         return main()
     except OSError as exc:
-        import errno
-
         hint = {errno.ENOSPC: " (user namespaces are disabled here: user.max_user_namespaces)",
                 errno.EPERM: " (unprivileged user namespaces are not allowed here)"}
         os.write(2, f"sandbox setup failed: {exc}{hint.get(exc.errno, '')}\n".encode())

@@ -25,7 +25,14 @@ Before any user code runs it:
     only), clearing PR_SET_PDEATHSIG, and the ways to make the kernel send a signal of the
     code's choosing later (timer_create, POSIX message queues, fcntl F_SETSIG): SIGCONT
     resumed an interpreter jarvis froze between calls, and a set-user-ID or set-group-ID
-    bit in any mode it sets (chmod, open's O_CREAT, mknod; openat2 is ENOSYS).
+    bit in any mode it sets (chmod, open's O_CREAT, mknod; openat2 is ENOSYS);
+  - and what the sandbox would share with the host's kernel (issue 23): quotas counted for
+    the whole host or the host uid (io_setup, inotify, epoll, F_SETPIPE_SZ; RLIMIT_SIGPENDING
+    is set low), leases (F_SETLEASE), socket buffers past the host's defaults (SO_SNDBUF,
+    SO_RCVBUF and their FORCE forms), socketpairs but AF_UNIX streams, and a session or
+    controlling terminal of its own (setsid, TIOCSCTTY); without the network also IP sockets
+    but datagram ones (TCP, SCTP) and sendmsg/sendmmsg (SCM_RIGHTS). Record locks and flock()
+    succeed and do nothing.
 
 Protocol: 4-byte big-endian length + UTF-8 JSON. Request {"id", "code"}; reply {"id", "ok",
 "output", "error", "error_kind", "truncated"}, the id first (jarvis reads no further in a frame
@@ -50,6 +57,7 @@ import traceback
 
 IN_FD, OUT_FD = 0, 1
 MAX_ERROR_CHARS = 4000  # as jarvis's process.MAX_ERROR_CHARS
+SIGPENDING = 16  # RLIMIT_SIGPENDING: queued signals of the whole sandbox (its user namespace)
 
 
 class CpuLimitExceeded(BaseException):
@@ -163,62 +171,69 @@ _DENIED = ("ptrace", "process_vm_readv", "process_vm_writev", "pidfd_open", "pid
            # frozen between calls, and a thread burned CPU until the next call. fcntl's
            # F_SETSIG (the same for I/O readiness, dnotify and leases) is checked below.
            "timer_create", "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive",
-           "mq_notify", "mq_getsetattr")
-_X86_64 = {"ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "pidfd_open": 434,
-           "pidfd_getfd": 438, "pidfd_send_signal": 424, "process_madvise": 440,
-           "process_mrelease": 448, "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297,
-           "tkill": 200, "kcmp": 312, "userfaultfd": 323, "perf_event_open": 298, "bpf": 321,
-           "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
-           "add_key": 248, "request_key": 249, "keyctl": 250, "mount": 165, "umount2": 166,
-           "pivot_root": 155, "chroot": 161, "unshare": 272, "setns": 308, "open_tree": 428,
-           "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
-           "mount_setattr": 442, "init_module": 175, "finit_module": 313, "delete_module": 176,
-           "kexec_load": 246, "kexec_file_load": 320, "reboot": 169, "swapon": 167,
-           "swapoff": 168, "acct": 163, "quotactl": 179, "syslog": 103,
-           "name_to_handle_at": 303, "open_by_handle_at": 304, "personality": 135,
-           "setrlimit": 160, "execve": 59, "execveat": 322, "iopl": 172, "ioperm": 173,
-           "modify_ldt": 154, "uselib": 134, "vhangup": 153, "lookup_dcookie": 212,
-           "fanotify_init": 300, "memfd_create": 319, "memfd_secret": 447, "shmget": 29,
-           "shmat": 30, "shmctl": 31, "shmdt": 67, "msgget": 68, "msgsnd": 69, "msgrcv": 70,
-           "msgctl": 71, "semget": 64, "semop": 65, "semctl": 66, "semtimedop": 220,
-           "timer_create": 222, "mq_open": 240, "mq_unlink": 241, "mq_timedsend": 242,
-           "mq_timedreceive": 243, "mq_notify": 244, "mq_getsetattr": 245,
-           # checked with arguments below
-           "fork": 57, "vfork": 58, "clone": 56, "clone3": 435, "kill": 62, "tgkill": 234,
-           "prlimit64": 302, "socket": 41, "socketpair": 53, "prctl": 157, "fcntl": 72,
-           "chmod": 90, "fchmod": 91, "fchmodat": 268, "fchmodat2": 452, "creat": 85,
-           "mknod": 133, "mknodat": 259, "open": 2, "openat": 257, "openat2": 437}
-_AARCH64 = {"ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "pidfd_open": 434,
-            "pidfd_getfd": 438, "pidfd_send_signal": 424, "process_madvise": 440,
-            "process_mrelease": 448, "rt_sigqueueinfo": 138, "rt_tgsigqueueinfo": 240,
-            "tkill": 130, "kcmp": 272, "userfaultfd": 282, "perf_event_open": 241, "bpf": 280,
-            "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
-            "add_key": 217, "request_key": 218, "keyctl": 219, "mount": 40, "umount2": 39,
-            "pivot_root": 41, "chroot": 51, "unshare": 97, "setns": 268, "open_tree": 428,
-            "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
-            "mount_setattr": 442, "init_module": 105, "finit_module": 273,
-            "delete_module": 106, "kexec_load": 104, "kexec_file_load": 294, "reboot": 142,
-            "swapon": 224, "swapoff": 225, "acct": 89, "quotactl": 60, "syslog": 116,
-            "name_to_handle_at": 264, "open_by_handle_at": 265, "personality": 92,
-            "setrlimit": 164, "execve": 221, "execveat": 281, "vhangup": 58,
-            "lookup_dcookie": 18, "fanotify_init": 262, "memfd_create": 279,
-            "memfd_secret": 447, "shmget": 194, "shmctl": 195, "shmat": 196, "shmdt": 197,
-            "msgget": 186, "msgctl": 187, "msgrcv": 188, "msgsnd": 189, "semget": 190,
-            "semctl": 191, "semtimedop": 192, "semop": 193,
-            "timer_create": 107, "mq_open": 180, "mq_unlink": 181, "mq_timedsend": 182,
-            "mq_timedreceive": 183, "mq_notify": 184, "mq_getsetattr": 185,
-            "clone": 220, "clone3": 435, "kill": 129, "tgkill": 131, "prlimit64": 261,
-            "socket": 198, "socketpair": 199, "prctl": 167, "fcntl": 25,
-            "fchmod": 52, "fchmodat": 53, "fchmodat2": 452, "mknodat": 33, "openat": 56,
-            "openat2": 437}
-_ARCHES = {"x86_64": (0xC000003E, _X86_64), "aarch64": (0xC00000B7, _AARCH64)}
-_LD_W_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
+           "mq_notify", "mq_getsetattr",
+           # Quotas the kernel counts for the whole host (fs.aio-max-nr: two io_setup calls
+           # took it all) or for the host uid, which as a normal user is the person's own:
+           # inotify instances, epoll watches (Python's selectors fall back to poll).
+           "io_setup", "inotify_init", "inotify_init1", "epoll_create", "epoll_create1",
+           # No session of its own: a terminal it made its controlling one (with bubblewrap's
+           # /dev/ptmx) sent SIGCONT to the frozen interpreter when it hung up later.
+           "setsid")
+# Syscall numbers: (x86_64, aarch64); None where the architecture has no such call. Those
+# from fork on are checked with their arguments in _seccomp_program.
+_SYSCALLS = {"ptrace": (101, 117), "process_vm_readv": (310, 270), "process_vm_writev": (311, 271),
+             "pidfd_open": (434, 434), "pidfd_getfd": (438, 438), "pidfd_send_signal": (424, 424),
+             "process_madvise": (440, 440), "process_mrelease": (448, 448),
+             "rt_sigqueueinfo": (129, 138), "rt_tgsigqueueinfo": (297, 240), "tkill": (200, 130),
+             "kcmp": (312, 272), "userfaultfd": (323, 282), "perf_event_open": (298, 241),
+             "bpf": (321, 280), "io_uring_setup": (425, 425), "io_uring_enter": (426, 426),
+             "io_uring_register": (427, 427), "add_key": (248, 217), "request_key": (249, 218),
+             "keyctl": (250, 219), "mount": (165, 40), "umount2": (166, 39),
+             "pivot_root": (155, 41), "chroot": (161, 51), "unshare": (272, 97),
+             "setns": (308, 268), "open_tree": (428, 428), "move_mount": (429, 429),
+             "fsopen": (430, 430), "fsconfig": (431, 431), "fsmount": (432, 432),
+             "fspick": (433, 433), "mount_setattr": (442, 442), "init_module": (175, 105),
+             "finit_module": (313, 273), "delete_module": (176, 106), "kexec_load": (246, 104),
+             "kexec_file_load": (320, 294), "reboot": (169, 142), "swapon": (167, 224),
+             "swapoff": (168, 225), "acct": (163, 89), "quotactl": (179, 60), "syslog": (103, 116),
+             "name_to_handle_at": (303, 264), "open_by_handle_at": (304, 265),
+             "personality": (135, 92), "setrlimit": (160, 164), "execve": (59, 221),
+             "execveat": (322, 281), "iopl": (172, None), "ioperm": (173, None),
+             "modify_ldt": (154, None), "uselib": (134, None), "vhangup": (153, 58),
+             "lookup_dcookie": (212, 18), "fanotify_init": (300, 262), "memfd_create": (319, 279),
+             "memfd_secret": (447, 447), "shmget": (29, 194), "shmat": (30, 196),
+             "shmctl": (31, 195), "shmdt": (67, 197), "msgget": (68, 186), "msgsnd": (69, 189),
+             "msgrcv": (70, 188), "msgctl": (71, 187), "semget": (64, 190), "semop": (65, 193),
+             "semctl": (66, 191), "semtimedop": (220, 192), "io_setup": (206, 0),
+             "inotify_init": (253, None), "inotify_init1": (294, 26), "epoll_create": (213, None),
+             "epoll_create1": (291, 20), "setsid": (112, 157), "timer_create": (222, 107),
+             "mq_open": (240, 180), "mq_unlink": (241, 181), "mq_timedsend": (242, 182),
+             "mq_timedreceive": (243, 183), "mq_notify": (244, 184), "mq_getsetattr": (245, 185),
+             "fork": (57, None), "vfork": (58, None), "clone": (56, 220), "clone3": (435, 435),
+             "kill": (62, 129), "tgkill": (234, 131), "prlimit64": (302, 261), "socket": (41, 198),
+             "socketpair": (53, 199), "prctl": (157, 167), "fcntl": (72, 25), "chmod": (90, None),
+             "fchmod": (91, 52), "fchmodat": (268, 53), "fchmodat2": (452, 452),
+             "creat": (85, None), "mknod": (133, None), "mknodat": (259, 33), "open": (2, None),
+             "openat": (257, 56), "openat2": (437, 437), "flock": (73, 32), "setsockopt": (54, 208),
+             "ioctl": (16, 29), "sendmsg": (46, 211), "sendmmsg": (307, 269)}
+_ARCHES = {"x86_64": (0xC000003E, 0), "aarch64": (0xC00000B7, 1)}
+_LD_W_ABS, _JEQ, _JGE, _JSET, _RET, _AND = 0x20, 0x15, 0x35, 0x45, 0x06, 0x54
 _FIRST_UNREVIEWED = 470  # x86_64/aarch64: file_setattr (469) is the newest reviewed
 _ALLOW = 0x7FFF0000
 _CLONE_THREAD = 0x00010000
 _AF_UNIX, _AF_INET, _AF_INET6, _AF_NETLINK = 1, 2, 10, 16
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE = 1, 4
 _F_SETSIG = 10
+# fcntl commands: a lease (F_SETLEASE) made every other open of the file wait 45 s; a pipe
+# grown past its 16 pages (F_SETPIPE_SZ) takes from the uid's fs.pipe-user-pages and is
+# memory RLIMIT_AS does not count. Record locks (F_SETLK, F_SETLKW and the OFD ones): see
+# _NOOP_LOCKS.
+_F_SETLEASE, _F_SETPIPE_SZ = 1024, 1031
+_LOCKS = (6, 7, 37, 38)
+_SOCK_STREAM, _SOCK_DGRAM, _SOCK_TYPE_MASK = 1, 2, 0xF
+_SOL_SOCKET = 1
+_SO_BUFFERS = (7, 8, 32, 33)  # SO_SNDBUF, SO_RCVBUF, SO_SNDBUFFORCE, SO_RCVBUFFORCE
+_TIOCSCTTY = 0x540E
 # Calls that set a file's mode: (argument holding the mode, argument holding open's flags or
 # None when the call always sets it). S_ISUID | S_ISGID are refused in the mode.
 _MODE_ARGS = {"chmod": (1, None), "fchmod": (1, None), "fchmodat": (2, None),
@@ -261,11 +276,15 @@ class _Program:
         return offset
 
 
-def _seccomp_program() -> list[tuple[int, int, int, int]] | None:
+def _seccomp_program(network: bool = True) -> list[tuple[int, int, int, int]] | None:
+    """The filter; `network` False (a sandbox without the network) also refuses IP sockets
+    but datagram ones and sendmsg/sendmmsg (the only way to pass descriptors)."""
     arch = _ARCHES.get(platform.machine())
     if arch is None:
         return None
-    audit_arch, nr = arch
+    audit_arch, column = arch
+    nr = {name: numbers[column] for name, numbers in _SYSCALLS.items()
+          if numbers[column] is not None}
     eperm, eagain, enosys = (_errno_ret(errno.EPERM), _errno_ret(errno.EAGAIN),
                              _errno_ret(errno.ENOSYS))
     me = os.getpid()
@@ -294,6 +313,16 @@ def _seccomp_program() -> list[tuple[int, int, int, int]] | None:
     p.emit(_JEQ, nr["socketpair"], "socketpair", 0)
     p.emit(_JEQ, nr["prctl"], "prctl", 0)
     p.emit(_JEQ, nr["fcntl"], "fcntl", 0)
+    p.emit(_JEQ, nr["flock"], "noop", 0)
+    p.emit(_JEQ, nr["setsockopt"], "setsockopt", 0)
+    p.emit(_JEQ, nr["ioctl"], "ioctl", 0)
+    if not network:
+        # SCM_RIGHTS: a socket sent inside itself is unreachable, its buffers and the files
+        # in flight beyond RLIMIT_NOFILE (and a terminal's master parked there hung up later).
+        # Only stream socketpairs carry it here, and nothing without the network needs
+        # sendmsg (glibc's resolver uses sendmmsg: with the network both stay).
+        p.emit(_JEQ, nr["sendmsg"], "deny", 0)
+        p.emit(_JEQ, nr["sendmmsg"], "deny", 0)
     p.emit(_JEQ, nr["openat2"], "nosys", 0)                # its mode is in a struct: glibc
     for name in _MODE_ARGS:                                 # and Python use openat
         if name in nr:
@@ -317,7 +346,24 @@ def _seccomp_program() -> list[tuple[int, int, int, int]] | None:
     # (from jarvis, or from a peer) would wake the frozen interpreter.
     p.label("fcntl")
     p.emit(_LD_W_ABS, 24)                                  # A = cmd
-    p.emit(_JEQ, _F_SETSIG, "deny", "allow")
+    p.emit(_JEQ, _F_SETSIG, "deny", 0)
+    p.emit(_JEQ, _F_SETLEASE, "deny", 0)
+    p.emit(_JEQ, _F_SETPIPE_SZ, "deny", 0)
+    for cmd in _LOCKS:
+        p.emit(_JEQ, cmd, "noop", 0)
+    p.emit(_RET, _ALLOW)
+    # Socket buffers stay at the host's defaults (net.core.[rw]mem_default): SO_SNDBUF up to
+    # a raised wmem_max parked 3.1 GB in one paused repl with memory_mb = 512.
+    p.label("setsockopt")
+    p.emit(_LD_W_ABS, 24)                                  # A = level
+    p.emit(_JEQ, _SOL_SOCKET, 0, "allow")
+    p.emit(_LD_W_ABS, 32)                                  # A = option
+    for option in _SO_BUFFERS:
+        p.emit(_JEQ, option, "deny", 0)
+    p.emit(_RET, _ALLOW)
+    p.label("ioctl")                                       # no controlling terminal
+    p.emit(_LD_W_ABS, 24)
+    p.emit(_JEQ, _TIOCSCTTY, "deny", "allow")
     # PR_SET_PDEATHSIG stays as the worker set it: cleared, the namespace's init (the worker,
     # with isolation "namespaces") outlived a SIGKILLed jarvis. PR_SET_DUMPABLE too (see
     # apply_limits).
@@ -331,14 +377,30 @@ def _seccomp_program() -> list[tuple[int, int, int, int]] | None:
     # No AF_VSOCK: it ignores network namespaces (before Linux 7.0, and a VM guest's always),
     # so in a VM (Firecracker, Kata) the code reached the VM host's services with network =
     # false. Nor the rest (packet, ALG, XDP, ...): kernel surface the code has no use for.
+    # Without the network, IP sockets are datagram ones only: TCP's buffers grow by themselves
+    # (tcp_rmem's maximum, 6 MB a socket; SCTP's likewise) over the sandbox's own loopback,
+    # and Landlock's network rules cover TCP alone (and need ABI 4).
     p.label("socket")
     p.emit(_LD_W_ABS, 16)                                  # A = domain
-    p.emit(_JEQ, _AF_INET, "allow", 0)
-    p.emit(_JEQ, _AF_INET6, "allow", 0)
-    p.emit(_JEQ, _AF_NETLINK, "allow", "deny")
-    p.label("socketpair")                                  # AF_UNIX only (asyncio needs it)
+    p.emit(_JEQ, _AF_NETLINK, "allow", 0)
+    p.emit(_JEQ, _AF_INET, "ip", 0)
+    p.emit(_JEQ, _AF_INET6, "ip", "deny")
+    p.label("ip")
+    if network:
+        p.emit(_RET, _ALLOW)
+    else:
+        p.emit(_LD_W_ABS, 24)                              # A = type
+        p.emit(_AND, _SOCK_TYPE_MASK)
+        p.emit(_JEQ, _SOCK_DGRAM, "allow", "deny")
+    # AF_UNIX stream pairs only (asyncio needs one): a datagram pair's sendto(path) reached a
+    # host socket in a folder shown read-only; a connected stream socket has no destination
+    # to change (sendto with an address and connect fail).
+    p.label("socketpair")
     p.emit(_LD_W_ABS, 16)
-    p.emit(_JEQ, _AF_UNIX, "allow", "deny")
+    p.emit(_JEQ, _AF_UNIX, 0, "deny")
+    p.emit(_LD_W_ABS, 24)
+    p.emit(_AND, _SOCK_TYPE_MASK)
+    p.emit(_JEQ, _SOCK_STREAM, "allow", "deny")
     p.label("clone")                                       # threads only, no new namespaces
     p.emit(_LD_W_ABS, 16)                                  # A = low word of the flags
     p.emit(_JSET, _CLONE_NEW_ANY, "deny", 0)
@@ -368,12 +430,17 @@ def _seccomp_program() -> list[tuple[int, int, int, int]] | None:
     p.emit(_RET, eagain)
     p.label("nosys")
     p.emit(_RET, enosys)
+    # A record lock or flock() succeeds and does nothing. The interpreter is one process (no
+    # fork), so its locks coordinate nothing inside the sandbox; outside, a lock on a SQLite
+    # database mounted read-only kept it "locked" for the host while the repl sat frozen.
+    p.label("noop")
+    p.emit(_RET, _errno_ret(0))
     return p.resolve()
 
 
-def install_seccomp() -> bool:
+def install_seccomp(network: bool = True) -> bool:
     """Install the filter; False where the platform has none (OSError if it fails)."""
-    prog = _seccomp_program()
+    prog = _seccomp_program(network)
     if prog is None or not sys.platform.startswith("linux"):
         return False
 
@@ -415,11 +482,15 @@ def apply_limits(config: dict) -> dict:
         raise OSError(ctypes.get_errno(), "PR_SET_DUMPABLE failed")
     _set(resource.RLIMIT_FSIZE, int(config["max_file_mb"]) * 1024 * 1024)
     _set(resource.RLIMIT_NOFILE, int(config["max_open_files"]))
+    # Pending signals are counted for the host uid too (the person's, as a normal user):
+    # 96 000 queued real-time signals made timer_create fail in every process of that uid.
+    # Past the limit a kill() still arrives, without its queued information.
+    _set(resource.RLIMIT_SIGPENDING, SIGPENDING)
     session_cpu = int(config["session_cpu_seconds"])
     _set(resource.RLIMIT_CPU, min(session_cpu, int(config["cpu_seconds"])), session_cpu)
     threads = bound_threads(int(config["max_threads"])) if config.get("landlock") else 0
     landlock = apply_landlock(config["landlock"]) if config.get("landlock") else 0
-    sandboxed = install_seccomp()
+    sandboxed = install_seccomp(bool(config.get("network", True)))
     if not sandboxed:
         _set(resource.RLIMIT_NPROC, 0)  # binds only non-root users
     return {"seccomp": sandboxed, "landlock": landlock, "max_threads": threads}
