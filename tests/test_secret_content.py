@@ -283,8 +283,10 @@ def test_mcp_read_resource_refuses_a_file_resource_holding_a_key(tmp_path: Path)
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "plain.txt").write_text("just words")
     (tmp_path / "docs" / "notes.txt").write_text("notes\n" * 100 + AGE)
+    # Sandboxed (the default), the server sees only the folder it is given.
     path = write_config(tmp_path, {"files": {"command": sys.executable,
-                                             "args": [str(FILES_SERVER)]}},
+                                             "args": [str(FILES_SERVER)],
+                                             "read_only_paths": ["docs"]}},
                         extra='[tools.file_read]\nallowed_dirs = ["docs"]\n')
     manager = McpManager(load_config(path))
     try:
