@@ -23,6 +23,7 @@ def spawn(env: dict[str, str], *args: str, cwd: Path | None = None) -> pexpect.s
     child = pexpect.spawn(sys.executable, ["-m", "jarvis.cli", "chat", *args], env=env,
                           encoding="utf-8", timeout=30, cwd=str(cwd) if cwd else None,
                           dimensions=(40, 200))
+    child.logfile_read = sys.stdout  # the whole screen, in the report of a failing test
     child.expect("Ctrl-D to leave")
     child.expect("> ")
     return child

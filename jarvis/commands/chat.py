@@ -60,8 +60,9 @@ class _Session:
                 pieces.put(("done", result))
 
         worker = threading.Thread(target=work, name="jarvis-chat-turn", daemon=True)
-        worker.start()
         try:
+            # Inside the try: a Ctrl-C that comes while the thread starts stops this answer too.
+            worker.start()
             while True:
                 try:
                     kind, value = pieces.get(timeout=0.1)
@@ -287,6 +288,9 @@ def chat(ctx: click.Context, agent: str | None, tools: str | None, model: str | 
                     if not session.command(line):
                         break
                     continue
-                session.turn(line, _Stdout(status), status)
+                try:
+                    session.turn(line, _Stdout(status), status)
+                except KeyboardInterrupt:  # a second Ctrl-C while the first was handled
+                    click.echo("[stopped]", err=True)
         finally:
             _save_history(readline, history_path)
