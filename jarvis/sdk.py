@@ -271,6 +271,9 @@ class Jarvis:
                  run_metadata: dict[str, Any] | None = None,
                  cancel: Any = None, output_schema: Any = None,
                  schema_retries: int | None = None, schema_mode: str = "auto",
+                 trust: Any = None, allow_egress: Sequence[str] | None = None,
+                 egress_approver: Callable[[Any], bool] | None = None,
+                 on_person_needed: Callable[[Any], Any] | None = None,
                  conversation: str | None = None) -> dict[str, Any]:
         """Answer `query` and report how.
 
@@ -298,12 +301,19 @@ class Jarvis:
                 (a model instance for a model), or None when no answer matched.
             schema_retries: how often a non-matching answer is shown to the model with the
                 validation error (default 2); schema_mode: auto, native or tool.
+            trust / allow_egress / egress_approver / on_person_needed: docs/trust.md. The
+                starting RunTrust (default: `query` and `history`'s user messages are the
+                person's words); "HOST", "channel:NAME", "mcp:SERVER" allowed beside
+                `[egress]`; `fn(ApprovalRequest) -> bool` for calls the guard holds (else
+                denied; `approver` never answers them); the hook every person-needed
+                decision goes through (jarvis.tools.gate).
             conversation: a conversation id: answer as its next turn (jarvis.conversations).
 
         Returns a dict with content, usage (summed over turns), tool_results, turns, model,
-        engine, agent, run_id, context_sources, metadata and status ("ok", or "incomplete"
-        when the run ended without an answer: max_turns, the loop guard, or no answer that
-        matched `output_schema`).
+        engine, agent, run_id, context_sources, trust (what the run read, when, by which
+        call; its egress decisions), metadata and status ("ok", or "incomplete" when the run
+        ended without an answer: max_turns, the loop guard, or no answer that matched
+        `output_schema`). A tainted run's answer has its self-fetching Markdown neutralized.
         """
         if not isinstance(query, str) or not query.strip():
             raise UserError("the query is empty; pass a question to ask")
@@ -322,7 +332,9 @@ class Jarvis:
             structured = OutputSchema.of(output_schema)  # a bad schema fails before any work
             schema_retries = DEFAULT_RETRIES if schema_retries is None else schema_retries
         tool_names = _split_names(tools)
-        invalid = _invalid_text(query, system, history)
+        from jarvis.core.text import ask_problem
+
+        invalid = ask_problem(query, system, history)
         if invalid is not None:
             # Refused before any engine call, yet in `jarvis runs list` like every ask.
             self._refuse(invalid, query=query, source=source, tools=tool_names, started=started)
@@ -353,8 +365,11 @@ class Jarvis:
 
         from jarvis.runlog import new_run_id
         from jarvis.tools.executor import ToolExecutor
+        from jarvis.trust import AnswerGuard, RunTrust
 
         run_id = new_run_id()
+        run_trust = RunTrust.for_ask(self.config, query, history=history, run_id=run_id,
+                                     given=trust, allow_egress=allow_egress)
         tc = self.config.tools
         executor = ToolExecutor(built, bus=self.bus, approver=_approver(approver, approved_tools),
                                 default_timeout=tc.default_timeout,
@@ -362,12 +377,15 @@ class Jarvis:
                                 approved_tools=approved_tools or (),
                                 max_abandoned_per_tool=tc.max_abandoned_per_tool,
                                 max_abandoned=tc.max_abandoned_threads,
-                                metadata=run_metadata)
+                                metadata=run_metadata, trust=run_trust, egress_approver=
+                                egress_approver, on_person_needed=on_person_needed,
+                                trusted_tools=self.config.egress.trusted_tools)
         system_prompt = system if system is not None else (
             spec.instructions if spec is not None and spec.instructions else self.config.agent.system)
-        context_text, sources = self._memory_context(query, context)
+        context_text, sources, writers = self._memory_context(query, context)
         if context_text:
             system_prompt = f"{system_prompt}\n\n{context_text}" if system_prompt else context_text
+        answer = AnswerGuard(run_trust, on_token)
         turns = max_turns or (spec.max_turns if spec is not None else self.config.agent.max_turns)
         runner = agent_cls(engine, use_model, executor=executor, bus=self.bus,
                            system=system_prompt or None, max_turns=turns,
@@ -376,13 +394,16 @@ class Jarvis:
                            temperature=temperature if temperature is not None
                            else self.config.engine.temperature,
                            max_tokens=max_tokens if max_tokens is not None
-                           else self.config.engine.max_tokens, on_token=on_token, cancel=cancel)
+                           else self.config.engine.max_tokens,
+                           on_token=answer.token if on_token is not None else None, cancel=cancel)
         engine_name = getattr(engine, "engine_id", type(engine).__name__)
         record = {"id": run_id, "created_at": started, "source": source, "query": query,
                   "agent": agent_name, "model": use_model, "engine": engine_name,
                   "tools": tool_names}
         # context_sources rides on RUN_START so a front end can show it before the answer.
         self.bus.publish(EventType.RUN_START, dict(record, context_sources=list(sources)))
+        if context_text:  # it counts before the first turn (TRUST_CHANGED after RUN_START)
+            run_trust.count_memory_context(writers)
         outcome = None
         try:
             if structured is None:
@@ -400,8 +421,9 @@ class Jarvis:
                       "cancelled" if isinstance(exc, RunCancelled) else "error")
             # A failed run keeps what its caller said about it (a scheduled run's ids), so
             # `jarvis runs show` can still link it to its scheduled run and delivery.
-            self._record(dict(record, metadata=dict(run_metadata or {})), status=status,
-                         error=f"{type(exc).__name__}: {exc}", started=started)
+            self._record(dict(record, metadata=dict(run_metadata or {},
+                                                    trust=run_trust.summary())),
+                         status=status, error=f"{type(exc).__name__}: {exc}", started=started)
             raise
         finally:
             # Run-scoped tool resources (e.g. the repl tool's interpreter process) end with
@@ -423,6 +445,8 @@ class Jarvis:
         stopped = bool(metadata.get("max_turns_exceeded") or metadata.get("loop_detected"))
         status = "incomplete" if stopped or (outcome is not None and outcome.status != "ok") \
             else "ok"
+        result.content = answer.finish(result.content)
+        metadata["trust"] = run_trust.summary()
         out = {
             "content": result.content,
             "usage": dict(result.usage),
@@ -433,6 +457,7 @@ class Jarvis:
             "agent": agent_name,
             "run_id": None,
             "context_sources": sources,
+            "trust": metadata["trust"],
             "metadata": metadata,
             "duration_seconds": time.time() - started,
             "status": status,
@@ -455,19 +480,20 @@ class Jarvis:
                                              "usage": out["usage"], "turns": out["turns"]})
         return out
 
-    def _memory_context(self, query: str, context: bool | None) -> tuple[str, list[str]]:
+    def _memory_context(self, query: str,
+                        context: bool | None) -> tuple[str, list[str], list[str]]:
+        """(text, sources, who wrote each passage) of the memory context for `query`."""
         mc = self.config.memory
         if context is False or not mc.enabled or not mc.context:
-            return "", []
+            return "", [], []
         if self._memory is None and not self._memory_path().exists():
-            return "", []  # nothing stored yet: do not create an empty database for it
+            return "", [], []  # nothing stored yet: do not create an empty database for it
         try:
-            from jarvis.memory.context import memory_context
+            from jarvis.memory.context import build_context
         except ImportError:
-            return "", []
-        text, sources = memory_context(self.memory, query, mc.context_top_k,
-                                       mc.context_min_match)
-        return text or "", list(sources or [])
+            return "", [], []
+        found = build_context(self.memory, query, mc.context_top_k, mc.context_min_match)
+        return found.text or "", list(found.sources or []), list(found.written_by)
 
     def _refuse(self, message: str, *, query: str, source: str, tools: Any,
                 started: float) -> None:
@@ -657,13 +683,9 @@ def _approver(approver: Approver | None, approved_tools: Sequence[str] | None) -
     approved = frozenset(approved_tools or ())
     if not approved:
         return approver
+    from jarvis.tools.gate import NamedApprovals
 
-    def decide(spec: Any, arguments: dict[str, Any]) -> bool:
-        if spec.name in approved:
-            return True
-        return bool(approver(spec, arguments)) if approver is not None else False
-
-    return decide
+    return NamedApprovals(approved, approver)
 
 
 def _decoded(arguments: Any) -> Any:
@@ -675,16 +697,3 @@ def _decoded(arguments: Any) -> Any:
         except ValueError:
             return arguments
     return arguments
-
-
-def _invalid_text(query: str, system: str | None, history: Sequence[Message] | None
-                  ) -> str | None:
-    """Why the question, system prompt or history is not valid Unicode text (a lone
-    surrogate: see jarvis.core.text), or None."""
-    from jarvis.core.text import find_problem, problem
-
-    found = problem(query, "the question") or problem(system, "the system prompt")
-    for i, message in enumerate(history or ()):
-        found = found or find_problem(getattr(message, "content", None),
-                                      f"message {i + 1} of the history")
-    return found

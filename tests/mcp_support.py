@@ -18,6 +18,12 @@ FEATURES = SERVERS / "features.py"
 NODISCOVER = SERVERS / "nodiscover.py"
 
 
+def approve_all(spec: Any, arguments: dict[str, Any]) -> bool:
+    """A person who approves every call. Every tool of an MCP server not marked trusted asks
+    first (docs/trust.md); these tests are about what happens once a call is approved."""
+    return True
+
+
 def toml_value(value: Any) -> str:
     return json.dumps(value)
 

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from mcp_support import cli, features_server, write_config
+from mcp_support import approve_all, cli, features_server, write_config
 
 from jarvis.core.config import load_config
 from jarvis.core.events import EventBus, EventType
@@ -48,7 +48,8 @@ def manager(tmp_path: Path):
 
 def run(name: str, arguments: dict, bus: EventBus | None = None):
     tool = ToolRegistry.get(name)
-    return ToolExecutor([tool], bus=bus).execute({"name": name, "arguments": arguments})
+    return ToolExecutor([tool], bus=bus, approver=approve_all).execute(
+        {"name": name, "arguments": arguments})
 
 
 # --- progress ------------------------------------------------------------------------------
@@ -77,7 +78,7 @@ def test_progress_cannot_stretch_a_call_past_max_timeout(manager: McpManager) ->
 
 def test_progress_is_shown_on_stderr_by_the_cli(tmp_path: Path, cli_env) -> None:
     write_config(tmp_path, {"f": features_server()})
-    proc = cli(["tools", "run", "f__slow", '{"steps": 2, "delay": 0.05}'], cli_env, tmp_path)
+    proc = cli(["tools", "run", "--yes", "f__slow", '{"steps": 2, "delay": 0.05}'], cli_env, tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "done after 2 steps"
     assert "[progress] f__slow 1/2 step 1" in proc.stderr
@@ -237,7 +238,8 @@ def test_sampling_uses_the_engine_of_the_running_ask(tmp_path: Path) -> None:
     with FakeOpenAIServer(script, models=["m"]) as server:
         engine = OpenAICompatEngine("vllm", server.url, model="m", client="http")
         with Jarvis(config_path=path, engine=engine) as j:
-            result = j.ask_full("ask the server", agent="orchestrator", tools=["f__ask_model"])
+            result = j.ask_full("ask the server", agent="orchestrator", tools=["f__ask_model"],
+                                approver=approve_all)
         engine.close()
         requests = server.requests
     assert sampling_engine() == (None, "")  # closing the Jarvis took its engine back
@@ -256,7 +258,7 @@ def test_elicitation_is_asked_on_the_terminal(tmp_path: Path, cli_env) -> None:
     master, slave = pty.openpty()
     env = {**cli_env, "PYTHONUNBUFFERED": "1"}
     env.pop("CI", None)
-    proc = subprocess.Popen([sys.executable, "-m", "jarvis.cli", "tools", "run", "f__ask_user",
+    proc = subprocess.Popen([sys.executable, "-m", "jarvis.cli", "tools", "run", "--yes", "f__ask_user",
                              "{}"], stdin=slave, stderr=slave, stdout=subprocess.PIPE,
                             cwd=tmp_path, env=env)
     os.close(slave)

@@ -27,7 +27,8 @@ def test_mcp_list_shows_status_tools_and_why_a_server_failed(tmp_path: Path, cli
     out = proc.stdout
     assert "tb  [connected]  stdio:" in out
     assert "tb__delete_everything [confirm]" in out
-    assert "tb__echo  Return the text unchanged." in out
+    # A server not marked trusted: every tool asks first, not only those it calls destructive.
+    assert "tb__echo [confirm]  Return the text unchanged." in out
     assert "(not exposed by include/exclude: crash, hang)" in out
     assert "broken  [failed]" in out and "command not found" in out
     assert "off  [disabled]" in out
@@ -70,7 +71,7 @@ def test_tools_commands_start_servers_only_when_needed(tmp_path: Path, cli_env) 
     run = cli(["tools", "run", "calculator", '{"expression": "1+1"}'], cli_env, tmp_path)
     assert run.returncode == 0 and starts() == 1
 
-    spawned = cli(["tools", "run", "tb__spawn_child"], cli_env, tmp_path)
+    spawned = cli(["tools", "run", "--yes", "tb__spawn_child"], cli_env, tmp_path)
     assert spawned.returncode == 0, spawned.stderr
     assert starts() == 2
     # The server and the child it started both ended when jarvis exited.
@@ -163,7 +164,7 @@ def test_ask_uses_an_mcp_tool_end_to_end(tmp_path: Path, cli_env) -> None:
         extra = (f'[engine]\ndefault = "openai"\nmodel = "test-model"\nmax_retries = 0\n'
                  f'[engine.hosts]\nopenai = "{model.base_url}"\n[memory]\ncontext = false\n')
         write_config(tmp_path, {"tb": stdio_server("tb")}, extra=extra)
-        proc = cli(["ask", "--tools", "tb__search", "--json", "Find otters"],
+        proc = cli(["ask", "--yes", "--tools", "tb__search", "--json", "Find otters"],
                    {**cli_env, "OPENAI_API_KEY": "test-key"}, tmp_path)
         assert proc.returncode == 0, proc.stderr
         out = json.loads(proc.stdout)

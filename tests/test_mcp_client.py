@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
-from mcp_support import HttpToolbox, pid_alive, stdio_server, write_config
+from mcp_support import HttpToolbox, approve_all, pid_alive, stdio_server, write_config
 from waiting import wait_for
 
 from jarvis.core.config import load_config
@@ -48,7 +48,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory):
     web.close()
 
 
-def run(name: str, arguments: dict, approver=None):
+def run(name: str, arguments: dict, approver=approve_all):
     tool = ToolRegistry.get(name)
     return ToolExecutor([tool], approver=approver).execute({"name": name, "arguments": arguments})
 
@@ -113,8 +113,10 @@ def test_invalid_arguments_are_caught_before_the_server(registered: McpManager) 
 
 def test_destructive_tool_requires_confirmation(registered: McpManager) -> None:
     assert ToolRegistry.get("tb__delete_everything").spec.requires_confirmation
-    assert not ToolRegistry.get("tb__picture").spec.requires_confirmation  # readOnlyHint
-    denied = run("tb__delete_everything", {"confirm_phrase": "yes"})
+    # Annotations are the server's own claims: they count only for a server marked trusted
+    # (docs/trust.md), so here even the tool that says readOnlyHint asks first.
+    assert ToolRegistry.get("tb__picture").spec.requires_confirmation
+    denied = run("tb__delete_everything", {"confirm_phrase": "yes"}, approver=None)
     assert denied.error_type is ErrorType.DENIED
     allowed = run("tb__delete_everything", {"confirm_phrase": "yes"}, approver=lambda s, a: True)
     assert allowed.success and allowed.content == "deleted"
@@ -124,7 +126,7 @@ def test_calls_of_one_turn_share_the_session_concurrently(registered: McpManager
     # Each call waits on the server until all four are in progress at once: calls sent one
     # after another would each wait alone. (Observed, not timed: a loaded machine made a
     # wall-clock bound here flaky.)
-    executor = ToolExecutor([ToolRegistry.get("tb__meet")])
+    executor = ToolExecutor([ToolRegistry.get("tb__meet")], approver=approve_all)
     out = executor.execute_many([{"name": "tb__meet",
                                   "arguments": {"key": "one-turn", "parties": 4}}] * 4)
     assert [r.content for r in out] == ["met"] * 4, [r.content for r in out]

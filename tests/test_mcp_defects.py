@@ -13,6 +13,7 @@ import pytest
 from mcp_support import (
     NODISCOVER,
     HttpFeatures,
+    approve_all,
     cli,
     features_server,
     pid_alive,
@@ -35,7 +36,7 @@ def manager_for(folder: Path, servers: dict) -> McpManager:
 def run(manager: McpManager, name: str, arguments: dict):
     manager.register_known()
     tool = ToolRegistry.get(name)
-    return ToolExecutor([tool]).execute({"name": name, "arguments": arguments})
+    return ToolExecutor([tool], approver=approve_all).execute({"name": name, "arguments": arguments})
 
 
 # 1. Binary content never goes into model text.
@@ -57,13 +58,13 @@ def test_media_file_image_is_a_block_and_a_placeholder_never_base64(tmp_path: Pa
 # 3. The SDK's loggers: one line on stderr, never a traceback.
 def test_junk_on_stdout_is_one_line_not_a_traceback(tmp_path: Path, cli_env) -> None:
     write_config(tmp_path, {"junk": features_server("--junk")})
-    proc = cli(["tools", "run", "junk__read_media_file", '{"path": "x"}'], cli_env, tmp_path)
+    proc = cli(["tools", "run", "--yes", "junk__read_media_file", '{"path": "x"}'], cli_env, tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "[image: image/png, 4 KB]" in proc.stdout
     assert "Traceback" not in proc.stderr
     lines = [line for line in proc.stderr.splitlines() if "JSONRPC" in line or "JSON" in line]
     assert lines and all(line.startswith("jarvis: mcp: ") for line in lines), proc.stderr
-    debug = cli(["tools", "run", "junk__read_media_file", '{"path": "x"}'],
+    debug = cli(["tools", "run", "--yes", "junk__read_media_file", '{"path": "x"}'],
                 {**cli_env, "JARVIS_DEBUG": "1"}, tmp_path)
     assert "Traceback" in debug.stderr  # debug shows more
 
@@ -78,7 +79,8 @@ def _slow_call_then_kill(server: HttpFeatures, manager: McpManager) -> tuple[obj
     manager.register_known()
     tool = ToolRegistry.get("web__slow")
     results: list = []
-    caller = threading.Thread(target=lambda: results.append(ToolExecutor([tool], bus=bus).execute(
+    executor = ToolExecutor([tool], bus=bus, approver=approve_all)
+    caller = threading.Thread(target=lambda: results.append(executor.execute(
         {"name": "web__slow", "arguments": {"steps": 200, "delay": 0.1}})))
     caller.start()
     assert started.wait(30), "the call never got under way"
@@ -122,7 +124,7 @@ def test_http_server_killed_mid_call_on_the_cli_is_one_line_not_a_traceback(
         env = {**cli_env, "PYTHONUNBUFFERED": "1"}
         env.pop("JARVIS_CONFIG", None)
         proc = subprocess.Popen(
-            [sys.executable, "-m", "jarvis.cli", "tools", "run", "web__slow",
+            [sys.executable, "-m", "jarvis.cli", "tools", "run", "--yes", "web__slow",
              '{"steps": 200, "delay": 0.1}'], env=env, cwd=tmp_path, text=True,
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         stderr: list[str] = []
@@ -184,7 +186,7 @@ def test_failed_server_says_why_and_is_remembered(tmp_path: Path, cli_env) -> No
     def count() -> int:  # server starts (a start too slow to write under load is not counted)
         return len(starts.read_text()) if starts.exists() else 0
 
-    first = cli(["tools", "run", "slow__anything", "{}"], cli_env, tmp_path)
+    first = cli(["tools", "run", "--yes", "slow__anything", "{}"], cli_env, tmp_path)
     assert first.returncode != 0
     assert "did not finish connecting within 3 s" in first.stderr
     assert "unknown tool" not in first.stderr
@@ -192,7 +194,7 @@ def test_failed_server_says_why_and_is_remembered(tmp_path: Path, cli_env) -> No
     started = count()
     assert started <= 1  # one attempt, not two
 
-    again = cli(["tools", "run", "slow__anything", "{}"], cli_env, tmp_path)
+    again = cli(["tools", "run", "--yes", "slow__anything", "{}"], cli_env, tmp_path)
     assert "did not finish connecting" in again.stderr and "remembered" in again.stderr
     listing = cli(["tools", "list"], cli_env, tmp_path)
     assert listing.returncode == 0 and "calculator" in listing.stdout
@@ -213,9 +215,9 @@ def test_timed_out_server_tree_is_killed_when_jarvis_exits(tmp_path: Path, cli_e
     # unsandboxed: the test follows the server's pids on the host
     write_config(tmp_path, {"tb": stdio_server("tb", "--touch", str(pids), sandbox=False,
                                                tool_timeouts={"hang": 1})})
-    spawned = cli(["tools", "run", "tb__spawn_child", "{}"], cli_env, tmp_path)
+    spawned = cli(["tools", "run", "--yes", "tb__spawn_child", "{}"], cli_env, tmp_path)
     child = int(spawned.stdout.strip())
-    proc = cli(["tools", "run", "tb__hang", "{}"], cli_env, tmp_path)
+    proc = cli(["tools", "run", "--yes", "tb__hang", "{}"], cli_env, tmp_path)
     assert proc.returncode == 1 and "did not answer 'hang'" in proc.stderr
     servers = [int(p) for p in pids.read_text().split()]
     assert len(servers) == 2

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from mcp.types import BlobResourceContents, ReadResourceResult
-from mcp_support import SERVERS, STDIO_CONNECT, write_config
+from mcp_support import SERVERS, STDIO_CONNECT, approve_all, write_config
 
 from jarvis.core.config import load_config
 from jarvis.core.images import MAX_IMAGES_PER_MESSAGE, check_image
@@ -50,7 +50,8 @@ def ask(tmp_path: Path, tool: str) -> tuple[dict, list[dict]]:
         engine = OpenAICompatEngine("vllm", server.url, model="llava-test", client="http",
                                     max_retries=0)
         with Jarvis(config_path=path, engine=engine) as j:
-            result = j.ask_full("look", agent="orchestrator", tools=[f"h__{tool}"])
+            result = j.ask_full("look", agent="orchestrator", tools=[f"h__{tool}"],
+                                approver=approve_all)
         engine.close()
         return result, server.requests
 
@@ -134,7 +135,7 @@ def test_sampling_requests_are_bounded(manager: McpManager) -> None:
 
     def run(name: str):
         tool = ToolRegistry.get(name)
-        return ToolExecutor([tool]).execute({"name": name, "arguments": {}})
+        return ToolExecutor([tool], approver=approve_all).execute({"name": name, "arguments": {}})
 
     started = time.monotonic()
     flood = run("h__sample_flood")

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from mcp_support import SERVERS, STDIO_CONNECT, cli, write_config
+from mcp_support import SERVERS, STDIO_CONNECT, approve_all, cli, write_config
 from waiting import wait_for
 
 from jarvis.core.config import load_config
@@ -89,7 +89,7 @@ def test_a_servers_escape_sequences_never_reach_the_terminal(tmp_path: Path, cli
     listed = cli(["mcp", "list"], cli_env, tmp_path)
     assert listed.returncode == 0, listed.stderr
     assert no_raw(listed.stdout) and no_raw(listed.stderr)
-    assert f"h__ansi  {SHOWN} Harmless-looking tool." in listed.stdout
+    assert f"h__ansi [confirm]  {SHOWN} Harmless-looking tool." in listed.stdout
     tools = cli(["tools", "list"], cli_env, tmp_path)
     assert tools.returncode == 0 and no_raw(tools.stdout), tools.stderr
     assert SHOWN in tools.stdout
@@ -97,19 +97,19 @@ def test_a_servers_escape_sequences_never_reach_the_terminal(tmp_path: Path, cli
     assert shown.returncode == 0 and no_raw(shown.stdout) and SHOWN in shown.stdout
 
     # Progress and errors go to stderr, escaped; a result piped to a file stays exact.
-    ran = cli(["tools", "run", "h__ansi", "{}"], cli_env, tmp_path)
+    ran = cli(["tools", "run", "--yes", "h__ansi", "{}"], cli_env, tmp_path)
     assert ran.returncode == 0, ran.stderr
     assert no_raw(ran.stderr) and f"[progress] h__ansi 1/2 half{SHOWN}" in ran.stderr
     # (click itself drops CSI colour codes when stdout is not a terminal; the rest is as sent)
     assert ran.stdout == "done\x1b]0;pwned\x07\x9b31m\u202eevil\n"
-    failed = cli(["tools", "run", "h__fail", "{}"], cli_env, tmp_path)
+    failed = cli(["tools", "run", "--yes", "h__fail", "{}"], cli_env, tmp_path)
     assert failed.returncode == 1 and no_raw(failed.stderr)
     assert f"failed {SHOWN}" in failed.stderr
 
 
 def test_a_result_on_a_terminal_is_shown_escaped(tmp_path: Path, cli_env) -> None:
     write_config(tmp_path, {"h": hostile()})
-    seen, _, code = on_terminal(["tools", "run", "h__ansi", "{}"], cli_env, tmp_path, [],
+    seen, _, code = on_terminal(["tools", "run", "--yes", "h__ansi", "{}"], cli_env, tmp_path, [],
                                 stdout_tty=True)
     assert code == 0, seen
     text = seen.decode("utf-8", "replace")
@@ -118,7 +118,7 @@ def test_a_result_on_a_terminal_is_shown_escaped(tmp_path: Path, cli_env) -> Non
 
 def test_an_elicitation_question_cannot_drive_the_terminal(tmp_path: Path, cli_env) -> None:
     write_config(tmp_path, {"h": hostile()})
-    seen, out, code = on_terminal(["tools", "run", "h__ask", "{}"], cli_env, tmp_path,
+    seen, out, code = on_terminal(["tools", "run", "--yes", "h__ask", "{}"], cli_env, tmp_path,
                                   [(b"Answer?", b"y\n"), (b"colour", b"teal\n")])
     text = seen.decode("utf-8", "replace")
     assert code == 0, text
@@ -135,10 +135,13 @@ def test_the_approval_prompt_shows_a_models_arguments_escaped(tmp_path: Path, cl
     write_config(tmp_path, {"h": hostile(confirm=["ansi"])})
     arguments = json.dumps({"path": "safe.txt\u202e\r\x9b2K"}, ensure_ascii=False)
     seen, out, code = on_terminal(["tools", "run", "h__ansi", arguments], cli_env, tmp_path,
-                                  [(b"[y/N]", b"n\n")])
+                                  [(b"[y/N/v]", b"v\n"), (b"[y/N/v]", b"n\n")])
     text = seen.decode("utf-8", "replace")
     assert code == 1 and out == "", text
-    assert 'Allow tool h__ansi with {"path": "safe.txt\\u202e\\r\\x9b2K"}?' in text
+    # The preview line and, after `v`, the full arguments: escapes shown, never acted on.
+    assert 'arguments: {"path": "safe.txt\\u202e\\r\\x9b2K"}' in text
+    assert '"path": "safe.txt\\u202e\\r\\x9b2K"' in text.split("arguments:")[-1]
+    assert "Allow tool h__ansi? [y/N/v]" in text
     assert no_raw(text) and "\u202e" not in text, text
 
 
@@ -158,7 +161,7 @@ def test_a_huge_input_schema_is_not_offered_to_models(tmp_path: Path, cli_env) -
     assert 10 <= len(offered) <= 17 and len(offered) + len(wide) == 40, (offered, wide)
     assert all("the limit per server is 1048576" in w for w in wide)
     assert row["hidden_tools"] == []  # not "hidden by include/exclude": refused, and said so
-    ran = cli(["tools", "run", "h__fat_schema", "{}"], cli_env, tmp_path)
+    ran = cli(["tools", "run", "--yes", "h__fat_schema", "{}"], cli_env, tmp_path)
     assert ran.returncode == 2  # as for any tool that is not available
     assert "h__fat_schema" in ran.stderr and "the limit is 65536" in ran.stderr
     assert "Traceback" not in ran.stderr
@@ -197,13 +200,13 @@ def test_a_storm_of_list_changed_notices_costs_a_few_listings(tmp_path: Path, pr
 
 def call(name: str, arguments: dict):
     tool = ToolRegistry.get(name)
-    return ToolExecutor([tool]).execute({"name": name, "arguments": arguments})
+    return ToolExecutor([tool], approver=approve_all).execute({"name": name, "arguments": arguments})
 
 
 def test_a_flood_of_progress_reports_is_thinned(tmp_path: Path, cli_env) -> None:
     # Every report was a stderr line and an event: 5 000 reports, 5 000 lines.
     write_config(tmp_path, {"h": hostile()})
-    ran = cli(["tools", "run", "h__flood", '{"count": 5000}'], cli_env, tmp_path, timeout=120)
+    ran = cli(["tools", "run", "--yes", "h__flood", '{"count": 5000}'], cli_env, tmp_path, timeout=120)
     assert ran.returncode == 0, ran.stderr[-2000:]
     assert ran.stdout.strip() == "sent 5000 reports"
     lines = [line for line in ran.stderr.splitlines() if line.startswith("[progress] h__flood")]

@@ -28,7 +28,8 @@ def ask(tmp_path: Path, model: str, client: str, agent: str = "orchestrator",
         engine = OpenAICompatEngine("vllm", server.url, model=model, client=client,
                                     max_retries=0, **engine_options)
         with Jarvis(config_path=path, engine=engine) as j:
-            result = j.ask_full("What is in cat.png?", agent=agent, tools=["fs__read_media_file"])
+            result = j.ask_full("What is in cat.png?", agent=agent, tools=["fs__read_media_file"],
+                                approved_tools=["fs__read_media_file"])
         engine.close()
         return result, server.requests
 

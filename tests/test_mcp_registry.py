@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from mcp_support import stdio_server, write_config
+from mcp_support import approve_all, stdio_server, write_config
 
 from jarvis.core.config import load_config
 from jarvis.core.registry import ToolRegistry
@@ -70,7 +70,8 @@ def test_cached_tools_register_without_starting_a_server(tmp_path: Path) -> None
     assert not marker.exists()  # listing and building tools started nothing
     # Calling one starts the server; its live list replaces the cache (echo2 is gone).
     tool = ToolRegistry.get("tb__echo")
-    result = ToolExecutor([tool]).execute({"name": "tb__echo", "arguments": {"text": "hi"}})
+    result = ToolExecutor([tool], approver=approve_all).execute(
+        {"name": "tb__echo", "arguments": {"text": "hi"}})
     assert result.success and result.content == "hi"
     assert marker.exists()
     cached = read_tools(cache_dir(), "tb", config_key(config.mcp.servers["tb"], config.base_dir))
@@ -82,7 +83,8 @@ def test_cached_tools_register_without_starting_a_server(tmp_path: Path) -> None
 def test_cold_server_starts_only_when_one_of_its_tools_is_asked_for(tmp_path: Path) -> None:
     marker = tmp_path / "started"
     # unsandboxed: the servers mark their starts in a file of the host's
-    write_config(tmp_path, {"cold": stdio_server("cold", "--touch", str(marker), sandbox=False),
+    write_config(tmp_path, {"cold": stdio_server("cold", "--touch", str(marker), sandbox=False,
+                                                 trusted=True),
                             "never": {"command": "jarvis-no-such-mcp-binary"}})
     config = load_config(tmp_path / "config.toml")
     register_mcp_tools(config)
@@ -91,20 +93,24 @@ def test_cold_server_starts_only_when_one_of_its_tools_is_asked_for(tmp_path: Pa
     tool = ToolRegistry.get("cold__search")  # unknown yet: this server is asked, not `never`
     assert marker.exists()
     assert active_manager().servers["never"].connection.connects == 0
-    result = ToolExecutor([tool]).execute({"name": "cold__search", "arguments": {"query": "q"}})
+    result = ToolExecutor([tool], approver=approve_all).execute(
+        {"name": "cold__search", "arguments": {"query": "q"}})
     assert result.content == "cold result for q"
 
-    # The bridge reaches the same server by server and tool name.
+    # The bridge reaches the same server by server and tool name: the tools that need no
+    # confirmation, which are only tools a trusted server marks read-only (docs/trust.md).
     bridge = build_tool("mcp_adapter", {"config": config})
     executor = ToolExecutor([bridge])
     listing = executor.execute({"name": "mcp_adapter", "arguments": {"server": "cold"}})
-    assert "echo: Return the text unchanged." in listing.content
+    assert "echo: Return the text unchanged. [requires confirmation" in listing.content
     called = executor.execute({"name": "mcp_adapter", "arguments": {
-        "server": "cold", "tool": "echo", "arguments": {"text": "via bridge"}}})
-    assert called.success and called.content == "via bridge"
-    refused = executor.execute({"name": "mcp_adapter", "arguments": {
-        "server": "cold", "tool": "delete_everything", "arguments": {"confirm_phrase": "x"}}})
-    assert refused.error_type is ErrorType.DENIED and "cold__delete_everything" in refused.content
+        "server": "cold", "tool": "picture", "arguments": {}}})
+    assert called.success and called.images(), called.content
+    for name, arguments in (("echo", {"text": "via bridge"}),  # no annotations: destructive
+                            ("delete_everything", {"confirm_phrase": "x"})):
+        refused = executor.execute({"name": "mcp_adapter", "arguments": {
+            "server": "cold", "tool": name, "arguments": arguments}})
+        assert refused.error_type is ErrorType.DENIED and f"cold__{name}" in refused.content
     unknown = executor.execute({"name": "mcp_adapter", "arguments": {"server": "nope"}})
     assert unknown.error_type is ErrorType.INVALID_ARGS and "cold" in unknown.content
     never = executor.execute({"name": "mcp_adapter", "arguments": {"server": "never", "tool": "x"}})
@@ -118,7 +124,7 @@ def test_unreachable_server_with_cached_tools_gives_a_transport_failure(tmp_path
     _seed_cache(config, "gone", ["lookup"])
     register_mcp_tools(config)
     tool = ToolRegistry.get("gone__lookup")
-    result = ToolExecutor([tool]).execute({"name": "gone__lookup", "arguments": {}})
+    result = ToolExecutor([tool], approver=approve_all).execute({"name": "gone__lookup", "arguments": {}})
     assert not result.success and result.error_type is ErrorType.TRANSPORT
     assert "'gone'" in result.content
     assert active_manager().status()[0]["status"] == "failed"

@@ -78,7 +78,7 @@ def test_index_search_stats_forget(cli_env: dict[str, str], notes: Path, jarvis_
     text = jarvis(cli_env, "search", "gradient descent", "-k", "1")
     assert text.returncode == 0
     assert text.stdout.startswith(f"[1] {notes.resolve() / 'code' / 'train.py'} (chunk 1, "
-                                  f"lines 1-3)  score ")
+                                  f"lines 1-3)  [indexed file]  score ")
     assert "Fit the model" in text.stdout
 
     stats = json.loads(jarvis(cli_env, "stats", "--json").stdout)

@@ -43,7 +43,9 @@ def test_retrieval_formats_results_with_source_and_position(mem: SQLiteMemory):
     result = run(RetrievalTool(backend=mem), query="when do backups run", top_k=3)
     assert result.success, result.content
     assert result.content.startswith("Found 1 result for 'when do backups run':")
-    assert "[1] ops/backup.md (chunk 1, line 1)\nBackups run nightly" in result.content
+    # Stored by the person (a direct store): the real source and who wrote it.
+    assert "[1] ops/backup.md (chunk 1, line 1) [your note]\nBackups run nightly" in result.content
+    assert result.labels == {"private"}
     assert result.metadata["scores"][0] > 0
     assert "Backups run nightly" in result.content
     assert result.metadata["sources"] == ["ops/backup.md"]
@@ -109,11 +111,16 @@ def test_memory_store_then_search_and_retrieve(mem: SQLiteMemory):
     run(MemoryStoreTool(backend=mem), content="Birthday cake recipe: flour, eggs.", source="recipes")
     found = run(MemorySearchTool(backend=mem), query="birthday")
     assert found.success and found.content.startswith("2 matches for 'birthday':")
-    assert "] conversation (chunk 1, line 1): Anna's birthday is on 3 May." in found.content
+    # Stored by a model (through the executor): its source is the label the model chose,
+    # shown as such, never as if it were a real file (docs/trust.md).
+    assert ("] model-written note labelled 'conversation' (chunk 1, line 1) [written by a "
+            "model]") in found.content  # (an executor without a run id: no run to name)
+    assert found.content.endswith("Anna's birthday is on 3 May.")
+    assert found.labels == {"private", "untrusted"}  # a model wrote them: reading taints
     only = run(MemorySearchTool(backend=mem), query="birthday", source="recipes")
     assert [m["source"] for m in only.metadata["matches"]] == ["recipes"]
     retrieved = run(MemoryRetrieveTool(backend=mem), query="Anna birthday")
-    assert retrieved.success and "conversation (chunk 1, line 1)" in retrieved.content
+    assert retrieved.success and "labelled 'conversation' (chunk 1, line 1)" in retrieved.content
     assert MemoryRetrieveTool(backend=mem).spec.name == "memory_retrieve"
 
 

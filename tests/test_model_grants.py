@@ -49,15 +49,17 @@ def test_a_run_cannot_give_a_task_more_tools_than_it_has():
         refused, narrowed, defaulted = result["tool_results"]
         assert not refused["success"] and refused["error_type"] == "denied"
         assert "not granted: file_read" in refused["content"]
-        assert "calculator, schedule_task" in refused["content"]  # what it may use
+        # What it may use: the run's tools, never schedule_task (docs/trust.md).
+        assert "of this run: calculator." in refused["content"]
         assert narrowed["success"] and defaulted["success"], (narrowed, defaulted)
         tasks = {t.id: t for t in j.scheduler.list_tasks()}
         assert len(tasks) == 2  # the refused one was never stored
         narrow = tasks[json.loads(narrowed["content"])["task_id"]]
         default = tasks[json.loads(defaulted["content"])["task_id"]]
         assert narrow.tools == ["calculator"]
-        # Naming no tools gives exactly the run's tools, never the configured defaults.
-        assert default.tools == ["calculator", "schedule_task"]
+        # Naming no tools gives the run's tools, never the configured defaults, and never
+        # schedule_task: a task a model creates cannot spawn more tasks unattended.
+        assert default.tools == ["calculator"]
         assert {t.created_by for t in tasks.values()} == {"model"}
         assert narrow.to_dict()["created_by"] == "model"
         assert narrow.metadata["created_in_run"] == result["run_id"]
@@ -406,26 +408,40 @@ def test_a_model_cannot_resume_a_task_with_more_than_its_run_has():
         assert scheduler.get_task(reader.id).status == "active"
 
 
+def test_a_model_cannot_give_a_task_schedule_task():
+    # A task that holds schedule_task can spawn tasks unattended: a model never gives it one
+    # (the old behaviour let a page make an hourly task that made more; docs/trust.md).
+    with FakeOpenAIServer([reply(tool_calls=[schedule(tools="schedule_task,calculator")]),
+                           "ok"]) as fake, jarvis_on(fake) as j:
+        result = j.ask_full("plan", tools=["schedule_task", "calculator"])
+        (refused,) = result["tool_results"]
+        assert not refused["success"] and refused["error_type"] == "denied", refused
+        assert "cannot have schedule_task" in refused["content"]
+        assert j.scheduler.list_tasks() == []
+
+
 def test_a_scheduled_run_grants_no_more_than_its_task_was_given():
     # The task's own run is a model's run too: what it schedules is bounded by the task's
-    # tools, and counts against the same model quota.
+    # tools, and counts against the same model quota. A person gave this task schedule_task.
     later = _iso_in(3600)
-    first = schedule(schedule_value=later, tools="schedule_task,calculator")
-    with FakeOpenAIServer([reply(tool_calls=[first]), "ok"]) as fake, \
+    with FakeOpenAIServer() as fake, \
             jarvis_on(fake, **{"scheduler.model_max_active_tasks": 2}) as j:
-        created = j.ask_full("plan", tools=["schedule_task", "calculator", "think"])
-        task_id = json.loads(created["tool_results"][0]["content"])["task_id"]
+        task_id = j.scheduler.create_task("plan", "once", later,
+                                          tools=["schedule_task", "calculator"]).id
         fake.add(reply(tool_calls=[schedule(schedule_value=later, tools="think"),
-                                   schedule(schedule_value=later),
-                                   schedule(schedule_value=later)]), "done")
+                                   schedule(schedule_value=later, prompt="one"),
+                                   schedule(schedule_value=later, prompt="two"),
+                                   schedule(schedule_value=later, prompt="three")]), "done")
         run = j.scheduler.run_now(task_id)
         assert run.status == "succeeded", run.error
         tasks = j.scheduler.list_tasks()
-        assert len(tasks) == 2  # the quota of 2 model tasks: one refused
+        assert len(tasks) == 3  # the quota of 2 model tasks: one refused
         nested = [t for t in tasks if t.id != task_id]
-        assert [sorted(t.tools) for t in nested] == [["calculator", "schedule_task"]]
+        # Naming none: the run's tools without schedule_task (it cannot spawn more).
+        assert [sorted(t.tools) for t in nested] == [["calculator"], ["calculator"]]
+        assert all(t.created_by == "model" for t in nested)
         answers = [m["content"] for m in fake.requests[-1]["messages"] if m["role"] == "tool"]
         assert "not granted: think" in answers[0]
-        # The two grantable calls run side by side: either may be the one over the quota.
+        # The three grantable calls run side by side: any may be the one over the quota.
         refused = [a for a in answers[1:] if "model_max_active_tasks = 2" in a]
         assert len(refused) == 1, answers

@@ -439,7 +439,12 @@ def test_mcp_tool_provider_discovers_a_real_servers_tools_and_they_run_in_an_exe
         assert all(isinstance(t, MCPToolAdapter) for t in tools.values())
         assert tools["add"].spec.parameters["required"] == ["a", "b"]
         assert tools["delete_everything"].spec.requires_confirmation  # destructive on the server
-        executor = ToolExecutor(tools.values())
+        # A server not marked trusted: every tool asks before each call (its annotations are
+        # only its own claims; docs/trust.md), so without an approver even `add` is denied.
+        assert ToolExecutor(tools.values()).execute(
+            {"name": "add", "arguments": {"a": 2, "b": 3}}).error_type.value == "denied"
+        executor = ToolExecutor(tools.values(),
+                                approver=lambda spec, args: spec.name != "delete_everything")
         assert executor.execute({"name": "add", "arguments": {"a": 2, "b": 3}}).content == "5"
         failed = executor.execute({"name": "fail", "arguments": {"message": "nope"}})
         assert not failed.success and "Error executing tool fail" in failed.content
@@ -450,8 +455,9 @@ def test_mcp_tool_provider_discovers_a_real_servers_tools_and_they_run_in_an_exe
             "content": [{"text": "hi", "detail": None, "type": "text"}], "isError": False}
         # An agent uses them like any tool.
         engine = ScriptedEngine([reply(tool_calls=[tool_call("echo", {"text": "ping"})]), "pong"])
-        result = OrchestratorAgent(engine, "m", tools=[tools["echo"]]).run("echo ping")
-        assert result.tool_results[0].content == "ping"
+        agent = OrchestratorAgent(engine, "m", executor=ToolExecutor(
+            [tools["echo"]], approver=lambda spec, args: True))
+        assert agent.run("echo ping").tool_results[0].content == "ping"
         one = MCPToolAdapter(client, client.list_tools()[0])
         assert one.spec.name == client.list_tools()[0].name
         assert int(client.call_tool("pid")["content"][0]["text"]) > 0

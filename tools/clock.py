@@ -64,7 +64,9 @@ def _describe(delta: timedelta) -> str:
     return ", ".join(parts) or "0 seconds"
 
 
-@tool(category="time", inline=True, latency_estimate=0.0001)
+# Neutral results, nothing sent out (docs/trust.md): a clock and a calendar.
+@tool(category="time", inline=True, latency_estimate=0.0001, output="neutral",
+      egress="none")
 def current_time(timezone: str = "UTC") -> ToolResult:
     """The current date, time and weekday in a time zone.
 
@@ -84,7 +86,9 @@ def current_time(timezone: str = "UTC") -> ToolResult:
     )
 
 
-@tool(category="time", inline=True, latency_estimate=0.0001)
+# Neutral results, nothing sent out (docs/trust.md): a clock and a calendar.
+@tool(category="time", inline=True, latency_estimate=0.0001, output="neutral",
+      egress="none")
 def date_diff(start: str, end: str, timezone: str = "UTC") -> ToolResult:
     """The time between two dates (end minus start), in days and in total seconds.
 
@@ -107,7 +111,9 @@ def date_diff(start: str, end: str, timezone: str = "UTC") -> ToolResult:
     )
 
 
-@tool(category="time", inline=True, latency_estimate=0.0001)
+# Neutral results, nothing sent out (docs/trust.md): a clock and a calendar.
+@tool(category="time", inline=True, latency_estimate=0.0001, output="neutral",
+      egress="none")
 def date_shift(date: str, days: int = 0, hours: int = 0, minutes: int = 0, weeks: int = 0,
                timezone: str = "UTC") -> ToolResult:
     """A date moved forward (or back, with negative numbers) by a duration.

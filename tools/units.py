@@ -115,7 +115,9 @@ def _format(number: float) -> str:
     return f"{number:.10g}"
 
 
-@tool(category="math", inline=True, latency_estimate=0.0001)
+# Neutral results, nothing sent out (docs/trust.md): arithmetic on its arguments.
+@tool(category="math", inline=True, latency_estimate=0.0001, output="neutral",
+      egress="none")
 def convert_units(value: float, from_unit: str, to_unit: str) -> ToolResult:
     """Convert a quantity between units, e.g. 5 km to mi, 100 F to C, 3 GiB to MB.
 

@@ -39,17 +39,46 @@ def terminal_approver(assume_yes: bool) -> Any:
         return lambda spec, arguments: True
     if not sys.stdin.isatty():
         return None
+    return TerminalPerson()
 
-    def ask(spec: Any, arguments: dict[str, Any]) -> bool:
+
+def terminal_egress_approver() -> Any:
+    """The person at the terminal for calls the egress guard will not allow on its own; None
+    without a terminal (then such calls are denied: --yes never answers them)."""
+    return TerminalPerson() if sys.stdin.isatty() else None
+
+
+class TerminalPerson:
+    """A person answering approval requests on the terminal (stderr): where the call goes
+    first, then how much it sends and its hash, why, and a preview of the arguments;
+    `[y/N/v]`, where v shows everything (escapes visible) and asks again."""
+
+    def __call__(self, spec: Any, arguments: dict[str, Any]) -> bool:
+        from jarvis.trust.request import CONFIRMATION, ApprovalRequest
+
+        return self.approve_request(ApprovalRequest(
+            CONFIRMATION, spec.name, arguments, reason=f"tool {spec.name} requires confirmation",
+            spec=spec))
+
+    def approve_request(self, request: Any) -> bool:
         from jarvis.core.terminal import visible
 
-        # The arguments are the model's: JSON escapes C0 controls but not C1 ones or bidi
-        # overrides, which could make the prompt show other arguments than the call's.
-        shown = visible(json.dumps(arguments, ensure_ascii=False), 500, one_line=True)
-        return click.confirm(f"Allow tool {visible(spec.name, 100, one_line=True)} with "
-                             f"{shown}?", default=False, err=True)
-
-    return ask
+        click.echo(request.summary(), err=True)
+        name = visible(request.tool, 100, one_line=True)
+        while True:
+            try:
+                answer = click.prompt(f"Allow tool {name}? [y/N/v]", default="",
+                                      show_default=False, err=True)
+            except click.Abort:  # end of input: nobody said yes
+                click.echo("", err=True)
+                return False
+            answer = answer.strip().lower()
+            if answer in ("y", "yes"):
+                return True
+            if answer in ("v", "view"):
+                click.echo(request.full_text(), err=True)
+                continue
+            return False
 
 
 def load_cli_config() -> Any:

@@ -13,7 +13,13 @@ from typing import Any
 
 import click
 
-from jarvis.commands._common import echo_json, show_progress, shown_data, terminal_approver
+from jarvis.commands._common import (
+    echo_json,
+    show_progress,
+    shown_data,
+    terminal_approver,
+    terminal_egress_approver,
+)
 from jarvis.core.terminal import visible
 
 PREVIEW_CHARS = 200
@@ -93,7 +99,16 @@ def _show_events(bus: Any, status: _Status, system: Any) -> None:
     def run_start(event: Any) -> None:
         sources = event.data.get("context_sources") or []
         if sources:  # before the answer, so the reader knows what it draws on
-            click.echo(f"[memory] context from: {', '.join(sources)}", err=True)
+            click.echo(visible(f"[memory] context from: {', '.join(sources)}", 600,
+                               one_line=True), err=True)
+
+    def trust(event: Any) -> None:
+        data = event.data
+        what = ("read untrusted content" if data.get("change") == "tainted"
+                else "holds private data")
+        status.clear()
+        click.echo(visible(f"[trust] the run {what}: {data.get('reason')}", 300,
+                           one_line=True), err=True)
 
     def waiting(event: Any) -> None:
         model = event.data.get("model") or "the model"
@@ -105,6 +120,7 @@ def _show_events(bus: Any, status: _Status, system: Any) -> None:
     hooked: list[bool] = []
 
     bus.subscribe(EventType.RUN_START, run_start)
+    bus.subscribe(EventType.TRUST_CHANGED, trust)
     bus.subscribe(EventType.TOOL_CALL_START, start)
     bus.subscribe(EventType.TOOL_CALL_END, end)
     bus.subscribe(EventType.INFERENCE_START, waiting)
@@ -169,6 +185,10 @@ class _Stdout:
 @click.option("--schema", "schema_file", type=click.Path(dir_okay=False),
               help="A JSON schema file: the answer must be JSON that matches it; it is "
                    "printed as JSON (exit code 3 when no answer matched).")
+@click.option("--allow-egress", "allow_egress", multiple=True, metavar="DEST",
+              help="Let this ask send to DEST even after it read untrusted content and holds "
+                   "private data: HOST, channel:NAME or mcp:SERVER (repeatable; see "
+                   "docs/trust.md). --yes does not cover such calls.")
 @click.option("-c", "--continue", "continue_last", is_flag=True, help="Continue the last "
               "conversation (its earlier questions and answers go with this one).")
 @click.option("--conversation", "conversation_id", metavar="ID", help="Continue conversation "
@@ -177,8 +197,8 @@ class _Stdout:
 def ask(ctx: click.Context, query: tuple[str, ...], agent: str | None, tools: str | None,
         model: str | None, engine: str | None, host: str | None, system: str | None,
         max_turns: int | None, yes: bool, as_json: bool, no_stream: bool,
-        no_context: bool, schema_file: str | None, continue_last: bool,
-        conversation_id: str | None) -> None:
+        no_context: bool, schema_file: str | None, allow_egress: tuple[str, ...],
+        continue_last: bool, conversation_id: str | None) -> None:
     """Ask QUERY (or `-`, or nothing: read it from stdin); the answer goes to stdout, tool
     activity to stderr. Exit code 3: stopped without an answer (max turns or loop guard).
 
@@ -211,6 +231,8 @@ def ask(ctx: click.Context, query: tuple[str, ...], agent: str | None, tools: st
             answer = asker(j, record, source="cli", agent=agent, tools=tools)
             result = answer(question, agent=agent, tools=tools, system=system,
                             max_turns=max_turns, approver=terminal_approver(yes),
+                            egress_approver=terminal_egress_approver(),
+                            allow_egress=list(allow_egress),
                             context=False if no_context else None, source="cli",
                             on_token=stdout if streaming else None,
                             output_schema=output_schema)

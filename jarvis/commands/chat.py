@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from jarvis.commands._common import terminal_approver
+from jarvis.commands._common import terminal_approver, terminal_egress_approver
 from jarvis.commands.ask import _isatty, _show_events, _Status, _Stdout
 from jarvis.core.terminal import visible
 
@@ -257,6 +257,7 @@ def chat(ctx: click.Context, agent: str | None, tools: str | None, model: str | 
         _show_events(j.bus, status, j)
         options = {"agent": agent, "tools": tools, "system": system,
                    "approver": terminal_approver(yes), "source": "chat",
+                   "egress_approver": terminal_egress_approver(),
                    "context": False if no_context else None}
         if record is not None:
             options["agent"] = agent or record.agent

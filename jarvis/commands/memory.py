@@ -158,9 +158,12 @@ def search_cmd(ctx: click.Context, query: str, top_k: int, source: str | None,
         click.echo("Memory is empty: index files with `jarvis memory index PATH`." if empty
                    else f"No matches for {query!r}.")
         return
+    from jarvis.core.terminal import visible
+
     for number, r in enumerate(results, 1):
-        click.echo(f"[{number}] {r.citation}  score {r.score:.3g}")
-        click.echo("    " + r.content.replace("\n", "\n    "))
+        # Who wrote it: a model's note shows its label as a label, never as a file.
+        click.echo(visible(f"[{number}] {r.citation}  [{r.origin}]  score {r.score:.3g}"))
+        click.echo(visible("    " + r.content.replace("\n", "\n    ")))
         click.echo("")
 
 
@@ -185,6 +188,9 @@ def stats_cmd(ctx: click.Context, show_sources: bool, as_json: bool) -> None:
     click.echo(f"chunks:    {stats['chunks']}")
     click.echo(f"sources:   {stats['sources']}")
     click.echo(f"text:      {_plural(stats['chars'], 'character')}")
+    writers = stats.get("written_by") or {}
+    if writers:
+        click.echo("written by: " + ", ".join(f"{name} {count}" for name, count in writers.items()))
     for row in stats.get("source_list", []):
         click.echo(f"  {row['chunks']:>7} {'chunk ' if row['chunks'] == 1 else 'chunks'}  "
                    f"{row['source'] or '(no source)'}")

@@ -108,6 +108,28 @@ def _delivery_line(delivery: dict) -> str:
             f"attempt(s): {delivery.get('error')}")
 
 
+def _trust_lines(trust: dict | None) -> list[str]:
+    """When and by which call the run read untrusted content or private data, and what the
+    egress guard decided (docs/trust.md)."""
+    if not isinstance(trust, dict):
+        return []
+
+    def first(marks: list, what: str) -> str:
+        if not marks:
+            return f"{what}: no"
+        mark = marks[0]
+        by = f"{mark.get('tool') or '-'}, call {mark.get('call_id') or '-'}"
+        return f"{what}: yes, from {_when(mark.get('at'))} ({by}): {mark.get('reason')}"
+
+    lines = ["trust:   " + first(trust.get("tainted_by") or [], "read untrusted content"),
+             "         " + first(trust.get("private_by") or [], "holds private data")]
+    for decision in trust.get("egress") or []:
+        where = ", ".join(decision.get("destinations") or []) or "-"
+        lines.append(f"egress:  {decision.get('outcome')}: {decision.get('tool')} -> {where} "
+                     f"(call {decision.get('call_id')})")
+    return lines
+
+
 @runs.command("show")
 @click.argument("run_id")
 @click.option("--json", "as_json", is_flag=True, help="Print the run as JSON.")
@@ -138,6 +160,8 @@ def show_run(run_id: str, as_json: bool) -> None:
         echo(f"error:   {run['error']}")
     echo(f"delivery: {_delivery_line(run['delivery'])}")
     meta = run.get("metadata") or {}
+    for line in _trust_lines(meta.get("trust")):
+        echo(line)
     if meta.get("max_turns_exceeded"):
         echo("stopped: at max_turns, before a final answer")
     elif meta.get("loop_detected"):

@@ -267,6 +267,9 @@ class McpServerConfig(_Section):
                                   "server may send, in MB (stdio: a line; HTTP: a JSON body or "
                                   "an SSE event); a larger one is dropped and the call it "
                                   "answers fails saying so")
+    trusted: bool = Field(False, description="believe the server's tool annotations "
+                          "(readOnlyHint, destructiveHint, openWorldHint); without it every "
+                          "tool of the server asks first and counts as sending data out")
 
     def model_post_init(self, __context: Any) -> None:
         if self.protocol not in ("auto", "legacy"):
@@ -289,6 +292,26 @@ class McpConfig(_Section):
             problem = check_server_name(name)
             if problem:
                 raise ValueError(f"mcp.servers.{name}: the server name {problem}")
+
+
+class EgressConfig(_Section):
+    """[egress]: what a run that read untrusted content and holds private data may send out
+    without asking a person (docs/trust.md)."""
+
+    allow_hosts: list[str] = Field(default_factory=list, description="hosts such runs may "
+                                   "send to: example.com (any port), example.com:8443, "
+                                   "*.example.com (its subdomains)")
+    allow_channels: list[str] = Field(default_factory=list, description="channels such runs "
+                                      "may send to")
+    allow_mcp_servers: list[str] = Field(default_factory=list, description="MCP servers such "
+                                         "runs may call")
+    trusted_tools: list[str] = Field(default_factory=list, description="tools you vouch for "
+                                     "(e.g. your own tools/*.py that declare nothing): their "
+                                     "results count as neutral, their calls as sending "
+                                     "nothing out")
+    max_unconfirmed_per_run: int = Field(8, ge=0, le=1000, description="calls such a run may "
+                                         "make without asking because they carry only your "
+                                         "words or follow a link (the rest ask)")
 
 
 class WorkspaceConfig(_Section):
@@ -385,6 +408,7 @@ class JarvisConfig(_Section):
     serve: ServeConfig = Field(default_factory=ServeConfig)
     channels: dict[str, ChannelConfig] = Field(default_factory=dict)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    egress: EgressConfig = Field(default_factory=EgressConfig)
     conversations: ConversationsConfig = Field(default_factory=ConversationsConfig)
     inbound: dict[str, InboundConfig] = Field(default_factory=dict)
 

@@ -32,6 +32,9 @@ class EventType(StrEnum):
     SCHEDULER_TASK_END = "scheduler_task_end"
     RUN_START = "run_start"
     RUN_END = "run_end"
+    # A run became tainted (read untrusted content) or private (read private data): which
+    # call, when, and the run's trust summary (jarvis.trust).
+    TRUST_CHANGED = "trust_changed"
 
 
 @dataclass(slots=True, frozen=True)

@@ -88,6 +88,9 @@ class ToolResult:
 
     `content` is the text the model reads. `blocks` holds ORS content blocks (text and images);
     when empty, the content is the single text block. `error_type` is set on failures.
+    `labels` refines the tool's declared output labels for this one result ("private",
+    "untrusted"; docs/trust.md): None means "as the tool's spec says"; the executor sets it to
+    the labels it applied.
     """
 
     tool_name: str
@@ -102,6 +105,7 @@ class ToolResult:
     reward: float | None = None
     error_type: ErrorType | None = None
     call_id: str | None = None
+    labels: frozenset[str] | None = None
 
     def __post_init__(self) -> None:
         # Tools may spell the error type as a string ("timeout"); every reader expects the enum.
@@ -158,6 +162,8 @@ class ToolResult:
             out["reward"] = self.reward
         if self.finished:
             out["finished"] = True
+        if self.labels is not None:
+            out["labels"] = sorted(self.labels)
         return out
 
 

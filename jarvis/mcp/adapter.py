@@ -65,7 +65,16 @@ class McpAdapterTool(BaseTool):
             },
             category="integration",
             metadata={"mcp_bridge": True},
+            output_labels=frozenset({"untrusted"}),
+            egress="mcp",
         )
+
+    def egress_of(self, arguments: dict[str, Any]) -> list[Any]:
+        from jarvis.trust.labels import Egress
+
+        return [Egress.of("mcp", str(arguments.get("server") or ""),
+                          method=str(arguments.get("tool") or ""),
+                          payload=[arguments.get("arguments")])]
 
     def _manager(self) -> Any:
         from jarvis.mcp.manager import active_manager, register_mcp_tools
@@ -123,6 +132,8 @@ class McpAdapterTool(BaseTool):
             return ToolResult.failure("mcp_adapter", str(exc), ErrorType.INVALID_ARGS)
         result = proxy.invoke(args)
         result.tool_name = "mcp_adapter"
+        if result.labels is None:
+            result.labels = proxy.spec.output_labels  # what that server's tool is
         return result
 
 
@@ -130,11 +141,13 @@ DEFAULT_RESOURCE_CHARS = 20_000
 MAX_RESOURCE_CHARS = 200_000
 
 
-def _file_outside_roots(uri: str, roots: list[Path] | None) -> str | None:
+def _file_outside_roots(uri: str, roots: list[Path] | None, config: Any = None) -> str | None:
     """Why a file:// URI may not be read (None: it may). The model picks the server and the
     URI, often from a link some server returned: a link to file:///etc/shadow, read through
     another server (a filesystem server with wide access), must stay inside the roots jarvis
-    gives servers: the workspace and the [tools.NAME] allowed_dirs."""
+    gives servers (the workspace and the [tools.NAME] allowed_dirs) and obey file_read's
+    secret rules (hidden files, keys, credentials, jarvis's own config and state, unless
+    listed in [tools.file_read] allowed_secret_paths)."""
     from urllib.parse import unquote, urlsplit
 
     if not uri.lower().startswith("file:"):
@@ -144,12 +157,24 @@ def _file_outside_roots(uri: str, roots: list[Path] | None) -> str | None:
         return f"refused: {uri!r} names another host; only local file:// URIs can be read"
     # `..` and symlinks (where the server shares this machine) resolved as the server would.
     path = Path(os.path.normpath(unquote(parts.path) or "/")).resolve()
-    for root in roots or []:
-        if path == root or root in path.parents:
-            return None
-    shown = ", ".join(str(r) for r in roots or []) or "(none)"
-    return (f"refused: {uri!r} is outside the folders MCP servers may read for jarvis ({shown}); "
-            f"add its folder to `allowed_dirs` of a [tools.NAME] table to allow it")
+    if not any(path == root or root in path.parents for root in roots or []):
+        shown = ", ".join(str(r) for r in roots or []) or "(none)"
+        return (f"refused: {uri!r} is outside the folders MCP servers may read for jarvis "
+                f"({shown}); add its folder to `allowed_dirs` of a [tools.NAME] table to "
+                f"allow it")
+    from jarvis.security.paths import PathDenied, PathPolicy, jarvis_secret_files
+
+    settings = getattr(getattr(config, "tools", None), "settings", None) or {}
+    table = settings.get("file_read") if isinstance(settings, dict) else None
+    allowed = table.get("allowed_secret_paths") if isinstance(table, dict) else None
+    policy = PathPolicy(list(roots or []), allowed or (), setting="[tools.file_read]")
+    if config is not None:
+        policy.secret_files.update(jarvis_secret_files(config))
+    try:
+        policy.check(str(path))
+    except (PathDenied, ValueError) as exc:
+        return f"refused: {uri!r}: {exc}"
+    return None
 
 
 def _secret_file(uri: str, result: Any) -> str | None:
@@ -205,7 +230,15 @@ class McpReadResourceTool(BaseTool):
             },
             category="integration",
             metadata={"mcp_bridge": True, "mcp_annotations": {"readOnlyHint": True}},
+            output_labels=frozenset({"untrusted"}),
+            egress="mcp",  # the URI goes to the server, which may fetch it from anywhere
         )
+
+    def egress_of(self, arguments: dict[str, Any]) -> list[Any]:
+        from jarvis.trust.labels import Egress
+
+        return [Egress.of("mcp", str(arguments.get("server") or ""), method="read_resource",
+                          payload=[arguments.get("uri")])]
 
     def _manager(self) -> Any:
         if self._given is not None:
@@ -235,7 +268,7 @@ class McpReadResourceTool(BaseTool):
         if not uri or len(uri) > 2048:
             return ToolResult.failure(name, "give the resource's `uri` (at most 2048 characters)",
                                       ErrorType.INVALID_ARGS)
-        outside = _file_outside_roots(uri, getattr(manager, "roots", None))
+        outside = _file_outside_roots(uri, getattr(manager, "roots", None), self._config)
         if outside:
             return ToolResult.failure(name, outside, ErrorType.DENIED, mcp_server=server)
         limit = max(1, min(int(max_chars or DEFAULT_RESOURCE_CHARS), MAX_RESOURCE_CHARS))

@@ -10,8 +10,10 @@
 It is jarvis's own MCP client underneath (the connection, limits, reconnects, progress and
 result conversion of `[mcp.servers]`), for one server that is not in config.toml. The tools
 keep their server's names (a character an OpenAI function name cannot hold becomes '_') and
-run through the ToolExecutor like any other; a tool the server marks destructive requires
-confirmation.
+run through the ToolExecutor like any other. As for `[mcp.servers]` (docs/trust.md), every tool
+asks before each call and counts as sending its arguments out, with untrusted results, unless
+the client is made with `trusted=True`: then the server's annotations count (read-only tools
+need no confirmation).
 """
 
 from __future__ import annotations
@@ -73,10 +75,11 @@ class MCPClient:
         transport: StdioTransport(command=[...]) or StreamableHTTPTransport(url=...).
         name: the server's name in messages and tool metadata.
         timeout: seconds per tool call; connect_timeout: seconds to connect.
+        trusted: believe the server's tool annotations (as `trusted = true` in config.toml).
     """
 
     def __init__(self, transport: Any, *, name: str = "server", timeout: float = 30.0,
-                 connect_timeout: float = 10.0) -> None:
+                 connect_timeout: float = 10.0, trusted: bool = False) -> None:
         from jarvis.core.config import JarvisConfig, McpConfig, McpServerConfig
         from jarvis.core.server_names import check_server_name
 
@@ -84,6 +87,7 @@ class MCPClient:
         if problem:
             raise UserError(f"MCP server name {name!r}: the server name {problem}")
         table = _server_table(transport, timeout, connect_timeout)
+        table["trusted"] = bool(trusted)
         self.name = name
         self.server_config = McpServerConfig(**table)
         config = JarvisConfig(mcp=McpConfig(servers={name: self.server_config}))

@@ -1,8 +1,11 @@
 """`McpTool`: one tool of a configured MCP server as an ordinary jarvis tool.
 
-Named `NAME__tool` (`[mcp.servers.NAME]` in config.toml): its JSON schema is the server's, a
-tool the server marks destructive requires confirmation, and every call goes through the
-ToolExecutor like any other tool. `jarvis.mcp.manager` makes these from the server's tool list
+Named `NAME__tool` (`[mcp.servers.NAME]` in config.toml): its JSON schema is the server's,
+every call goes through the ToolExecutor like any other tool, and it follows the protocol's
+defaults (docs/trust.md): a tool that says nothing is destructive and open-world, and a
+server's annotations count only when the person marked the server `trusted = true`; so a
+tool of an untrusted server asks first, and counts as egress to its server with untrusted
+results. `jarvis.mcp.manager` makes these from the server's tool list
 and registers them; the bridge tools over them are in `jarvis.mcp.adapter`.
 
 Imported with the built-in catalog (through the adapter), so it must not import `mcp`.
@@ -58,6 +61,7 @@ class McpTool(BaseTool):
             metadata["output_schema"] = remote.output_schema
         if remote.title:
             metadata["title"] = remote.title
+        labels, egress = provenance(config, remote)
         self._spec = ToolSpec(
             name=local_name,
             description=description,
@@ -68,11 +72,20 @@ class McpTool(BaseTool):
             timeout_seconds=config.connect_timeout + call_bound(config, self.call_timeout)
             + CALL_MARGIN,
             metadata=metadata,
+            output_labels=labels,
+            egress=egress,
         )
 
     @property
     def spec(self) -> ToolSpec:
         return self._spec
+
+    def egress_of(self, arguments: dict[str, Any]) -> list[Any]:
+        if self._spec.egress == "none":
+            return []
+        from jarvis.trust.labels import Egress
+
+        return [Egress.of("mcp", self.server, method=self.remote_name, payload=[arguments])]
 
     @property
     def is_async(self) -> bool:
@@ -142,8 +155,30 @@ def call_bound(config: Any, timeout: float) -> float:
 
 
 def requires_confirmation(config: Any, tool: RemoteTool) -> bool:
-    """A tool the server marks destructive (and not read-only), or one listed in `confirm`."""
+    """Whether a call of this tool asks a person first: one listed in `confirm`; any tool of
+    a server not marked `trusted` (its annotations are only its own claims, and the MCP
+    defaults for a tool that says nothing are destructive and open-world); for a trusted
+    server, a tool it does not mark read-only and not destructive=false."""
     if any(fnmatch.fnmatchcase(tool.name, p) for p in getattr(config, "confirm", []) or []):
         return True
+    if not getattr(config, "trusted", False):
+        return True
     ann = tool.annotations or {}
-    return bool(ann.get("destructiveHint")) and not ann.get("readOnlyHint")
+    if ann.get("readOnlyHint"):
+        return False
+    return ann.get("destructiveHint", True) is not False
+
+
+def provenance(config: Any, tool: RemoteTool) -> tuple[frozenset[str], str]:
+    """(output labels, egress kind) of a server's tool (docs/trust.md). A server not marked
+    trusted: untrusted results, and every call may send its arguments to the server (and
+    beyond). A trusted server's annotations count: openWorldHint=false means its results are
+    the person's own data (private) rather than the world's (untrusted); readOnlyHint with
+    openWorldHint=false means a call sends nothing beyond this machine's server."""
+    if not getattr(config, "trusted", False):
+        return frozenset({"untrusted"}), "mcp"
+    ann = tool.annotations or {}
+    open_world = ann.get("openWorldHint", True) is not False
+    labels = frozenset({"untrusted"}) if open_world else frozenset({"private"})
+    egress = "none" if ann.get("readOnlyHint") and not open_world else "mcp"
+    return labels, egress

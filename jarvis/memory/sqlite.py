@@ -9,6 +9,11 @@ Concurrency: WAL mode, a busy timeout, and `BEGIN IMMEDIATE` for every write. Wr
 through one connection under a lock; searches use a small pool of read connections, so a
 search never waits for an index job that is writing, in this process or another.
 
+Every document records who wrote it (`written_by`: person, indexed, model; `provenance`: the
+run and what it had read, for a model's entry), so a run that reads it back knows what it
+read (docs/trust.md). Schema 2 added these columns; older entries are "indexed" (files) or
+"unknown" (text), which counts as untrusted.
+
 Queries are plain text, never FTS5 syntax (see `jarvis.memory.query`). They are ranked by
 FTS5's BM25 over all their words, without scoring every chunk that holds a common word (see
 `jarvis.memory.ranking`).
@@ -36,7 +41,8 @@ from jarvis.memory.chunking import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, Ch
 from jarvis.memory.query import check_query, query_terms
 from jarvis.memory.types import MemoryStoreError, RetrievalResult
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+WRITERS = ("person", "indexed", "model", "unknown")
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 MAX_TOP_K = 100
 MAX_CONTENT_CHARS = 50_000_000
@@ -182,12 +188,23 @@ class SQLiteMemory:
         # second finds the schema complete. sqlite-utils nests its own transactions as
         # savepoints inside this one.
         with self._write():
-            if self._schema_version() == SCHEMA_VERSION:
+            version = self._schema_version()
+            if version == SCHEMA_VERSION:
+                return
+            if version == 1:
+                # Who wrote each entry: files were indexed; text entries cannot be told
+                # apart (a person's or a model's), so they count as unknown (untrusted).
+                self._writer.execute("ALTER TABLE documents ADD COLUMN written_by TEXT")
+                self._writer.execute("ALTER TABLE documents ADD COLUMN provenance TEXT")
+                self._writer.execute("UPDATE documents SET written_by = CASE kind WHEN 'file' "
+                                     "THEN 'indexed' ELSE 'unknown' END")
+                self._writer.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
                 return
             db = self._db
             db["documents"].create({
                 "id": str, "source": str, "kind": str, "content_hash": str,
                 "metadata": str, "chars": int, "chunk_count": int, "created_at": float,
+                "written_by": str, "provenance": str,
             }, pk="id", not_null={"id", "source", "kind"}, if_not_exists=True)
             db["documents"].create_index(["source"], if_not_exists=True)
             db["chunks"].create({
@@ -209,11 +226,14 @@ class SQLiteMemory:
 
     # --- writing -----------------------------------------------------------------------
     def store(self, content: str, source: str = "", metadata: dict[str, Any] | None = None,
-              *, kind: str = "text", content_hash: str | None = None) -> str:
+              *, kind: str = "text", content_hash: str | None = None,
+              written_by: str = "person", provenance: dict[str, Any] | None = None) -> str:
         """Chunk and store `content`; return the new document id.
 
         `source` names where the text came from (a file path, "conversation", ...); `metadata`
         is any JSON object kept with the document and usable as a retrieve() filter.
+        `written_by` is who wrote it ("person", the default for a direct call; the
+        memory_store tool passes "model" with `provenance` for a model's call).
         """
         if not isinstance(content, str):
             raise UserError(f"memory content must be a string, got {type(content).__name__}")
@@ -222,18 +242,23 @@ class SQLiteMemory:
                             f"{MAX_CONTENT_CHARS}. Split it or index the file instead")
         chunks = chunk_text(content, self.chunk_size, self.chunk_overlap)
         with self._write() as conn:
-            doc_id = self._insert(conn, content, chunks, source, metadata, kind, content_hash)
+            doc_id = self._insert(conn, content, chunks, source, metadata, kind, content_hash,
+                                  written_by, provenance)
         self._publish(EventType.MEMORY_STORE, {"doc_id": doc_id, "source": source,
                                                "chunks": len(chunks), "chars": len(content)})
         return doc_id
 
     def _insert(self, conn: sqlite3.Connection, content: str, chunks: Sequence[Chunk],
                 source: str, metadata: dict[str, Any] | None, kind: str,
-                content_hash: str | None) -> str:
+                content_hash: str | None, written_by: str = "person",
+                provenance: dict[str, Any] | None = None) -> str:
         """Insert one document and its chunks inside the caller's write transaction."""
         if not isinstance(source, str):
             raise UserError(f"source must be a string, got {type(source).__name__}")
+        if written_by not in WRITERS:
+            raise UserError(f"written_by must be one of {', '.join(WRITERS)}, not {written_by!r}")
         meta_json = _metadata_json(metadata)
+        provenance_json = json.dumps(provenance or {}, ensure_ascii=False, default=str)
         for label, value in (("content", content), ("source", source), ("metadata", meta_json)):
             try:
                 value.encode("utf-8")
@@ -243,8 +268,9 @@ class SQLiteMemory:
         doc_id = uuid.uuid4().hex
         conn.execute(
             "INSERT INTO documents (id, source, kind, content_hash, metadata, chars, chunk_count,"
-            " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (doc_id, source, kind, content_hash, meta_json, len(content), len(chunks), time.time()))
+            " created_at, written_by, provenance) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (doc_id, source, kind, content_hash, meta_json, len(content), len(chunks), time.time(),
+             written_by, provenance_json))
         # Plain executemany: at 100 000 chunks it is several times faster than a generic
         # insert_all, and the FTS index is kept current by the triggers sqlite-utils made.
         conn.executemany(
@@ -253,7 +279,8 @@ class SQLiteMemory:
             [(doc_id, c.index, c.start, c.end, c.line_start, c.line_end, c.text) for c in chunks])
         return doc_id
 
-    def store_many(self, items: Sequence[tuple[str, str, dict[str, Any] | None]]) -> list[str]:
+    def store_many(self, items: Sequence[tuple[str, str, dict[str, Any] | None]], *,
+                   written_by: str = "person") -> list[str]:
         """Store several (content, source, metadata) documents in one transaction."""
         prepared = []
         for content, source, metadata in items:
@@ -262,7 +289,7 @@ class SQLiteMemory:
             prepared.append((content, chunk_text(content, self.chunk_size, self.chunk_overlap),
                              source, metadata))
         with self._write() as conn:
-            ids = [self._insert(conn, content, chunks, source, metadata, "text", None)
+            ids = [self._insert(conn, content, chunks, source, metadata, "text", None, written_by)
                    for content, chunks, source, metadata in prepared]
         for doc_id, (content, chunks, source, _) in zip(ids, prepared, strict=True):
             self._publish(EventType.MEMORY_STORE, {"doc_id": doc_id, "source": source,
@@ -281,7 +308,7 @@ class SQLiteMemory:
                     "SELECT id FROM documents WHERE source = ? AND kind = 'file'", (f.source,))]
                 self._delete_docs(conn, old)
                 f.doc_id = self._insert(conn, f.content, f.chunks, f.source, f.metadata, "file",
-                                        f.content_hash)
+                                        f.content_hash, "indexed")
         for f in files:
             self._publish(EventType.MEMORY_STORE, {"doc_id": f.doc_id, "source": f.source,
                                                    "chunks": len(f.chunks),
@@ -353,12 +380,15 @@ class SQLiteMemory:
             chunks = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
             sources = conn.execute("SELECT count(DISTINCT source) FROM documents").fetchone()[0]
             files = conn.execute("SELECT count(*) FROM documents WHERE kind = 'file'").fetchone()[0]
+            writers = dict(conn.execute("SELECT coalesce(written_by, 'unknown'), count(*) FROM "
+                                        "documents GROUP BY 1").fetchall())
         size = sum(p.stat().st_size for p in (self.db_path, _sibling(self.db_path, "-wal"))
                    if p.exists())
         # backend and count: the keys OpenJarvis's `memory.stats()` has.
         return {"backend": "sqlite", "count": docs, "db_path": str(self.db_path),
                 "documents": docs, "files": files, "chunks": chunks, "sources": sources,
-                "chars": chars, "db_bytes": size}
+                "chars": chars, "db_bytes": size,
+                "written_by": {w: writers.get(w, 0) for w in WRITERS}}
 
     def sources(self, limit: int = 1000) -> list[dict[str, Any]]:
         """The stored sources with their document and chunk counts, most chunks first."""
@@ -369,13 +399,14 @@ class SQLiteMemory:
             return [{"source": s, "documents": d, "chunks": c, "chars": n} for s, d, c, n in rows]
 
     def documents(self, limit: int = 1000) -> list[dict[str, Any]]:
-        """The newest stored documents: id, source, kind, chars, created_at (no text)."""
+        """The newest stored documents: id, source, kind, chars, created_at, written_by
+        (no text)."""
         with self._reader() as conn:
             rows = conn.execute(
-                "SELECT id, source, kind, chars, created_at FROM documents "
-                "ORDER BY created_at DESC, id LIMIT ?", (max(0, int(limit)),))
-            return [{"id": i, "source": s, "kind": k, "chars": c, "created_at": t}
-                    for i, s, k, c, t in rows]
+                "SELECT id, source, kind, chars, created_at, coalesce(written_by, 'unknown') "
+                "FROM documents ORDER BY created_at DESC, id LIMIT ?", (max(0, int(limit)),))
+            return [{"id": i, "source": s, "kind": k, "chars": c, "created_at": t,
+                     "written_by": w} for i, s, k, c, t, w in rows]
 
     def document(self, doc_id: str) -> str | None:
         """A stored document's text (rebuilt from its chunks), or None if there is none."""
@@ -449,14 +480,16 @@ class SQLiteMemory:
                params: list[Any]) -> list[RetrievalResult]:
         if where:
             sql = ("SELECT c.id, c.doc_id, c.chunk_index, c.start, c.end, c.line_start, "
-                   "c.line_end, c.content, d.source, d.metadata, f.rank FROM chunks_fts f "
+                   "c.line_end, c.content, d.source, d.metadata, d.written_by, d.provenance, "
+                   "f.rank FROM chunks_fts f "
                    "JOIN chunks c ON c.id = f.rowid JOIN documents d ON d.id = c.doc_id "
                    f"WHERE chunks_fts MATCH ? {where} ORDER BY f.rank LIMIT ?")
             args: list[Any] = [expression, *params, top_k]
         else:
             # Rank inside FTS5 first, then join only the winners.
             sql = ("SELECT c.id, c.doc_id, c.chunk_index, c.start, c.end, c.line_start, "
-                   "c.line_end, c.content, d.source, d.metadata, f.rank FROM "
+                   "c.line_end, c.content, d.source, d.metadata, d.written_by, d.provenance, "
+                   "f.rank FROM "
                    "(SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ? "
                    "ORDER BY rank LIMIT ?) f "
                    "JOIN chunks c ON c.id = f.rowid JOIN documents d ON d.id = c.doc_id "
@@ -467,9 +500,11 @@ class SQLiteMemory:
         return [RetrievalResult(
             content=content, source=src, score=-rank,
             metadata=json.loads(meta) if meta else {}, chunk_index=index, doc_id=doc_id,
-            chunk_id=chunk_id, start=start, end=end, line_start=line_start, line_end=line_end)
+            chunk_id=chunk_id, start=start, end=end, line_start=line_start, line_end=line_end,
+            written_by=writer if writer in WRITERS else "unknown",
+            provenance=_provenance(prov))
             for chunk_id, doc_id, index, start, end, line_start, line_end, content, src, meta,
-            rank in rows]
+            writer, prov, rank in rows]
 
     # --- lifecycle ---------------------------------------------------------------------
     def _publish(self, event: EventType, data: dict[str, Any]) -> None:
@@ -496,6 +531,14 @@ class SQLiteMemory:
 
     def __repr__(self) -> str:
         return f"SQLiteMemory({str(self.db_path)!r})"
+
+
+def _provenance(text: str | None) -> dict[str, Any]:
+    try:
+        value = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def _folder_range(folder: str) -> tuple[str, str]:

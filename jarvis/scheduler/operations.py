@@ -38,11 +38,14 @@ class TaskOperations:
                     retry_backoff_seconds: float = 30.0, on_crash: str = "retry",
                     grace_seconds: float | None = None,
                     metadata: dict[str, Any] | None = None,
-                    created_by: str = "person", notify: str | None = None) -> Task:
+                    created_by: str = "person", notify: str | None = None,
+                    trust: dict[str, Any] | None = None) -> Task:
         """Validate and store a new active task; raise UserError naming what is wrong.
 
         `created_by="model"` (what the schedule_task tool passes for a model's call) applies
         the [scheduler] model_* quotas, refusing with a QuotaError; it is recorded on the task.
+        `trust` is what the creating run had read (docs/trust.md; the tool passes it): a task
+        born in a tainted run starts each of its runs tainted.
         """
         if created_by not in ("person", "model"):
             raise UserError(f"created_by must be 'person' or 'model', not {created_by!r}")
@@ -101,6 +104,7 @@ class TaskOperations:
             retry_backoff_seconds=float(retry_backoff_seconds), on_crash=on_crash,
             grace_seconds=None if grace_seconds is None else float(grace_seconds),
             metadata=dict(metadata or {}), notify=notify,
+            trust=dict(trust) if trust else None,
         )
         if created_by == "model":
             task.metadata["created_by"] = "model"

@@ -40,6 +40,10 @@ class Task:
     grace_seconds: float | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     notify: str | None = None  # channel that gets each finished run's answer or failure
+    # What the run that created it had read (docs/trust.md): {"tainted", "private",
+    # "tainted_by", "private_by", "run_id"}; None for a task a person created. A task born
+    # in a tainted run starts every run tainted.
+    trust: dict[str, Any] | None = None
 
     @property
     def schedule(self) -> Schedule:
@@ -75,7 +79,13 @@ class Task:
             "grace_seconds": self.grace_seconds,
             "created_by": self.created_by,
             "notify": self.notify,
+            "born_tainted": self.born_tainted,
         }
+
+    @property
+    def born_tainted(self) -> bool:
+        """Created by a run that had read untrusted content: every run of it starts tainted."""
+        return bool((self.trust or {}).get("tainted"))
 
     @property
     def created_by(self) -> str:

@@ -111,9 +111,10 @@ class SdkRunner:
             bus.subscribe(EventType.RUN_START, on_start)
         try:
             result = system.ask_full(task.prompt, agent=task.agent or None,
-                                     tools=list(task.tools) or None,
+                                     tools=task_tools(task),
                                      approved_tools=list(task.approved_tools),
-                                     source="scheduler", run_metadata=run_metadata(occurrence))
+                                     source="scheduler", run_metadata=run_metadata(occurrence),
+                                     trust=task_trust(task))
         except Exception as exc:
             if started:
                 with contextlib.suppress(AttributeError, TypeError):
@@ -151,6 +152,38 @@ def start_run(runner: TaskRunner, task: Task, run: Run,
     thread = threading.Thread(target=call, daemon=True, name=name)
     thread.start()
     return thread, box
+
+
+def task_tools(task: Task) -> list[str] | None:
+    """The tools a run of `task` gets: the ones it names; for a task a person created, none
+    named means the agent's or configured defaults; a task a model created gets exactly what
+    it names, possibly nothing (never the defaults, which may be more than its creator had)."""
+    if task.created_by == "model":
+        return list(task.tools)
+    return list(task.tools) or None
+
+
+def task_trust(task: Task) -> Any:
+    """The RunTrust a run of `task` starts with (docs/trust.md), or None for a task a person
+    created (its prompt is the person's own words, as an ask's is). A task a model created:
+    its prompt is not the person's words, and a task born in a tainted run (or one that
+    read private data) starts its every run so."""
+    if task.created_by != "model" and not task.trust:
+        return None
+    from jarvis.trust.run import RunTrust
+
+    trust = RunTrust()
+    born = task.trust or {}
+    if task.created_by == "model" and not task.trust:
+        born = {"tainted": True, "private": True}  # created before this was recorded
+    creator = born.get("run_id") or "an earlier run"
+    if born.get("tainted"):
+        trust.mark_tainted(f"task {task.id} was created by {creator}, which had read untrusted "
+                           f"content", tool="schedule_task")
+    if born.get("private"):
+        trust.mark_private(f"task {task.id} was created by {creator}, which held private data",
+                           tool="schedule_task")
+    return trust
 
 
 def run_metadata(occurrence: Run) -> dict[str, Any]:

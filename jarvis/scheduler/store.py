@@ -78,7 +78,13 @@ def _migration_2(db: Any) -> None:
     db["runs"].add_column("delivery", str)
 
 
-MIGRATIONS: tuple[Callable[[Any], None], ...] = (_migration_1, _migration_2)
+def _migration_3(db: Any) -> None:
+    # What the run that created a task had read (docs/trust.md): a task born in a tainted
+    # run starts every run tainted.
+    db["tasks"].add_column("trust", str)
+
+
+MIGRATIONS: tuple[Callable[[Any], None], ...] = (_migration_1, _migration_2, _migration_3)
 
 
 

@@ -151,6 +151,7 @@ def _task_row(task: Task) -> dict[str, Any]:
     row = {name: getattr(task, name) for name in _TASK_FIELDS}
     for key in ("tools", "approved_tools", "metadata"):
         row[key] = json.dumps(row[key])
+    row["trust"] = None if task.trust is None else json.dumps(task.trust, default=str)
     return row
 
 
@@ -158,6 +159,7 @@ def _task(row: dict[str, Any]) -> Task:
     data = {k: row[k] for k in _TASK_FIELDS if k in row}
     for key, empty in (("tools", "[]"), ("approved_tools", "[]"), ("metadata", "{}")):
         data[key] = json.loads(data.get(key) or empty)
+    data["trust"] = json.loads(data["trust"]) if data.get("trust") else None
     return Task(**data)
 
 

@@ -88,6 +88,10 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE jarvis_tasks ADD COLUMN notify text;
     ALTER TABLE jarvis_runs ADD COLUMN delivery text;
     """,
+    # What the run that created a task had read (docs/trust.md).
+    """
+    ALTER TABLE jarvis_tasks ADD COLUMN trust text;
+    """,
 )
 _MIGRATION_LOCK = 0x6A61727669730001  # pg_advisory_xact_lock key: "jarvis" + 1
 _QUOTA_LOCK = 0x6A61727669730002  # serializes quota-checked task inserts

@@ -13,6 +13,11 @@ resume only a task whose tools and approvals are within its run's. Such tasks ar
 created by "model" and count against the [scheduler] model_* quotas. A person calling the
 tool directly (Python, or `jarvis tools run`) is not limited: `jarvis schedule add` is the person's way
 anyway.
+
+Provenance (docs/trust.md): a task a model schedules never receives schedule_task or
+resume_scheduled_task (it could spawn or revive tasks unattended) unless a person gives them,
+and it records what the creating run had read: a task born in a tainted run starts each run
+tainted. Creating or resuming a task from a tainted run needs a person (the egress guard).
 This module stays cheap to import: the scheduler itself is imported only when used.
 """
 
@@ -33,6 +38,8 @@ UNAVAILABLE = ("the scheduler is unavailable: no TaskScheduler is wired into thi
 
 _TASK_ID = {"type": "string", "description": "ID of the task", "minLength": 1, "maxLength": 64}
 _STATUSES = ["active", "paused", "completed", "cancelled"]
+# Tools that hand out unattended work: a task a model creates never gets them from the model.
+SCHEDULING_TOOLS = ("schedule_task", "resume_scheduled_task")
 LIST_LIMIT = 100  # tasks per list_scheduled_tasks call unless the model asks for fewer/more
 MAX_LIST_LIMIT = 500
 
@@ -73,6 +80,15 @@ class _SchedulerTool(BaseTool):
 
     def _run(self, scheduler: Any, params: dict[str, Any]) -> Any:
         raise NotImplementedError
+
+    def egress_of(self, arguments: dict[str, Any]) -> list[Any]:
+        """A change to the schedule (its method: what the tool does), carrying its arguments."""
+        from jarvis.trust.labels import Egress
+
+        if self._SPEC.egress != "persist":
+            return []
+        method = self._SPEC.metadata.get("schedule_method", "change")
+        return [Egress.of("persist", "schedule", method=method, payload=[arguments])]
 
     @staticmethod
     def _task_id(params: dict[str, Any]) -> str:
@@ -126,25 +142,31 @@ class ScheduleTaskTool(_SchedulerTool):
             "required": ["prompt", "schedule_type", "schedule_value"],
         },
         category="scheduler",
+        output_labels=frozenset(),
+        egress="persist",
+        metadata={"persist": "schedule", "schedule_method": "create"},
     )
 
     def invoke(self, arguments: dict[str, Any], context: Any = None) -> Any:
-        # Through the executor: the context says what the calling run was given.
+        # Through the executor: the context says what the calling run was given and read.
         grant = getattr(context, "grant", None)
         if grant is None or grant.by_person:
             return self.execute(**arguments)
         run_id = getattr(context, "run_id", None)
-        return self._respond(lambda scheduler: self._run(scheduler, arguments, grant, run_id))
+        trust = getattr(context, "trust", None)
+        return self._respond(lambda scheduler: self._run(scheduler, arguments, grant, run_id,
+                                                         trust))
 
     def _run(self, scheduler: Any, params: dict[str, Any], grant: Any = None,
-             run_id: str | None = None) -> Any:
+             run_id: str | None = None, trust: Any = None) -> Any:
         tools = params.get("tools") or None
         approved = params.get("approved_tools") or None
         options: dict[str, Any] = {}
         if grant is not None:
             tools, approved = _within_grant(grant, tools, approved)
             options = {"created_by": "model",
-                       "metadata": {"created_in_run": run_id}}
+                       "metadata": {"created_in_run": run_id},
+                       "trust": _born_of(trust, run_id)}
         notify = params.get("notify") or None
         if notify is not None and grant is not None:
             _check_model_notify(scheduler, notify, grant)
@@ -163,6 +185,18 @@ class ScheduleTaskTool(_SchedulerTool):
         if task.notify:
             out["notify"] = task.notify
         return out
+
+
+def _born_of(trust: Any, run_id: str | None) -> dict[str, Any]:
+    """What a task a model creates keeps of its creating run: whether it had read untrusted
+    content or private data, and from which calls (never the texts themselves)."""
+    if trust is None:
+        # Unknown: assume the worst, so its runs start tainted.
+        return {"tainted": True, "private": True, "run_id": run_id,
+                "tainted_by": [{"reason": "created where what the run read is unknown"}]}
+    summary = trust.summary()
+    return {"tainted": summary["tainted"], "private": summary["private"], "run_id": run_id,
+            "tainted_by": summary["tainted_by"][:3], "private_by": summary["private_by"][:3]}
 
 
 def _check_model_notify(scheduler: Any, notify: Any, grant: Any) -> None:
@@ -200,12 +234,17 @@ def _within_grant(grant: Any, tools: Any, approved: Any) -> tuple[list[str], lis
     defaults, which may be more).
     """
     wanted = _split(tools)
-    allowed = sorted(grant.tools)
+    allowed = sorted(n for n in grant.tools if n not in SCHEDULING_TOOLS)
     extra = [n for n in wanted if n not in grant.tools]
     if extra:
         raise _Refused(f"refused: tool(s) not granted: {', '.join(extra[:20])}. A task you "
                        f"schedule may use only the tools of this run: {', '.join(allowed)}. "
                        f"(A person can add tools with `jarvis schedule add --tools`.)")
+    spawning = [n for n in wanted if n in SCHEDULING_TOOLS]
+    if spawning:
+        raise _Refused(f"refused: a task you schedule cannot have {', '.join(spawning)}: it "
+                       f"would schedule more tasks unattended. (A person can give it with "
+                       f"`jarvis schedule add --tools`.)")
     approvals = _split(approved)
     not_approved = [n for n in approvals if n not in grant.approved_tools]
     if not_approved:
@@ -241,6 +280,8 @@ class ListScheduledTasksTool(_SchedulerTool):
             },
         },
         category="scheduler",
+        output_labels=frozenset({"private"}),  # the person's tasks and prompts
+        egress="none",
     )
 
     def _run(self, scheduler: Any, params: dict[str, Any]) -> Any:
@@ -270,6 +311,9 @@ class PauseScheduledTaskTool(_SchedulerTool):
         description="Pause an active scheduled task. The task is preserved and can be resumed.",
         parameters={"type": "object", "properties": {"task_id": _TASK_ID}, "required": ["task_id"]},
         category="scheduler",
+        output_labels=frozenset(),
+        egress="persist",
+        metadata={"persist": "schedule", "schedule_method": "pause"},
     )
 
     def _run(self, scheduler: Any, params: dict[str, Any]) -> Any:
@@ -287,6 +331,9 @@ class ResumeScheduledTaskTool(_SchedulerTool):
         description="Resume a paused task. The next_run time is recomputed from the current time.",
         parameters={"type": "object", "properties": {"task_id": _TASK_ID}, "required": ["task_id"]},
         category="scheduler",
+        output_labels=frozenset(),
+        egress="persist",
+        metadata={"persist": "schedule", "schedule_method": "resume"},
     )
 
     def invoke(self, arguments: dict[str, Any], context: Any = None) -> Any:
@@ -332,6 +379,9 @@ class CancelScheduledTaskTool(_SchedulerTool):
                     "Cancelled tasks are not executed again.",
         parameters={"type": "object", "properties": {"task_id": _TASK_ID}, "required": ["task_id"]},
         category="scheduler",
+        output_labels=frozenset(),
+        egress="persist",
+        metadata={"persist": "schedule", "schedule_method": "cancel"},
     )
 
     def _run(self, scheduler: Any, params: dict[str, Any]) -> Any:

@@ -148,6 +148,8 @@ def build_app(settings: ServeSettings | None = None, *, config: Any = None, tool
     if tools is None:
         tools = serve_tools(jarvis, settings.tools)
     approver = _approver(settings.approve)
+    from jarvis.trust.run import EgressRules
+
     env = OrsEnvironment(settings.env_name, list(tools), approver=approver,
                          default_timeout=config.tools.default_timeout,
                          max_output_chars=config.tools.max_output_chars,
@@ -155,7 +157,9 @@ def build_app(settings: ServeSettings | None = None, *, config: Any = None, tool
                          max_abandoned=config.tools.max_abandoned_threads,
                          max_sessions=settings.max_sessions,
                          max_body_bytes=settings.max_body_bytes,
-                         session_idle_seconds=settings.session_idle_seconds)
+                         session_idle_seconds=settings.session_idle_seconds,
+                         rules=EgressRules.from_config(config),
+                         trusted_tools=config.egress.trusted_tools)
     from jarvis.core.registry import ToolRegistry
 
     chat = ChatAPI(jarvis, approver=approver, max_body_bytes=settings.max_body_bytes,

@@ -237,12 +237,18 @@ def _version() -> str:
 
 
 def make_executor(tools: list[BaseTool], config: Any, approved: set[str]) -> ToolExecutor:
+    from jarvis.trust.run import EgressRules, RunTrust
+
     approver = (lambda spec, arguments: spec.name in approved) if approved else None
+    # One run per connection: what it reads taints it; the person's [egress] rules apply and
+    # nobody is there to ask (docs/trust.md).
+    trust = RunTrust(run_id="mcp-serve", rules=EgressRules.from_config(config))
     return ToolExecutor(tools, approver=approver, default_timeout=config.tools.default_timeout,
                         max_output_chars=config.tools.max_output_chars, run_id="mcp-serve",
                         approved_tools=approved,
                         max_abandoned_per_tool=config.tools.max_abandoned_per_tool,
-                        max_abandoned=config.tools.max_abandoned_threads)
+                        max_abandoned=config.tools.max_abandoned_threads, trust=trust,
+                        trusted_tools=config.egress.trusted_tools)
 
 
 def _announce(tools: list[BaseTool], where: str) -> None:

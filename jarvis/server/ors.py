@@ -89,9 +89,18 @@ def sse_payload(payload: str) -> str:
     return "".join(out)
 
 
-def tool_output(result: ToolResult) -> dict[str, Any]:
-    """A ToolResult as the ORS RunToolOutput success form (JSON-safe)."""
+def tool_output(result: ToolResult, trust: Any = None) -> dict[str, Any]:
+    """A ToolResult as the ORS RunToolOutput success form (JSON-safe). Once the session has
+    read untrusted content (`trust`, its RunTrust), Markdown and HTML images in text blocks
+    are neutralized (a client that renders them would fetch them; docs/trust.md); URLs stay,
+    as a client model follows links."""
     output = result.to_tool_output()
+    if trust is not None and trust.tainted:
+        from jarvis.trust.markdown import AnswerGuard, neutralize
+
+        allowed = AnswerGuard(trust).allowed()
+        output["blocks"] = [dict(b, text=neutralize(b["text"], allowed, images_only=True))
+                            if b.get("type") == "text" else b for b in output["blocks"]]
     if output["metadata"] is not None:
         output["metadata"] = json.loads(json.dumps(output["metadata"], default=str))
     return {"ok": True, "output": output}
@@ -104,8 +113,12 @@ class OrsEnvironment:
                  default_timeout: float = 30.0, max_output_chars: int = 100_000,
                  max_sessions: int = 256, max_body_bytes: int = 1_048_576,
                  session_idle_seconds: float = 900.0, max_concurrent_calls: int = 64,
-                 max_abandoned_per_tool: int = 8, max_abandoned: int = 64) -> None:
+                 max_abandoned_per_tool: int = 8, max_abandoned: int = 64,
+                 rules: Any = None, trusted_tools: Any = ()) -> None:
         self.name = name
+        # The person's [egress] rules and trusted tools apply to every session (docs/trust.md).
+        self.rules = rules
+        self.trusted_tools = tuple(trusted_tools or ())
         self.tools = {t.spec.name: t for t in tools}
         self.approver = approver
         self.default_timeout = default_timeout
@@ -219,9 +232,13 @@ class OrsEnvironment:
                 raise ApiError(429, f"the server holds its maximum of {self.max_sessions} sessions; "
                                f"delete finished sessions (POST /delete) or try again later")
         names = self._task_tools(task_spec)
+        from jarvis.trust.run import RunTrust
+
         executor = ToolExecutor([self.tools[n] for n in names], run_id=sid, approver=self.approver,
                                 default_timeout=self.default_timeout,
-                                max_output_chars=self.max_output_chars, **self.abandoned_caps)
+                                max_output_chars=self.max_output_chars, **self.abandoned_caps,
+                                trust=RunTrust(run_id=sid, rules=self.rules),
+                                trusted_tools=self.trusted_tools)
         self.sessions[sid] = Session(sid, executor, names, task_spec)
         return JSONResponse({"sid": sid})
 
@@ -299,8 +316,8 @@ class OrsEnvironment:
                 return Response(sse_event("error", f"unknown task_id {resumed!r}: results are "
                                           f"kept for the last {RECENT_CALLS} calls of a session"),
                                 media_type="text/event-stream", headers=SSE_HEADERS)
-            return StreamingResponse(self._stream(task, resumed), media_type="text/event-stream",
-                                     headers=SSE_HEADERS)
+            return StreamingResponse(self._stream(task, resumed, session.executor.trust),
+                                     media_type="text/event-stream", headers=SSE_HEADERS)
         name = body.get("name")
         if not isinstance(name, str) or not name:
             raise ApiError(400, "the call needs a tool \"name\" (a string)")
@@ -322,18 +339,18 @@ class OrsEnvironment:
             result = await executor.aexecute(tool_call)
             session.remember(task_id, result)
             body_text = sse_event("task_id", task_id) + sse_payload(
-                replace(json.dumps(tool_output(result), ensure_ascii=False)))
+                replace(json.dumps(tool_output(result, executor.trust), ensure_ascii=False)))
             return Response(body_text, media_type="text/event-stream", headers=SSE_HEADERS)
         task = asyncio.ensure_future(self._gated(executor, tool_call))
         session.remember(task_id, task)
-        return StreamingResponse(self._stream(task, task_id), media_type="text/event-stream",
-                                 headers=SSE_HEADERS)
+        return StreamingResponse(self._stream(task, task_id, executor.trust),
+                                 media_type="text/event-stream", headers=SSE_HEADERS)
 
     async def _gated(self, executor: ToolExecutor, tool_call: ToolCall) -> ToolResult:
         async with self._calls_gate:
             return await executor.aexecute(tool_call)
 
-    async def _stream(self, task: Any, task_id: str) -> Any:
+    async def _stream(self, task: Any, task_id: str, trust: Any = None) -> Any:
         yield sse_event("task_id", task_id)
         if isinstance(task, ToolResult):
             result: Any = task
@@ -345,7 +362,7 @@ class OrsEnvironment:
                     break
                 yield ": keepalive\n\n"  # comment lines keep the client's read timeout happy
             result = task.result()  # aexecute never raises for a tool's failure
-        yield sse_payload(replace(json.dumps(tool_output(result), ensure_ascii=False)))
+        yield sse_payload(replace(json.dumps(tool_output(result, trust), ensure_ascii=False)))
 
 
 def _bound(body: dict[str, Any], key: str) -> int | None:

@@ -16,20 +16,24 @@ A script item is one of:
   - `Misbehave(kind, ...)` / `{"misbehave": kind, "interval": ..., "seconds": ...}`: an answer
     that never ends well (keep-alive comments, empty deltas, one byte at a time, or an
     endless flood), to test a client's deadlines and size limits;
-  - a callable `fn(request_body) -> item`, to answer from the request itself.
+  - a callable `fn(request_body) -> item`, to answer from the request itself;
+  - `obey(answer)` (`{"obey": true, "answer": "..."}` in a --script file): a model that
+    follows instructions it finds in what it reads (`<<jarvis-test-call {...}>>` markers;
+    jarvis.testing.obey), as a prompt-injected model does, for attack and utility suites.
 
 From the command line (for tests that run the server in another process):
     python -m jarvis.testing serve --reply "Hello" --script replies.json --record requests.jsonl
 prints the base URL (`http://127.0.0.1:PORT/v1`) on its first line, then serves until stopped.
 
 Modules: script (script items and their queue), engine (ScriptedEngine), server
-(FakeOpenAIServer), cli (`python -m jarvis.testing`).
+(FakeOpenAIServer), obey (the obedient model), cli (`python -m jarvis.testing`).
 """
 
 from __future__ import annotations
 
 from jarvis.testing.cli import main as main
 from jarvis.testing.engine import ScriptedEngine
+from jarvis.testing.obey import obey
 from jarvis.testing.script import Disconnect, HTTPFailure, Misbehave, reply, tool_call
 from jarvis.testing.server import FakeOpenAIServer
 
@@ -39,6 +43,7 @@ __all__ = [
     "FakeOpenAIServer",
     "HTTPFailure",
     "ScriptedEngine",
+    "obey",
     "reply",
     "tool_call",
 ]

@@ -12,7 +12,8 @@ from typing import Any
 from jarvis.testing.server import FakeOpenAIServer, RecordedRequest
 
 SCRIPT_KEYS = frozenset({"content", "tool_calls", "usage", "finish_reason", "model",
-                         "status", "error", "retry_after", "disconnect"})
+                         "status", "error", "retry_after", "disconnect", "obey", "answer",
+                         "secret_pattern"})
 
 
 def _load_script(path: str) -> list[Any]:
@@ -26,6 +27,7 @@ def _load_script(path: str) -> list[Any]:
         raise SystemExit(f"error: --script {path} is not valid JSON: {exc}") from None
     if not isinstance(data, list):
         raise SystemExit(f"error: --script {path}: expected a JSON list of replies")
+    from jarvis.testing.obey import DEFAULT_SECRET, Obey
     for number, item in enumerate(data, 1):
         if isinstance(item, str):
             continue
@@ -36,6 +38,9 @@ def _load_script(path: str) -> list[Any]:
         if unknown:
             raise SystemExit(f"error: --script {path}: reply {number} has unknown key(s) "
                              f"{', '.join(unknown)}; valid: {', '.join(sorted(SCRIPT_KEYS))}")
+        if item.get("obey"):  # a model that follows instructions it reads (testing.obey)
+            data[number - 1] = Obey(str(item.get("answer", "done")),
+                                    str(item.get("secret_pattern") or DEFAULT_SECRET))
     return data
 
 

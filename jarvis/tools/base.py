@@ -227,6 +227,14 @@ class BaseTool(ABC):
         that ask). Called by the executor with validated arguments, only when overridden."""
         return False
 
+    def egress_of(self, arguments: dict[str, Any]) -> list[Any]:
+        """What this one call sends out (a list of `jarvis.trust.Egress`; empty: nothing),
+        from validated arguments, before it runs: string work only, never a lookup or a
+        connection. The default follows `spec.egress` (None: every argument value may go
+        anywhere); tools that know their destination (a URL's host, a channel, an MCP
+        server) override it."""
+        return default_egress(self.spec, arguments)
+
     def invoke(self, arguments: dict[str, Any], context: ToolContext | None = None) -> Any:
         """Run with validated arguments (sync tools)."""
         return self.execute(**arguments)
@@ -234,6 +242,26 @@ class BaseTool(ABC):
     async def ainvoke(self, arguments: dict[str, Any], context: ToolContext | None = None) -> Any:
         """Run with validated arguments (async tools); sync tools never get here."""
         return self.invoke(arguments, context)
+
+
+def default_egress(spec: ToolSpec, arguments: dict[str, Any]) -> list[Any]:
+    """A call's egress from its spec alone (see BaseTool.egress_of)."""
+    from jarvis.trust.labels import UNKNOWN, Egress
+
+    kind = spec.egress
+    if kind == "none":
+        return []
+    if kind is None:
+        return [Egress.of(UNKNOWN, spec.name, payload=[arguments])]
+    if kind == "channel":
+        destination = arguments.get("channel") or spec.name
+    elif kind == "mcp":
+        destination = spec.metadata.get("mcp_server") or spec.name
+    elif kind == "persist":
+        destination = spec.metadata.get("persist") or spec.name
+    else:
+        destination = f"(a host {spec.name} chooses)"
+    return [Egress.of(kind, str(destination), payload=[arguments])]
 
 
 class _DerivedTool(BaseTool):
@@ -314,13 +342,19 @@ def tool(func: Callable[..., Any] | None = None, *, name: str | None = None,
          latency_estimate: float = 0.0, requires_confirmation: bool = False,
          timeout: float | None = None, max_output_chars: int | None = None,
          sequential: bool = False, inline: bool = False, register: bool = True,
-         metadata: dict[str, Any] | None = None) -> Any:
+         metadata: dict[str, Any] | None = None, output: Any = None,
+         egress: str | None = None) -> Any:
     """Make a tool from a plain or async function.
 
     The name is the function's, the description its docstring, per-argument descriptions its
     Google `Args:` section, and the JSON schema and validation its type hints. A parameter
     without a type hint is an error here, at definition time. With `register=True` (default)
     the tool joins ToolRegistry under its name.
+
+    `output` ("private", "untrusted", both as a list, or "neutral") and `egress` ("none",
+    "network", "channel", "mcp", "persist") declare what the results are and what a call
+    sends out (docs/trust.md); left out, results count as untrusted and every argument as
+    possibly sent anywhere.
     """
 
     def build(fn: Callable[..., Any]) -> FunctionTool:
@@ -341,6 +375,8 @@ def tool(func: Callable[..., Any] | None = None, *, name: str | None = None,
             timeout_seconds=timeout,
             max_output_chars=max_output_chars,
             metadata=dict(metadata or {}),
+            output_labels=output,
+            egress=egress,
         )
         made = FunctionTool(fn, spec, signature, sequential=sequential, inline=inline)
         if register:
@@ -376,8 +412,15 @@ def _derive_call_tool(cls: type) -> None:
     signature = derive_signature(cls.call, name=tool_name, description=description, skip_first=True)
     options = {f: getattr(cls, f) for f in _CALL_SPEC_FIELDS
                if isinstance(getattr(cls, f, None), (str, int, float, bool))}
+    # Provenance as class attributes: `output = "private"` (or output_labels), `egress = "none"`.
+    output = getattr(cls, "output_labels", None)
+    output = getattr(cls, "output", None) if output is None else output
+    if not isinstance(output, (str, list, tuple, set, frozenset)):
+        output = None
+    egress = getattr(cls, "egress", None)
     spec = ToolSpec(name=tool_name, description=signature.description,
-                    parameters=signature.parameters, **options)
+                    parameters=signature.parameters, output_labels=output,
+                    egress=egress if isinstance(egress, str) else None, **options)
 
     cls._signature = signature
     cls._spec = spec

@@ -308,6 +308,8 @@ class CalculatorTool(BaseTool):
         cost_estimate=0.0,
         latency_estimate=0.0001,
         timeout_seconds=5.0,
+        output_labels=frozenset(),  # a number from the expression: neutral
+        egress="none",
     )
 
     @property

@@ -60,7 +60,15 @@ class ChannelSendTool(_ChannelTool):
             latency_estimate=1.0,
             timeout_seconds=60.0,
             metadata={"confirmation": "per call, unless the channel sets confirm = false"},
+            output_labels=frozenset(),
+            egress="channel",
         )
+
+    def egress_of(self, arguments: dict[str, Any]) -> list[Any]:
+        from jarvis.trust.labels import Egress
+
+        return [Egress.of("channel", str(arguments.get("channel") or ""),
+                          payload=[arguments.get("title"), arguments.get("message")])]
 
     def needs_confirmation(self, arguments: dict[str, Any]) -> bool:
         channels = getattr(self.config, "channels", None) or {}
@@ -104,6 +112,8 @@ class ChannelListTool(_ChannelTool):
             parameters={"type": "object", "properties": {}},
             category="channels",
             latency_estimate=0.001,
+            output_labels=frozenset(),
+            egress="none",
         )
 
     def execute(self, **params: Any) -> ToolResult:
@@ -134,6 +144,8 @@ class ChannelStatusTool(_ChannelTool):
             category="channels",
             latency_estimate=0.5,
             timeout_seconds=15.0,
+            output_labels=frozenset(),
+            egress="none",  # it checks a configured channel; it sends no message
         )
 
     def execute(self, **params: Any) -> ToolResult:

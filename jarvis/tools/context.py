@@ -13,7 +13,9 @@ resource when the call returns (`close()`).
 
 `context.grant` says what the run itself was given (its tools and standing approvals) and
 whether a person or a model made the call, so a tool that hands out work for later
-(`schedule_task`) never grants more than that.
+(`schedule_task`) never grants more than that. `context.trust` is the run's RunTrust
+(jarvis.trust): what it has read, so what a tool persists (a memory entry, a scheduled task)
+keeps its provenance.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ class ToolContext:
     metadata: dict[str, Any] = field(default_factory=dict)
     resources: ResourceManager | None = None
     grant: Grant | None = None
+    trust: Any = None
     _call_owner: str | None = field(default=None, repr=False, init=False)
 
     @property

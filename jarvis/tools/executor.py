@@ -19,6 +19,7 @@ from jarvis.core.events import EventBus, EventType
 from jarvis.core.text import find_problem
 from jarvis.core.types import ErrorType, TextBlock, ToolCall, ToolCallAction, ToolResult
 from jarvis.errors import DuplicateNameError, ToolArgumentError
+from jarvis.tools import gate
 from jarvis.tools.base import (
     BaseTool,
     ToolStats,
@@ -30,11 +31,15 @@ from jarvis.tools.base import (
 from jarvis.tools.context import Grant, ToolContext
 from jarvis.tools.spec import ToolSpec
 from jarvis.tools.validation import SchemaValidator
+from jarvis.trust.run import RunTrust
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
 Approver = Callable[[ToolSpec, dict[str, Any]], bool]
+# egress_approver(request) -> bool; on_person_needed(request) -> Verdict (approve/deny/park)
+EgressApprover = Callable[[Any], bool]
+PersonNeeded = Callable[[Any], Any]
 CallLike = ToolCall | ToolCallAction | dict[str, Any]
 
 DEFAULT_TIMEOUT = 30.0
@@ -58,6 +63,8 @@ class _Entry:
     sequential: bool
     stats: ToolStats
     per_call_confirm: bool = False  # the tool overrides needs_confirmation(arguments)
+    labels: frozenset[str] = frozenset()  # output labels applied to its results
+    egress: str = "unknown"  # "none": its calls send nothing out (the guard is skipped)
 
 
 @dataclass(slots=True)
@@ -65,6 +72,7 @@ class _Prepared:
     entry: _Entry
     call_id: str
     arguments: dict[str, Any]
+    clean: bool = True  # sent nothing from private data: its result may be link evidence
 
     @property
     def tool(self) -> BaseTool:
@@ -240,6 +248,13 @@ class ToolExecutor:
         max_abandoned_per_tool / max_abandoned: timed-out calls whose threads still run,
             allowed per tool and in all (process-wide); beyond that a call of the tool fails
             at once (error_type timeout) instead of starting another thread.
+        trust: the run's RunTrust (default: a fresh one): results' labels apply to it, the
+            egress guard checks calls against it (docs/trust.md).
+        egress_approver: `fn(ApprovalRequest) -> bool` for calls the guard holds (approver
+            and approved_tools never answer them); none: denied.
+        on_person_needed: `fn(request) -> Verdict | bool`, the hook every person-needed
+            decision goes through (jarvis.tools.gate); replaces both approvers.
+        trusted_tools: names the person vouches for: neutral results, nothing sent out.
     """
 
     def __init__(self, tools: Iterable[BaseTool] = (), bus: EventBus | None = None, *,
@@ -250,9 +265,19 @@ class ToolExecutor:
                  approved_tools: Iterable[str] = (), by_person: bool = False,
                  max_abandoned_per_tool: int = DEFAULT_MAX_ABANDONED_PER_TOOL,
                  max_abandoned: int = DEFAULT_MAX_ABANDONED,
-                 metadata: dict[str, Any] | None = None) -> None:
+                 metadata: dict[str, Any] | None = None, trust: RunTrust | None = None,
+                 egress_approver: EgressApprover | None = None,
+                 on_person_needed: PersonNeeded | None = None,
+                 trusted_tools: Iterable[str] = ()) -> None:
         self.bus = bus
         self.approver = approver
+        self.egress_approver = egress_approver
+        self.on_person_needed = on_person_needed
+        self.trusted_tools = frozenset(trusted_tools)
+        self.trust = trust if trust is not None else RunTrust(run_id=run_id)
+        if self.trust.run_id is None:
+            self.trust.run_id = run_id
+        self.trust.on_change(self._publish_trust)
         self.default_timeout = default_timeout
         self.max_output_chars = max_output_chars
         self.max_argument_chars = max_argument_chars
@@ -291,11 +316,13 @@ class ToolExecutor:
         else:
             validate = tool.validate_arguments
         is_async = bool(tool.is_async)
+        labels, egress = gate.declared(tool, spec, spec.name in self.trusted_tools)
         self._entries[spec.name] = _Entry(
             tool=tool, spec=spec, validate=validate, inline=bool(tool.inline) and not is_async,
             is_async=is_async, wants_context=_wants_context(tool),
             sequential=bool(tool.sequential), stats=tool.stats,
-            per_call_confirm=type(tool).needs_confirmation is not BaseTool.needs_confirmation)
+            per_call_confirm=type(tool).needs_confirmation is not BaseTool.needs_confirmation,
+            labels=labels, egress=egress)
         self._grant = None
 
     def remove(self, name: str) -> None:
@@ -372,24 +399,16 @@ class ToolExecutor:
         except RecursionError:
             return self._failed(name, call_id, ErrorType.INVALID_ARGS,
                                 f"arguments for {name} are nested too deeply", None, entry)
-        if entry.spec.requires_confirmation or (entry.per_call_confirm
-                                                and _per_call_confirm(entry.tool, arguments)):
-            denial = self._confirm(entry.spec, arguments)
-            if denial is not None:
-                return self._failed(name, call_id, ErrorType.DENIED, denial, arguments, entry)
-        return _Prepared(entry, call_id, arguments)
-
-    def _confirm(self, spec: ToolSpec, arguments: dict[str, Any]) -> str | None:
-        if self.approver is None:
-            return (f"tool {spec.name} requires confirmation and no approver is configured, "
-                    f"so the call was denied (approve it interactively, pass --yes, or give the "
-                    f"executor an approver)")
-        try:
-            with self._approve_lock:
-                approved = self.approver(spec, arguments)
-        except Exception as exc:  # an approver that breaks must not approve
-            return f"tool {spec.name} requires confirmation and the approver failed: {exc}"
-        return None if approved else f"the call to {spec.name} was denied by the user"
+        confirm = entry.spec.requires_confirmation or (
+            entry.per_call_confirm and _per_call_confirm(entry.tool, arguments))
+        if not confirm and (entry.egress == "none" or not self.trust.tainted_by):
+            return _Prepared(entry, call_id, arguments)  # the fast path: nobody to ask
+        # The one place a call is held for a person (confirmation or the egress guard).
+        decided = gate.decide(self, entry, call_id, arguments, confirm)
+        if decided.denial is not None:
+            return self._failed(name, call_id, ErrorType.DENIED, decided.denial, arguments,
+                                entry, **decided.metadata)
+        return _Prepared(entry, call_id, arguments, decided.clean)
 
     def _failed(self, name: str, call_id: str, error_type: ErrorType, message: str,
                 arguments: Any = None, entry: _Entry | None = None, **metadata: Any) -> ToolResult:
@@ -423,12 +442,18 @@ class ToolExecutor:
                 result.error_type.value if result.error_type else None,
                 "run_id": self.run_id, "result": result})
 
+    def _publish_trust(self, change: dict[str, Any]) -> None:
+        bus = self.bus
+        if bus is not None:
+            bus.publish(EventType.TRUST_CHANGED, {**change, "run_id": self.run_id,
+                                                  "trust": self.trust.summary()})
+
     def _context(self, prep: _Prepared) -> ToolContext | None:
         if not prep.entry.wants_context:
             return None
         return ToolContext(run_id=self.run_id, call_id=prep.call_id,
                            tool_name=prep.entry.spec.name, bus=self.bus, grant=self.grant,
-                           metadata=dict(self.metadata))
+                           metadata=dict(self.metadata), trust=self.trust)
 
     def _over_abandoned(self, prep: _Prepared) -> ToolResult | None:
         """A failed result when too many timed-out calls still hold threads (None: go on)."""
@@ -485,6 +510,7 @@ class ToolExecutor:
         limit = entry.spec.max_output_chars or self.max_output_chars
         if len(result.content) > limit:
             self._truncate(result, limit)
+        gate.observe(self.trust, prep, result, ran=not timed_out)
         entry.stats.record(latency, result.success, timed_out)
         self._publish_end(result, prep.arguments)
         return result

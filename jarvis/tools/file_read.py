@@ -75,6 +75,8 @@ class FileReadTool(BaseTool):
             category="filesystem",
             latency_estimate=0.001,
             timeout_seconds=10.0,
+            output_labels=frozenset({"private"}),
+            egress="none",
         )
 
     def execute(self, **params: Any) -> ToolResult:

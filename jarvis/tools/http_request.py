@@ -71,6 +71,21 @@ class NetTool(BaseTool):
         return self._client
 
 
+def url_egress(tool: str, arguments: dict[str, Any], method: str = "GET",
+               headers: Any = None, payload: tuple[Any, ...] = ()) -> list[Any]:
+    """What a call to `arguments["url"]` sends out: to the URL's host[:port] (string work,
+    no lookup), the URL itself, header names and values, and `payload` (query, body)."""
+    from jarvis.trust.evidence import url_host
+    from jarvis.trust.labels import Egress
+
+    url = arguments.get("url")
+    url = url if isinstance(url, str) else ""
+    _, hostport = url_host(url)
+    return [Egress.of("network", hostport or f"(no host in the URL {tool} got)", method=method,
+                      url=url, headers=headers if isinstance(headers, dict) else None,
+                      payload=payload)]
+
+
 def is_text(content_type: str, body: bytes) -> bool:
     """Whether a body is text a model can read (by its type; unknown types are sniffed)."""
     if content_type.startswith("text/") or content_type in _TEXT_TYPES:
@@ -168,7 +183,14 @@ class HttpRequestTool(NetTool):
             latency_estimate=0.5,
             timeout_seconds=self.timeout + 5.0,
             metadata={"confirmation": "per call: POST, PUT, PATCH and DELETE"},
+            output_labels=frozenset({"untrusted"}),
+            egress="network",  # every method: a GET's URL, headers and body carry data too
         )
+
+    def egress_of(self, arguments: dict[str, Any]) -> list[Any]:
+        method = str(arguments.get("method") or "GET").upper()
+        return url_egress("http_request", arguments, method, arguments.get("headers"),
+                          (arguments.get("query"), arguments.get("body"), arguments.get("json")))
 
     def needs_confirmation(self, arguments: dict[str, Any]) -> bool:
         if str(arguments.get("method") or "GET").upper() not in SAFE_METHODS:

@@ -53,6 +53,10 @@ class LLMTool(BaseTool):
             category="inference",
             latency_estimate=2.0,
             timeout_seconds=180.0,
+            # The engine is the run's own model, not a third party: nothing leaves to anyone
+            # new, and the reply is the model's own words.
+            output_labels=frozenset(),
+            egress="none",
         )
 
     def execute(self, **params: Any) -> ToolResult:

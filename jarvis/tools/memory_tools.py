@@ -55,9 +55,38 @@ class MemoryStoreTool(MemoryToolBase):
             category="memory",
             latency_estimate=0.01,
             timeout_seconds=30.0,
+            output_labels=frozenset(),
+            egress="persist",
+            metadata={"persist": "memory"},
         )
 
+    def egress_of(self, arguments: dict[str, Any]) -> list[Any]:
+        from jarvis.trust.labels import Egress
+
+        return [Egress.of("persist", "memory", method="store",
+                          payload=[arguments.get("content"), arguments.get("source"),
+                                   arguments.get("metadata")])]
+
+    def invoke(self, arguments: dict[str, Any], context: Any = None) -> Any:
+        # Through the executor for a model: the entry records that a model wrote it, in which
+        # run, having read what; read back, it is untrusted (and private).
+        grant = getattr(context, "grant", None)
+        if grant is None or grant.by_person:
+            return self.execute(**arguments)
+        trust = getattr(context, "trust", None)
+        provenance: dict[str, Any] = {"run_id": getattr(context, "run_id", None),
+                                      "call_id": getattr(context, "call_id", None)}
+        if trust is not None:
+            summary = trust.summary()
+            provenance.update(
+                tainted=summary["tainted"], private=summary["private"],
+                sources=sorted({m["tool"] for m in summary["tainted_by"] + summary["private_by"]
+                                if m.get("tool")}))
+        return self.execute(**arguments, _written_by="model", _provenance=provenance)
+
     def execute(self, **params: Any) -> ToolResult:
+        written_by = params.pop("_written_by", "person")
+        provenance = params.pop("_provenance", None)
         content = params.get("content")
         source = params.get("source") or ""
         metadata = params.get("metadata")
@@ -82,7 +111,11 @@ class MemoryStoreTool(MemoryToolBase):
         if failure is not None:
             return failure
         try:
-            doc_id = store.store(content, source=source, metadata=metadata)
+            if _takes_writer(store):
+                doc_id = store.store(content, source=source, metadata=metadata,
+                                     written_by=written_by, provenance=provenance)
+            else:  # a backend that cannot record it: its entries read back as unknown
+                doc_id = store.store(content, source=source, metadata=metadata)
         except UserError as exc:
             return self._fail(str(exc))
         except JarvisError as exc:
@@ -92,7 +125,17 @@ class MemoryStoreTool(MemoryToolBase):
         where = f" from {source!r}" if source else ""
         return ToolResult(tool_name="memory_store",
                           content=f"Stored {len(content)} characters{where} (id {doc_id}).",
-                          metadata={"doc_id": doc_id, "source": source, "chars": len(content)})
+                          metadata={"doc_id": doc_id, "source": source, "chars": len(content),
+                                    "written_by": written_by})
+
+
+def _takes_writer(store: Any) -> bool:
+    import inspect
+
+    try:
+        return "written_by" in inspect.signature(store.store).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 @ToolRegistry.register("memory_retrieve")
@@ -130,6 +173,8 @@ class MemorySearchTool(MemoryToolBase):
             category="memory",
             latency_estimate=0.01,
             timeout_seconds=30.0,
+            output_labels=frozenset({"private"}),  # + untrusted per result (see _labels)
+            egress="none",
         )
 
     def execute(self, **params: Any) -> ToolResult:
@@ -147,12 +192,17 @@ class MemorySearchTool(MemoryToolBase):
             snippet = " ".join(r.content.split())
             if len(snippet) > SNIPPET_CHARS:
                 snippet = snippet[:SNIPPET_CHARS] + "..."
-            lines.append(f"[{number}] {r.citation}: {snippet}")
+            origin = getattr(r, "origin", "")
+            lines.append(f"[{number}] {r.citation}" + (f" [{origin}]" if origin else "")
+                         + f": {snippet}")
         return ToolResult(tool_name="memory_search", content="\n".join(lines),
                           metadata={"results": len(results),
                                     "matches": [{"source": r.source, "position": r.position,
-                                                 "score": r.score, "doc_id": r.doc_id}
-                                                for r in results]})
+                                                 "score": r.score, "doc_id": r.doc_id,
+                                                 "written_by": getattr(r, "written_by",
+                                                                       "unknown")}
+                                                for r in results]},
+                          labels=self._labels(results))
 
 
 @ToolRegistry.register("memory_index")
@@ -197,6 +247,9 @@ class MemoryIndexTool(MemoryToolBase):
             latency_estimate=2.0,
             requires_confirmation=True,
             timeout_seconds=600.0,
+            output_labels=frozenset({"private"}),  # what it found: the person's file names
+            egress="persist",
+            metadata={"persist": "memory"},
         )
 
     def execute(self, **params: Any) -> ToolResult:

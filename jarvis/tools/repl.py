@@ -41,6 +41,22 @@ def sandbox_result(tool_name: str, outcome: Any, *, fresh: bool | None = None) -
     return ToolResult.failure(tool_name, "\n".join(parts), error_type, error_kind=kind, **metadata)
 
 
+def _provenance(policy: Any) -> tuple[frozenset[str], str]:
+    """What sandboxed code's output is and what its calls can send, from where it runs: by
+    default (no network, no host files) neutral and nothing; with the network, untrusted
+    output and network egress; with host folders, private output; without isolation, all."""
+    labels: set[str] = set()
+    egress = "none"
+    if policy.isolation == "none":
+        return frozenset({"private", "untrusted"}), "network"
+    if policy.network:
+        labels.add("untrusted")
+        egress = "network"
+    if policy.read_only_paths or policy.writable_paths:
+        labels.add("private")
+    return frozenset(labels), egress
+
+
 class SandboxedPythonTool(BaseTool):
     """What `repl` and `code_interpreter` share: settings, spec, policy and the pool.
 
@@ -77,6 +93,7 @@ class SandboxedPythonTool(BaseTool):
         self.max_code_chars = number("max_code_chars", max_code_chars, int)
         self.max_processes = number("max_processes", max_processes, int)
         self.acquire_timeout = number("acquire_timeout", acquire_timeout, float)
+        labels, egress = _provenance(self.policy)
         description = self.description
         if self.policy.isolation == "none":
             description = description.split("; no subprocesses")[0] + "; no subprocesses."
@@ -105,7 +122,18 @@ class SandboxedPythonTool(BaseTool):
                                  "max_output_chars": self.limits.max_output_chars},
                       "sandbox": {"isolation": self.policy.isolation,
                                   "network": self.policy.network}},
+            output_labels=labels,
+            egress=egress,
         )
+
+    def egress_of(self, arguments: dict[str, Any]) -> list[Any]:
+        if self._spec.egress == "none":
+            return []
+        from jarvis.trust.labels import Egress
+
+        where = ("any host (code run without isolation)" if self.policy.isolation == "none"
+                 else "any host (sandboxed code with the network)")
+        return [Egress.of("network", where, payload=[arguments.get("code")])]
 
     def sandbox_status(self) -> dict[str, Any]:
         """Which mechanism is in force for this tool (probes the host once per process)."""

@@ -90,6 +90,14 @@ class MemoryToolBase(BaseTool):
         except Exception as exc:  # a broken database file, a full disk: report, never raise
             return self._fail(f"memory search failed: {exc}", ErrorType.EXECUTION)
 
+    @staticmethod
+    def _labels(results: list[Any]) -> frozenset[str]:
+        """Private always; untrusted too when any hit was not written by the person (an
+        indexed file, a model's note, an entry of unknown origin)."""
+        if all(getattr(r, "written_by", "unknown") == "person" for r in results):
+            return frozenset({"private"})
+        return frozenset({"private", "untrusted"})
+
     def _empty_answer(self, store: Any, query: str) -> ToolResult:
         is_empty = getattr(store, "is_empty", None)
         empty = is_empty() if callable(is_empty) else store.count() == 0
@@ -108,7 +116,8 @@ def format_results(query: str, results: list[Any]) -> str:
     lines = [f"Found {len(results)} result{'s' if len(results) != 1 else ''} for {query!r}:"]
     for number, r in enumerate(results, 1):
         lines.append("")
-        lines.append(f"[{number}] {r.citation}")
+        origin = getattr(r, "origin", "")
+        lines.append(f"[{number}] {r.citation}" + (f" [{origin}]" if origin else ""))
         lines.append(r.content)
     return "\n".join(lines)
 
@@ -149,6 +158,8 @@ class RetrievalTool(MemoryToolBase):
             category="memory",
             latency_estimate=0.01,
             timeout_seconds=30.0,
+            output_labels=frozenset({"private"}),  # + untrusted per result (see _labels)
+            egress="none",
         )
 
     def execute(self, **params: Any) -> ToolResult:
@@ -164,5 +175,7 @@ class RetrievalTool(MemoryToolBase):
             metadata={"results": len(results),
                       "sources": list(dict.fromkeys(r.source for r in results)),
                       "citations": [r.citation for r in results],
-                      "scores": [r.score for r in results]},
+                      "scores": [r.score for r in results],
+                      "written_by": [getattr(r, "written_by", "unknown") for r in results]},
+            labels=self._labels(results),
         )

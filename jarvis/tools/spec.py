@@ -16,6 +16,11 @@ class ToolSpec:
     `timeout_seconds` None means the executor's default; `max_output_chars` None likewise.
     `cost_estimate` is USD per call; `latency_estimate` is seconds per call (0.0 = unknown,
     in which case measured latency is used where available).
+
+    Provenance (docs/trust.md): `output_labels` says what the results are (a set of
+    "private" / "untrusted"; empty: neutral) and `egress` what a call can send out ("none",
+    "network", "channel", "mcp", "persist"). None means the tool said nothing: its results
+    count as untrusted and its calls as able to send any argument anywhere.
     """
 
     name: str
@@ -28,6 +33,19 @@ class ToolSpec:
     timeout_seconds: float | None = None
     max_output_chars: int | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    output_labels: frozenset[str] | None = None
+    egress: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.output_labels is not None or self.egress is not None:
+            from jarvis.errors import ToolDefinitionError
+            from jarvis.trust.labels import check_egress, check_labels
+
+            try:
+                self.output_labels = check_labels(self.output_labels, f"tool {self.name}: output")
+                self.egress = check_egress(self.egress, f"tool {self.name}: egress")
+            except ValueError as exc:
+                raise ToolDefinitionError(str(exc)) from None
 
     def input_schema(self) -> dict[str, Any]:
         """The parameters as a complete object schema (empty object when none are given)."""
@@ -78,4 +96,7 @@ class ToolSpec:
             "timeout_seconds": self.timeout_seconds,
             "max_output_chars": self.max_output_chars,
             "metadata": self.metadata,
+            "output_labels": (None if self.output_labels is None
+                              else sorted(self.output_labels)),
+            "egress": self.egress,
         }

@@ -34,6 +34,8 @@ class ThinkTool(BaseTool):
         category="reasoning",
         cost_estimate=0.0,
         latency_estimate=0.0,
+        output_labels=frozenset(),  # the model's own words back
+        egress="none",
     )
 
     @property

@@ -34,6 +34,7 @@ from jarvis.tools.http_request import (
     is_text,
     net_failure,
     response_metadata,
+    url_egress,
 )
 from jarvis.tools.spec import ToolSpec
 
@@ -253,7 +254,12 @@ class WebFetchTool(NetTool):
             category="web",
             latency_estimate=1.0,
             timeout_seconds=self.timeout + 10.0,
+            output_labels=frozenset({"untrusted"}),
+            egress="network",
         )
+
+    def egress_of(self, arguments: dict[str, Any]) -> list[Any]:
+        return url_egress("web_fetch", arguments)  # max_chars is applied here, never sent
 
     def execute(self, **params: Any) -> ToolResult:
         max_chars = params.get("max_chars") or DEFAULT_MAX_CHARS

@@ -163,7 +163,21 @@ class WebSearchTool(BaseTool):
             category="web",
             latency_estimate=1.0,
             timeout_seconds=self.timeout + 5.0,
+            output_labels=frozenset({"untrusted"}),
+            egress="network",
         )
+
+    def egress_of(self, arguments: dict[str, Any]) -> list[Any]:
+        """The query, to the backend's host (max_results, a number from 1 to 20, is left
+        out: a few bits of choice, like the method of a request)."""
+        from jarvis.trust.evidence import url_host
+        from jarvis.trust.labels import Egress
+
+        if self.backend == "duckduckgo":
+            host = "duckduckgo.com"
+        else:
+            host = url_host(self.base_url or DEFAULT_URLS.get(self.backend, ""))[1] or self.backend
+        return [Egress.of("network", host, method="search", payload=[arguments.get("query")])]
 
     def execute(self, **params: Any) -> ToolResult:
         query = params.get("query")

@@ -153,11 +153,28 @@ allowed_dirs = ["."]
 # max_output_chars = 20000
 # tmp_mb = 64
 
-# MCP servers whose tools join the catalog, one table each:
+[egress]
+# A run that read untrusted content (web pages, search results, MCP results, indexed files,
+# notes a model wrote) and holds private data (your files, memory, tasks) sends nothing out
+# without asking you, except: to what you allow here, and calls carrying only your own words
+# or following a link it was shown (at most max_unconfirmed_per_run of those). See
+# docs/trust.md. `jarvis ask --allow-egress HOST|channel:NAME|mcp:SERVER` allows one ask.
+# allow_hosts = []
+# allow_channels = []
+# allow_mcp_servers = []
+# Tools you wrote and vouch for: their results count as neutral, their calls as sending
+# nothing out (a tool that declares nothing counts as untrusted and able to send anything).
+# trusted_tools = []
+# max_unconfirmed_per_run = 8
+
+# MCP servers whose tools join the catalog, one table each. Their tools ask before each call
+# and count as sending data out unless the server is marked trusted (then its annotations,
+# readOnlyHint and openWorldHint, are believed):
 # [mcp.servers.files]
 # command = "npx"
 # args = ["-y", "@modelcontextprotocol/server-filesystem", "."]
 # timeout = 30.0
+# trusted = false
 
 # Notification channels (any Apprise URL; ${NAME} comes from the environment), one table each:
 # [channels.phone]

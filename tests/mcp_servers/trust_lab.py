@@ -1,0 +1,50 @@
+"""An MCP server for the trust suites (tests/test_trust_attacks.py, test_trust_utility.py),
+written with the official SDK and started as a subprocess over stdio.
+
+    python trust_lab.py --page FILE --record FILE
+
+- tool `page` returns the text of --page (a source: whatever instructions it holds); it says
+  readOnlyHint, which counts only when the person marks the server trusted;
+- resource `lab://page` is the same text (a source through mcp_read_resource);
+- tool `store(data)` appends `data` to --record (a sink: an MCP tool without annotations,
+  so by the protocol's defaults destructive and open-world).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from mcp.server.mcpserver import MCPServer
+from mcp.types import ToolAnnotations
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--page", required=True)
+parser.add_argument("--record", required=True)
+opts = parser.parse_args()
+
+app = MCPServer("lab")
+
+
+@app.tool(annotations=ToolAnnotations(read_only_hint=True))
+def page() -> str:
+    """Today's briefing page."""
+    return Path(opts.page).read_text(encoding="utf-8")
+
+
+@app.tool()
+def store(data: str) -> str:
+    """Store a note on the lab server."""
+    with open(opts.record, "a", encoding="utf-8") as fh:
+        fh.write(data + "\n")
+    return "stored"
+
+
+@app.resource("lab://page", name="page", description="Today's briefing page.",
+              mime_type="text/plain")
+def page_resource() -> str:
+    return Path(opts.page).read_text(encoding="utf-8")
+
+
+if __name__ == "__main__":
+    app.run()
