@@ -10,6 +10,7 @@ JarvisError                 root of everything jarvis raises on purpose
 ├── DependencyError         an optional dependency or service is missing
 ├── EngineError             an inference engine failed (unreachable, rejected tools, ...)
 └── RunCancelled            a run was stopped by its caller (a cancel event, a cancelled task)
+    └── RunFenced           a scheduled run lost its lease: another attempt may run now
 
 Tool failures at run time are *not* exceptions: the ToolExecutor turns them into a failed
 ToolResult that the model can read. The CLI prints a JarvisError as one line and exits non-zero;
@@ -110,6 +111,12 @@ class RunCancelled(JarvisError):
     The run stops at its next engine or tool boundary."""
 
     exit_code = 130
+
+
+class RunFenced(RunCancelled):
+    """A scheduled run's lease was taken from it (its worker stalled or lost the ledger past
+    `lease_seconds`, and the run was recorded as crashed): it makes no further engine or tool
+    call, and its result is dropped (jarvis.tools.fence)."""
 
 
 class ToolArgumentError(JarvisError):

@@ -4,7 +4,11 @@ A run holds the query, agent, model, engine, source, outcome, timings, usage, th
 transcript and metadata; each tool call is a row in `tool_calls` (arguments, result, latency,
 cost). A run is written once, when it ends (success, error or interruption), so the ask
 itself never waits on the database. WAL mode and a busy timeout let the scheduler's workers
-and the CLI write side by side. Turned off by `[runs] enabled = false` or JARVIS_RUN_LOG=0.
+and the CLI write side by side; `synchronous = NORMAL` (the other stores' setting) makes a
+commit a write to the WAL without an fsync: a power cut can lose the last runs, never the
+file's consistency. Written with plain sqlite3 statements (a served request records one run:
+sqlite-utils' per-insert table introspection cost more than the SQL). Turned off by
+`[runs] enabled = false` or JARVIS_RUN_LOG=0.
 """
 
 from __future__ import annotations
@@ -64,6 +68,17 @@ MIGRATIONS: list[str] = [
 ]
 
 
+RUN_COLUMNS = ("id", "created_at", "finished_at", "duration_seconds", "source", "query", "agent",
+               "model", "engine", "tools", "status", "error", "content", "turns", "prompt_tokens",
+               "completion_tokens", "total_tokens", "messages", "metadata")
+CALL_COLUMNS = ("run_id", "position", "call_id", "tool_name", "arguments", "content", "success",
+                "error_type", "latency_seconds", "cost_usd")
+_INSERT_RUN = (f"INSERT OR REPLACE INTO runs ({', '.join(RUN_COLUMNS)}) "
+               f"VALUES ({', '.join('?' * len(RUN_COLUMNS))})")
+_INSERT_CALL = (f"INSERT INTO tool_calls ({', '.join(CALL_COLUMNS)}) "
+                f"VALUES ({', '.join('?' * len(CALL_COLUMNS))})")
+
+
 def new_run_id() -> str:
     return uuid.uuid4().hex[:16]
 
@@ -82,6 +97,25 @@ def _json(value: Any) -> str:
     if has_lone_surrogate(text):
         text = json.dumps(json.loads(text), default=str)  # ensure_ascii: \udc80 escapes
     return _cut(text)
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    """Whether any text in `value` holds a lone surrogate: one C-speed serialization and
+    search (the walk that escapes them copies every message, so it runs only when needed)."""
+    from jarvis.core.text import has_lone_surrogate
+
+    try:
+        return has_lone_surrogate(json.dumps(value, ensure_ascii=False, default=str))
+    except (ValueError, RecursionError):  # a cycle, say: the walk decides
+        return True
+
+
+def _cell(value: Any) -> Any:
+    """A value SQLite stores as is; anything else (a dict, a list, an object a tool handed
+    back) as JSON text, as sqlite-utils stored it."""
+    if value is None or isinstance(value, (str, int, float, bytes)):
+        return value
+    return _json(value)
 
 
 class RunLog:
@@ -111,8 +145,6 @@ class RunLog:
             raise ConfigError(f"cannot use the run log {self.db_path}: {exc}. {advice}") from exc
 
     def _connect(self) -> Any:
-        import sqlite_utils
-
         from jarvis.core.paths import private_database
         from jarvis.core.sqlite_wal import enter_wal
 
@@ -120,8 +152,8 @@ class RunLog:
         conn = sqlite3.connect(str(self.db_path), timeout=10, check_same_thread=False,
                                isolation_level=None)
         conn.execute("PRAGMA busy_timeout = 10000")
-        db = sqlite_utils.Database(conn)
         enter_wal(conn, 10)
+        conn.execute("PRAGMA synchronous = NORMAL")
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
             conn.execute("BEGIN IMMEDIATE")
@@ -134,13 +166,13 @@ class RunLog:
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
-        self._db = db
-        return db
+        self._db = conn
+        return conn
 
     def close(self) -> None:
         with self._lock:
             if self._db is not None:
-                self._db.conn.close()
+                self._db.close()
                 self._db = None
 
     # --- writing -----------------------------------------------------------------------------
@@ -151,10 +183,12 @@ class RunLog:
         or a command-line byte that is not UTF-8) cannot be stored as it is: each one is
         written as the six characters `\\udc80`, and the run's metadata says how many
         (`escaped_characters`)."""
-        from jarvis.core.text import escape
+        escaped = escaped_calls = 0
+        if _has_lone_surrogate((run, tool_calls)):
+            from jarvis.core.text import escape
 
-        run, escaped = escape(run)
-        tool_calls, escaped_calls = escape(tool_calls)
+            run, escaped = escape(run)
+            tool_calls, escaped_calls = escape(tool_calls)
         if escaped or escaped_calls:
             run["metadata"] = dict(run.get("metadata") or {}, escaped_characters=(
                 f"{escaped + escaped_calls} lone surrogate(s) (text that is not valid "
@@ -194,15 +228,16 @@ class RunLog:
             "latency_seconds": c.get("latency_seconds"),
             "cost_usd": c.get("cost_usd"),
         } for i, c in enumerate(tool_calls)]
+        values = [_cell(row[name]) for name in RUN_COLUMNS]
+        call_values = [[_cell(c[name]) for name in CALL_COLUMNS] for c in calls]
         with self._lock:
-            db = self._open(create=True)
-            conn = db.conn
+            conn = self._open(create=True)
             conn.execute("BEGIN IMMEDIATE")
             try:
-                db["runs"].insert(row, replace=True)
+                conn.execute(_INSERT_RUN, values)
                 conn.execute("DELETE FROM tool_calls WHERE run_id = ?", [run_id])
-                if calls:
-                    db["tool_calls"].insert_all(calls)
+                if call_values:
+                    conn.executemany(_INSERT_CALL, call_values)
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
@@ -213,11 +248,11 @@ class RunLog:
     def list(self, limit: int = 20, source: str | None = None) -> list[dict[str, Any]]:
         """The newest runs first (without transcripts)."""
         with self._lock:
-            db = self._open(create=False)
-            if db is None:
+            conn = self._open(create=False)
+            if conn is None:
                 return []
             where, params = ("WHERE source = ?", [source]) if source else ("", [])
-            rows = db.execute(
+            rows = conn.execute(
                 "SELECT id, created_at, duration_seconds, source, query, agent, model, engine, "
                 "status, error, turns, total_tokens, "
                 "(SELECT COUNT(*) FROM tool_calls t WHERE t.run_id = runs.id) AS tool_calls "
@@ -231,12 +266,12 @@ class RunLog:
         if not run_id.strip():
             raise UserError("give a run id (or a prefix of one); `jarvis runs list` shows them")
         with self._lock:
-            db = self._open(create=False)
-            if db is None:
+            conn = self._open(create=False)
+            if conn is None:
                 raise UserError(f"no run {run_id!r}: the run log at {self.db_path} is empty")
             pattern = run_id.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-            matches = list(db.query("SELECT * FROM runs WHERE id LIKE ? ESCAPE '\\' ORDER BY "
-                                    "created_at DESC LIMIT 5", [pattern]))
+            matches = _dicts(conn.execute("SELECT * FROM runs WHERE id LIKE ? ESCAPE '\\' "
+                                          "ORDER BY created_at DESC LIMIT 5", [pattern]))
             if not matches:
                 raise UserError(f"no run {run_id!r} in {self.db_path}; `jarvis runs list` shows "
                                 f"the recent ones")
@@ -245,8 +280,8 @@ class RunLog:
                 raise UserError(f"run id prefix {run_id!r} is ambiguous: "
                                 f"{', '.join(m['id'] for m in matches)}")
             run = dict(exact[0] if exact else matches[0])
-            calls = list(db.query("SELECT * FROM tool_calls WHERE run_id = ? ORDER BY position",
-                                  [run["id"]]))
+            calls = _dicts(conn.execute("SELECT * FROM tool_calls WHERE run_id = ? ORDER BY "
+                                        "position", [run["id"]]))
         for key in ("tools", "messages", "metadata"):
             run[key] = _loads(run.get(key))
         run["usage"] = {k: run.pop(k) for k in ("prompt_tokens", "completion_tokens",
@@ -258,6 +293,11 @@ class RunLog:
             call.pop("id", None)
         run["tool_calls"] = calls
         return run
+
+
+def _dicts(cursor: sqlite3.Cursor) -> list[dict[str, Any]]:
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
 
 def _loads(value: Any) -> Any:

@@ -23,6 +23,7 @@ class Seen:
     query: dict[str, list[str]]
     headers: dict[str, str]
     body: bytes
+    peer: tuple = ()  # the client's (address, port)
 
 
 @dataclass
@@ -57,7 +58,8 @@ class LoopbackServer:
                 body = self.rfile.read(length) if length else b""
                 parts = urlsplit(self.path)
                 seen = Seen(self.command, parts.path, parse_qs(parts.query),
-                            {k.lower(): v for k, v in self.headers.items()}, body)
+                            {k.lower(): v for k, v in self.headers.items()}, body,
+                            tuple(self.client_address))
                 outer.seen.append(seen)
                 route = outer.routes.get(parts.path)
                 reply = route(seen) if route else Reply(404, "no such page")

@@ -50,6 +50,7 @@ def test_limits_apply(tool: CodeInterpreterTool, code: str, kind: str) -> None:
     assert not result.success and result.metadata["error_kind"] in allowed, result.content
 
 
+@pytest.mark.same_for_every_uid
 def test_requires_confirmation_unless_configured() -> None:
     assert build_tool("code_interpreter").spec.requires_confirmation
     assert not build_tool("code_interpreter",
@@ -116,3 +117,70 @@ def test_code_interrupting_itself_is_not_reported_as_a_timeout(tool: CodeInterpr
     result = run(tool, "raise KeyboardInterrupt('mine')")
     assert not result.success and result.metadata["error_kind"] == "exception", result.content
     assert "KeyboardInterrupt: mine" in result.content
+
+
+# --- sandboxes started ahead ([tools.code_interpreter] prestart) -------------------------------
+def test_a_prestarted_sandbox_serves_one_call_and_is_replaced(mechanism: str) -> None:
+    # A spare is a fresh process that has run nothing: what one call leaves (variables,
+    # files in /tmp) never reaches the next, which gets the replacement.
+    from waiting import wait_for
+
+    from jarvis.sandbox import spares
+
+    tool = CodeInterpreterTool(isolation=mechanism, prestart=1, requires_confirmation=False)
+    try:
+        first = run(tool, "left = 1\nopen('/tmp/left', 'w').write('x')\nprint('first')")
+        assert first.success and first.content == "first\n", first.content
+        wait_for(lambda: spares.stats()[0]["ready"] == 1, timeout=30, what="a spare sandbox")
+        for _ in range(2):
+            second = run(tool, "import os\nprint(os.path.exists('/tmp/left'), 'left' in globals())")
+            assert second.success and second.content == "False False\n", second.content
+            wait_for(lambda: spares.stats()[0]["ready"] == 1, timeout=30, what="a replacement")
+        assert spares.stats() == [{"ready": 1, "starting": 0, "handed": 2, "cold": 1}]
+    finally:
+        spares.close_all()
+
+
+def test_a_prestarted_sandbox_dies_with_a_sigkilled_jarvis(mechanism: str) -> None:
+    import subprocess
+
+    from sandbox_support import descendants, wait_until_gone
+
+    script = (
+        "import sys, time\n"
+        "from jarvis.core.types import ToolCall\n"
+        "from jarvis.sandbox import spares\n"
+        "from jarvis.tools.code_interpreter import CodeInterpreterTool\n"
+        "from jarvis.tools.executor import ToolExecutor\n"
+        f"tool = CodeInterpreterTool(requires_confirmation=False, isolation={mechanism!r},"
+        " prestart=1)\n"
+        "r = ToolExecutor([tool]).execute(ToolCall(id='c', name='code_interpreter',"
+        " arguments={'code': '1'}))\n"
+        "assert r.success, r.content\n"
+        "deadline = time.monotonic() + 30\n"
+        "while not spares.stats()[0]['ready'] and time.monotonic() < deadline:\n"
+        "    time.sleep(0.01)\n"
+        "print('ready' if spares.stats()[0]['ready'] else 'no spare', flush=True)\n"
+        "sys.stdin.readline()\n")
+    jarvis = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert jarvis.stdout.readline().strip() == "ready"
+        spare = descendants(jarvis.pid)
+        assert len(spare) >= 2  # bwrap or the launcher, and the interpreter
+    finally:
+        jarvis.kill()
+        jarvis.wait(10)
+        jarvis.stdin.close()
+        jarvis.stdout.close()
+    assert not wait_until_gone(spare, timeout=10)
+
+
+@pytest.mark.same_for_every_uid
+def test_prestart_is_checked() -> None:
+    from jarvis.errors import ConfigError
+
+    for bad in (-1, 9, 1.5, True, "1"):
+        with pytest.raises(ConfigError, match="prestart"):
+            build_tool("code_interpreter", settings={"prestart": bad})
+    assert build_tool("code_interpreter", settings={"prestart": 1}).prestart == 1

@@ -114,8 +114,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
         "creates the run log database 0600 (its folder 0700) before it is opened",
     ("jarvis.runlog", "RunLog._connect", "sqlite3.connect"):
         "the run log database: [runs] db_path / JARVIS_RUNS_DB, or JARVIS_HOME/runs.db",
-    ("jarvis.runlog", "RunLog._connect", "sqlite_utils.Database"):
-        "wraps the connection opened just before (a connection, not a path)",
     ("jarvis.conversations.store", "ConversationStore._connection", "sqlite3.connect"):
         "conversations, beside the run log: [runs] db_path / JARVIS_RUNS_DB, or JARVIS_HOME",
     ("jarvis.inbound.mailread", "_attachments", ".walk"):
@@ -148,6 +146,8 @@ ALLOWED: dict[tuple[str, str, str], str] = {
         "writes it (a temp file, 0600)",
     ("jarvis.mcp.cache", "write_failure", "os.replace"): "...moved into place atomically",
     ("jarvis.mcp.cache", "clear_failure", ".unlink"): "...deleted when the server connects",
+    ("jarvis.mcp.stdio", "has_controlling_terminal", "os.open"):
+        "/dev/tty, opened only to learn whether jarvis has a controlling terminal",
     ("jarvis.mcp.procs", "pids_with_token", ".iterdir"):
         "/proc, to find the stdio servers this process started (their tree is killed)",
     ("jarvis.mcp.procs", "pids_with_token", ".read_bytes"): "/proc/<pid>/environ of each",

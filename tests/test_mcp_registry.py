@@ -146,7 +146,8 @@ def test_docs_config_example_is_valid(tmp_path: Path) -> None:
     (example,) = re.findall(r"```toml\n(.*?)```", doc, re.S)
     (tmp_path / "config.toml").write_text(example, encoding="utf-8")
     servers = load_config(tmp_path / "config.toml").mcp.servers
-    assert sorted(servers) == ["files", "notes", "search"]
+    assert sorted(servers) == ["files", "github", "notes", "search"]
+    assert servers["github"].network == ["api.github.com"] and servers["github"].sandbox
     assert servers["search"].tool_timeouts == {"deep_search": 300}
     assert servers["notes"].include == ["find_note", "add_note"]
     assert servers["files"].exclude == ["write_*", "move_file"]

@@ -38,8 +38,9 @@ def manager_for(folder: Path, servers: dict, mechanism: str) -> McpManager:
 
 def call(manager: McpManager, name: str, arguments: dict) -> str:
     manager.register_known()
-    result = ToolExecutor([ToolRegistry.get(name)]).execute({"name": name,
-                                                             "arguments": arguments})
+    # Tools of a server not marked trusted ask first (docs/trust.md): the test approves.
+    result = ToolExecutor([ToolRegistry.get(name)], approver=lambda *_: True).execute(
+        {"name": name, "arguments": arguments})
     assert result.success, result.content
     return result.content
 
@@ -113,6 +114,7 @@ def test_a_server_sees_the_paths_listed_for_it(mechanism: str, tmp_path: Path) -
     assert (out / "x").read_text() == "written by the server"
 
 
+@pytest.mark.same_for_every_uid
 def test_unsandboxed_servers_are_named_in_mcp_list_and_doctor(tmp_path: Path, cli_env) -> None:
     write_config(tmp_path, {"boxed": {"command": sys.executable, "args": [str(HOSTILE)]},
                             "trusted": {"command": sys.executable, "args": [str(HOSTILE)],
@@ -187,5 +189,40 @@ def test_real_servers_work_in_the_sandbox(mechanism: str, tmp_path: Path,
         call(manager, "memory__create_entities", {"entities": [
             {"name": "jarvis", "entityType": "agent", "observations": ["runs sandboxed"]}]})
         assert "runs sandboxed" in (memory / "memory.jsonl").read_text()
+    finally:
+        manager.close()
+
+
+# --- a PyPI server through uvx, offline ------------------------------------------------------------
+@pytest.fixture(scope="session")
+def uvx_index(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path, Path]:
+    """uvx, a folder of wheels of mcp-server-time and what it needs (packed from what the
+    test extra installed: tests/local_index.py) and a uv cache shared by the tests."""
+    from local_index import wheels_of
+    from uv import find_uv_bin
+
+    uvx = Path(find_uv_bin()).with_name("uvx")
+    assert uvx.is_file(), f"uvx is not beside {find_uv_bin()} (the test extra installs uv)"
+    folder = tmp_path_factory.mktemp("uvx")
+    wheels_of("mcp-server-time", folder / "wheels")
+    return str(uvx), folder / "wheels", folder / "cache"
+
+
+def test_a_uvx_server_runs_in_the_sandbox(mechanism: str, tmp_path: Path, uvx_index) -> None:
+    # uvx makes the tool's environment outside the sandbox (here from local wheels, offline,
+    # into the cache the server's env names), and its console script runs inside.
+    uvx, wheels, cache = uvx_index
+    offline = ["--offline", "--no-index", "--find-links", str(wheels)]
+    manager = manager_for(tmp_path, {
+        "time": {"command": uvx, "args": [*offline, "mcp-server-time", "--local-timezone", "UTC"],
+                 "env": {"UV_CACHE_DIR": str(cache)}, "connect_timeout": 120},
+        "missing": {"command": uvx, "args": [*offline, "mcp-server-nowhere"],
+                    "env": {"UV_CACHE_DIR": str(cache)}, "connect_timeout": 120}}, mechanism)
+    try:
+        status = manager.refresh()
+        assert status["time"] is None, status
+        assert "uvx could not prepare 'mcp-server-nowhere' outside the sandbox" in status[
+            "missing"] and "UV_CACHE_DIR" in status["missing"], status["missing"]
+        assert "UTC" in call(manager, "time__get_current_time", {"timezone": "UTC"})
     finally:
         manager.close()

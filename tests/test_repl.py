@@ -150,6 +150,7 @@ def test_secrets_in_the_environment_do_not_reach_the_child(repl: ReplTool,
         release_run("env-leak")
 
 
+@pytest.mark.same_for_every_uid
 def test_requires_confirmation_by_default_and_can_be_configured() -> None:
     default = build_tool("repl")
     assert default.spec.requires_confirmation

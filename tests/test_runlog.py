@@ -80,3 +80,22 @@ def test_concurrent_writers_from_threads_and_two_logs(tmp_path):
         t.join()
     assert errors == []
     assert len(RunLog(path).list(limit=1000)) == 80
+
+
+def test_commits_do_not_sync_and_odd_values_are_stored_as_json(tmp_path):
+    """The run log's connection follows the other stores (WAL, synchronous = NORMAL: a commit
+    is not an fsync, so a served request does not wait on the disk); a tool result whose
+    fields are not text is kept as JSON text rather than failing the whole record."""
+    log = RunLog(tmp_path / "runs.db")
+    log.record(_run(1), [{"call_id": "c1", "tool_name": "t", "arguments": None,
+                          "content": {"rows": [1, 2]}, "success": True,
+                          "error_type": ("odd",), "latency_seconds": 0.5}])
+    assert log._db.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL (FULL is 2)
+    call = log.get("run0001")["tool_calls"][0]
+    assert call["content"] == '{"rows": [1, 2]}' and call["error_type"] == '["odd"]'
+    assert call["arguments"] is None and call["latency_seconds"] == 0.5
+    # Recording a run again (same id) replaces it and its tool calls.
+    log.record(_run(1, content="again"), [])
+    run = log.get("run0001")
+    assert run["content"] == "again" and run["tool_calls"] == []
+    log.close()

@@ -838,6 +838,7 @@ def jarvis_cli(*args: str, env: dict[str, str], prefix: tuple[str, ...] = ()):
                           capture_output=True, text=True, timeout=60)
 
 
+@pytest.mark.same_for_every_uid
 def test_code_tools_refuse_when_the_configured_mechanism_is_missing(cli_env) -> None:
     # bwrap forced, on a PATH without it: one line saying why and how to fix it, no traceback.
     env = {**cli_env, "PATH": str(Path(sys.executable).parent), "JARVIS_SANDBOX": "bwrap"}
@@ -851,6 +852,7 @@ def test_code_tools_refuse_when_the_configured_mechanism_is_missing(cli_env) -> 
             assert fix in lines[0]
 
 
+@pytest.mark.same_for_every_uid
 def test_auto_refuses_on_a_host_without_user_namespaces(cli_env) -> None:
     # A real host without user namespaces: jarvis runs inside a user namespace whose
     # user.max_user_namespaces is 0 (bwrap --disable-userns), so neither bwrap nor the
@@ -917,6 +919,7 @@ def test_doctor_probes_the_real_worker_not_just_bwrap(cli_env, tmp_path: Path) -
     assert ran.returncode == 1 and "cannot install the seccomp filter" in ran.stderr, ran.stderr
 
 
+@pytest.mark.same_for_every_uid
 def test_doctor_names_a_code_tools_own_isolation(cli_env) -> None:
     # [tools.repl] isolation wins over [sandbox] for repl: doctor reported only [sandbox]
     # ("bwrap") while repl ran as a plain process that reads the home folder.

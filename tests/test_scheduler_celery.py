@@ -100,12 +100,20 @@ def test_duplicate_and_stale_deliveries_are_dropped(env, api, pg_url, runlog, pr
     again = store.redispatch_expired(owner="test", dispatch_seconds=60, limit=10)
     assert [c.run.epoch for c in again] == [2]
     app = make_app(redis_server.url)
+    # The daemon's own send, with its message expiring in the broker (here at once): the worker
+    # discards it unread, whatever its epoch.
+    from jarvis.scheduler.dispatch import CeleryDispatcher
+
+    expiring = CeleryDispatcher(redis_server.url, dispatch_seconds=0.001, expiry_seconds=0.001)
+    expiring.send(again[0])
+    expiring.close()
     for epoch, task_id in ((1, "stale"), (2, "first"), (2, "duplicate")):
         app.send_task(TASK_NAME, args=(run.id, run.attempt, epoch), task_id=f"t-{task_id}",
                       queue="jarvis")
     w = worker(env, "--concurrency", "1", "--runner", "scheduler_support:ScriptRunner")
     procs.append(w)
     wait_for(lambda: succeeded(pg_url, task.id), timeout=30, what="the run")
+    w.wait_for_line(f"Discarding revoked task: jarvis.scheduler.run[jarvis-run-{run.id}-e2]")
     w.wait_for_line(f"run {run.id} (attempt 1, epoch 1): not started here")  # the stale one
     w.wait_for_line(f"run {run.id} (attempt 1, epoch 2): not started here")  # the duplicate
     assert len([e for e in read_log(runlog) if e["event"] == "start"]) == 1
@@ -355,38 +363,6 @@ def test_once_dispatches_what_is_due_and_a_down_ledger_is_one_line(env, api, pg_
     assert "s3cret" not in listed.stderr and len(listed.stderr.strip().splitlines()) == 1
 
 
-def test_a_stalled_worker_cannot_record_a_run_taken_from_it(env, api, pg_url, runlog, procs):
-    """Fencing: a worker frozen past its lease (SIGSTOP, as a long GC pause or a partition)
-    loses the run to the reaper; when it wakes up and finishes, its result is refused."""
-    import os
-    import signal
-
-    task = api.add("sleep 2", every=3600, on_crash="retry")
-    make_due(pg_url, task.id)
-    first = worker(env, "--concurrency", "1", "--runner", "scheduler_support:ScriptRunner")
-    procs.append(first)
-    procs.append(daemon(env))
-    wait_for(lambda: [e for e in read_log(runlog) if e["event"] == "start"], timeout=30,
-             what="attempt 1 to start")
-    os.killpg(first.pid, signal.SIGSTOP)
-    try:
-        wait_for(lambda: pg_rows(pg_url, "SELECT 1 FROM jarvis_runs WHERE attempt = 1 AND "
-                                         "error_type = 'crashed'"), timeout=30,
-                 what="the reaper to take the run")
-        procs.append(worker(env, "--concurrency", "1", "--runner", "scheduler_support:ScriptRunner"))
-        wait_for(lambda: succeeded(pg_url, task.id), timeout=30, what="attempt 2")
-    finally:
-        os.killpg(first.pid, signal.SIGCONT)
-    first.wait_for_line("it is no longer this worker's")
-    rows = pg_rows(pg_url, "SELECT attempt, status, error_type, trigger, answer FROM jarvis_runs "
-                           "ORDER BY attempt")
-    assert rows == [(1, "failed", "crashed", "schedule", None),
-                    (2, "succeeded", None, "recovery", "2")]
-    # Attempt 1 really ran to its end too: at-least-once execution, recorded once.
-    ends = sorted(e["attempt"] for e in read_log(runlog) if e["event"] == "end")
-    assert ends == [1, 2]
-
-
 def test_a_worker_delivers_a_task_result_to_its_channel(pg_url, api):
     """A task with `notify` run on a worker: the result reaches the channel (a real loopback
     webhook) and the delivery is recorded with the run in the ledger."""
@@ -436,3 +412,66 @@ def test_a_timed_out_run_whose_delivery_outlasts_its_stopped_process_says_not_se
     assert error_type == "timeout" and tried == 1
     assert delivery["status"] == "not_sent" and delivery["channel"] == "hook", delivery
     assert delivery["error"].startswith("not delivered: its worker process was stopped")
+
+
+def test_a_backlog_is_not_sent_again_only_lost_messages_are(env, api, pg_url, runlog, procs,
+                                                              redis_server):
+    """No worker yet: the queue holds the runs; past dispatch_timeout they are not sent again
+    (they wait, in order). A run claimed by a daemon that died before sending it is sent at
+    once. When the broker loses its queue, the runs are sent again, oldest first, and each
+    runs once."""
+    import redis
+
+    Path("config.toml").write_text(FAST.replace("dispatch_timeout = 5", "dispatch_timeout = 1"))
+    tasks = [api.add(f"echo {i}", every=3600) for i in range(4)]
+    for i, task in enumerate(tasks[:3]):
+        pg_rows(pg_url, "UPDATE jarvis_tasks SET next_run = %s WHERE id = %s",
+                (time.time() - 10 + i, task.id))
+    d = daemon(env)
+    procs.append(d)
+    wait_for(lambda: len(pg_rows(pg_url, "SELECT 1 FROM jarvis_runs WHERE sent_at IS NOT NULL")) == 3,
+             timeout=20, what="3 runs sent")
+    make_due(pg_url, tasks[3].id)  # claimed by a daemon that dies before sending it
+    api.store.claim_for_dispatch(now=time.time(), owner="dead", dispatch_seconds=3600, limit=5,
+                                 default_grace=3600)
+    d.wait_for_line("claimed but never sent")
+    # By now the three sent runs were older than dispatch_timeout at a reaper pass: waiting in
+    # the queue, they were left alone (before, each pass sent each again).
+    epochs = dict(pg_rows(pg_url, "SELECT task_id, epoch FROM jarvis_runs"))
+    assert [epochs[t.id] for t in tasks] == [1, 1, 1, 2]
+    client = redis.Redis.from_url(redis_server.url)
+    assert client.llen("jarvis") == 4
+    client.delete("jarvis")  # the broker loses every message (a restart without persistence)
+    client.close()
+    wait_for(lambda: sum("it was lost" in line for line in d.lines) == 4, timeout=20,
+             what="the lost messages sent again")
+    procs.append(worker(env, "--concurrency", "1", "--runner", "scheduler_support:ScriptRunner"))
+    for t in tasks:
+        wait_for(lambda t=t: succeeded(pg_url, t.id), timeout=30, what=f"task {t.id}")
+    starts = [e["task_id"] for e in read_log(runlog) if e["event"] == "start"]
+    assert starts == [t.id for t in tasks]  # each once, in the order they were due
+
+
+def test_a_visibility_timeout_a_task_outlasts_is_a_start_up_error(cli_env, api, pg_url):
+    """Redis would hand a run's message to a second worker while the first still runs it:
+    `jarvis worker` and the dispatching daemon refuse to start, in one line, naming the fix."""
+    from jarvis.errors import UserError
+    from jarvis.scheduler.dispatch import CeleryDispatcher
+
+    long = api.add("echo long", every=86400, timeout_seconds=7200)
+    Path("config.toml").write_text("[scheduler.celery]\nvisibility_timeout = 3600\n")
+    env = dict(cli_env, JARVIS_SCHEDULER_STORE=pg_url, JARVIS_CELERY_BROKER="redis://127.0.0.1:1/0")
+    out = jarvis(env, "worker")
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+    expected = f"visibility_timeout = 3600 s is shorter than task {long.id}'s timeout (7200 s)"
+    assert expected in out.stderr and "at least 7260" in out.stderr
+    # The daemon makes the same check when it starts (`jarvis scheduler start` calls it).
+    dispatcher = CeleryDispatcher("redis://127.0.0.1:1/0", visibility_timeout=3600)
+    with pytest.raises(UserError, match="at least 7260"):
+        dispatcher.check(api.store)
+    api.cancel_task(long.id)
+    from jarvis.scheduler.celery_app import check_visibility
+
+    check_visibility(3600, api.store)  # no active task outlasts it now
+    dispatcher.app.close()

@@ -67,7 +67,8 @@ def test_migrations_apply_once_even_when_many_processes_open_at_once(pg_url):
     assert pg_rows(pg_url, "SELECT version FROM jarvis_schema") == [(len(MIGRATIONS),)]
     tables = {r[0] for r in pg_rows(pg_url, "SELECT tablename FROM pg_tables WHERE tablename "
                                             "LIKE 'jarvis_%%'")}
-    assert tables == {"jarvis_schema", "jarvis_tasks", "jarvis_runs", "jarvis_run_logs"}
+    assert tables == {"jarvis_schema", "jarvis_tasks", "jarvis_runs", "jarvis_run_logs",
+                      "jarvis_effects"}
 
 
 def test_concurrent_claimers_take_each_occurrence_once(pg_url, api):
@@ -156,6 +157,40 @@ def test_a_dispatched_run_nobody_started_is_sent_again_with_the_next_epoch(pg_ur
     assert store.start_dispatched(claim.run.id, 1, "late-worker", 30) is None
     assert store.start_dispatched(claim.run.id, 2, "worker", 30) is not None
     assert store.recover(now=time.time()) == []  # not a crash: nothing ran twice
+
+
+def test_only_runs_whose_message_is_lost_are_sent_again_oldest_first(pg_url, store, api):
+    """A run waiting in the broker keeps its place; one claimed and never sent, one sent while
+    nothing waits in the queue (lost), and one past the safety deadline are sent again, in
+    the order of their scheduled times."""
+    tasks = [api.add(f"echo {i}", every=3600) for i in range(4)]
+    for i, task in enumerate(tasks):  # due one after the other, the last one first in id
+        pg_rows(pg_url, "UPDATE jarvis_tasks SET next_run = %s WHERE id = %s",
+                (time.time() - 10 + i, task.id))
+    claims = store.claim_for_dispatch(now=time.time(), owner="d1", dispatch_seconds=3600,
+                                      limit=10, default_grace=3600)
+    assert [c.task.id for c in claims] == [t.id for t in tasks]  # oldest due first
+    runs = [c.run for c in claims]
+    assert store.mark_sent([(r.id, r.epoch) for r in runs[:3]]) == 3
+    assert store.mark_sent([(runs[0].id, runs[0].epoch + 5)]) == 0  # another epoch's send
+    pg_rows(pg_url, "UPDATE jarvis_runs SET sent_at = sent_at - 100, dispatched_at = "
+                    "dispatched_at - 100")  # all sent (or claimed) 100 s ago
+    # A backlog: everything may still be waiting in the queue; only the never-sent run goes.
+    (unsent,) = store.redispatch_expired(owner="d2", dispatch_seconds=3600, limit=10,
+                                         unsent_seconds=10)
+    assert (unsent.run.id, unsent.run.epoch) == (runs[3].id, 2)
+    assert "never sent" in unsent.note
+    assert store.redispatch_expired(owner="d2", dispatch_seconds=3600, limit=10) == []
+    # Past the safety deadline: sent again, whatever the queue says.
+    pg_rows(pg_url, "UPDATE jarvis_runs SET lease_until = 0 WHERE id = %s", (runs[2].id,))
+    (late,) = store.redispatch_expired(owner="d2", dispatch_seconds=3600, limit=10)
+    assert late.run.id == runs[2].id and "expired" in late.note
+    # The queue is empty: what was sent more than `lost_after` ago is lost, oldest first.
+    lost = store.redispatch_expired(owner="d2", dispatch_seconds=3600, limit=10, lost_after=60)
+    assert [c.run.id for c in lost] == [runs[0].id, runs[1].id]
+    assert all(c.run.epoch == 2 and "lost" in c.note for c in lost)
+    assert store.start_dispatched(runs[0].id, 1, "stale-worker", 30) is None
+    assert store.start_dispatched(runs[0].id, 2, "worker", 30) is not None
 
 
 def test_cancelled_before_a_worker_starts_it_is_not_run(pg_url, store, api):

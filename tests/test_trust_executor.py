@@ -33,8 +33,9 @@ BUILTINS = {
     "channel_list": ([], "none"), "channel_status": ([], "none"),
     "schedule_task": ([], "persist"), "list_scheduled_tasks": (["private"], "none"),
     "pause_scheduled_task": ([], "persist"), "resume_scheduled_task": ([], "persist"),
-    "cancel_scheduled_task": ([], "persist"), "mcp_adapter": (["untrusted"], "mcp"),
-    "mcp_read_resource": (["untrusted"], "mcp"),
+    "cancel_scheduled_task": ([], "persist"),
+    "mcp_adapter": (["private", "untrusted"], "mcp"),
+    "mcp_read_resource": (["private", "untrusted"], "mcp"),
 }
 
 
@@ -115,7 +116,7 @@ def test_workspace_tools_in_tools_folder_declare_neutral(tmp_path):
         assert spec.output_labels == frozenset() and spec.egress == "none", name
 
 
-def test_undeclared_tools_are_untrusted_and_may_send_anything():
+def test_undeclared_tools_are_untrusted_and_private_and_may_send_anything():
     @tool(register=False)
     def plugin(text: str) -> str:
         """A tool that says nothing."""
@@ -139,7 +140,8 @@ def test_undeclared_tools_are_untrusted_and_may_send_anything():
     assert Typed().spec.output_labels == {"untrusted"} and Typed().spec.egress == "network"
     executor = ToolExecutor([plugin, mine])
     executor.execute(call("plugin", {"text": "x"}))
-    assert executor.trust.tainted and not executor.trust.private
+    # Anyone's text about anything of the person's (an inbox): both, so the run is guarded.
+    assert executor.trust.tainted and executor.trust.private
     (egress,) = plugin.egress_of({"text": SECRET})
     assert egress.kind == "unknown" and SECRET in egress.payload
     from jarvis.errors import ToolDefinitionError

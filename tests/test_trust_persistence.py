@@ -122,13 +122,14 @@ def test_mcp_annotations_count_only_for_trusted_servers():
     gentle = RemoteTool("tag", annotations={"destructiveHint": False})
     for tool in (reader, searcher, silent, gentle):
         assert requires_confirmation(untrusted, tool)
-        assert provenance(untrusted, tool) == (frozenset({"untrusted"}), "mcp")
+        assert provenance(untrusted, tool) == (frozenset({"private", "untrusted"}), "mcp")
     assert not requires_confirmation(trusted, reader) and not requires_confirmation(trusted,
                                                                                     gentle)
     assert requires_confirmation(trusted, silent)  # no annotations: destructive by default
     assert provenance(trusted, reader) == (frozenset({"private"}), "none")
-    assert provenance(trusted, searcher) == (frozenset({"untrusted"}), "mcp")
-    assert provenance(trusted, silent) == (frozenset({"untrusted"}), "mcp")
+    # Open-world says nothing about whose data comes back (a mailbox is open-world): both.
+    assert provenance(trusted, searcher) == (frozenset({"private", "untrusted"}), "mcp")
+    assert provenance(trusted, silent) == (frozenset({"private", "untrusted"}), "mcp")
 
 
 def test_mcp_read_resource_of_a_file_obeys_the_secret_rules(tmp_path):

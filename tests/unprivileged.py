@@ -103,6 +103,11 @@ class ThrowawayUser:
                 copied = self.run(["cp", "-a", f"{source}/.", str(target)], timeout=600)
             if copied.returncode != 0:
                 raise RuntimeError(f"cannot copy {source}: {copied.stderr.strip()}")
+        for name in ("uv", "uvx"):  # binaries, not scripts: they run from any venv's bin
+            binary = Path(sysconfig.get_path("scripts")) / name
+            if binary.is_file():
+                shutil.copy2(binary, self.venv / "bin" / name)
+                os.chown(self.venv / "bin" / name, self.uid, self.gid)
 
     def remove(self) -> None:
         """The user's home (hard links: the suite's files stay), its temporary files, and the

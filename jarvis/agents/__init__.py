@@ -37,8 +37,11 @@ def ensure_registered() -> None:
 
 def agent_class(name: str) -> Any | None:
     """The agent class registered under `name` (built-in or user-registered), or None."""
-    ensure_registered()
-    return AgentRegistry._entries.get(name)
+    found = AgentRegistry._entries.get(name)
+    if found is None:  # a cleared registry gets its built-ins back (looked up per request)
+        ensure_registered()
+        found = AgentRegistry._entries.get(name)
+    return found
 
 
 ensure_registered()

@@ -136,6 +136,9 @@ class BaseAgent:
                   emit: TokenHandler | None = None) -> GenerateResult:
         """One engine call: streamed into `emit` when given, counted into the run's usage."""
         self._check_cancelled()
+        fence = getattr(self.executor, "fence", None)
+        if fence is not None:  # a scheduled run that lost its lease calls its model no more
+            fence.check()
         state.turns += 1
         bus = self.bus
         if bus is not None:

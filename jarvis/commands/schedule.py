@@ -431,7 +431,8 @@ def start(once: bool, runner: str | None, max_workers: int | None, poll: float |
     config = load_cli_config()
     sched = _scheduler(runner, config, dispatch=True, max_workers=max_workers, poll_seconds=poll)
     if sched.dispatcher is not None:
-        sched.dispatcher.check()  # an unreachable broker is one line now, not silent retries
+        # An unreachable broker, or a visibility timeout a task outlasts: one line now.
+        sched.dispatcher.check(sched.store)
     _sync_agents(sched, config)
     if not once:
         from jarvis.commands.listen import listen_beside

@@ -82,7 +82,8 @@ class EngineConfig(_Section):
                                     "accepted, streamed or not; a larger one is an error")
     client: Literal["auto", "openai", "http"] = Field(
         "auto", description="HTTP client: the openai package, or jarvis's built-in one (fast "
-        "start-up); auto: built-in for `jarvis ask`, openai for the SDK")
+        "start-up, cheaper requests); auto: built-in for `jarvis ask`, and for the SDK and "
+        "`jarvis serve` with a plain http:// engine URL and no proxy set, else openai")
     hosts: EngineHosts = Field(default_factory=EngineHosts)
     vision: bool | Literal["auto"] = Field(
         "auto", description="whether the model takes images (tool results' images are sent as "
@@ -178,8 +179,12 @@ class CeleryConfig(_Section):
 
     broker: str = Field("", description="broker URL, e.g. redis://localhost:6379/0")
     queue: str = Field("jarvis", description="the Celery queue runs are sent to")
-    dispatch_timeout: float = Field(300.0, ge=1, description="a dispatched run that no worker "
-                                    "has started after this many seconds is sent again")
+    dispatch_timeout: float = Field(300.0, ge=1, description="a sent run that no worker has "
+                                    "started after this many seconds, while nothing waits in "
+                                    "the queue, is presumed lost and sent again")
+    message_expiry: float = Field(3600.0, ge=1, description="a run's message expires in the "
+                                  "broker after this many seconds, and a run still not started "
+                                  "then is sent again (the safety net for a lost message)")
     visibility_timeout: float | None = Field(None, gt=0, description="Redis redelivery time "
                                              "of unacknowledged messages; default: above the "
                                              "longest task timeout")
@@ -226,6 +231,10 @@ class SchedulerConfig(_Section):
         return _keep_runs(value)
 
 
+# A `network` entry's shape (jarvis/sandbox/netproxy.py parses it fully when the server starts).
+_NETWORK_ENTRY = re.compile(r"(\*\.)?[A-Za-z0-9_.-]+(:\d{1,5})?|\[[0-9A-Fa-f:.]+\](:\d{1,5})?")
+
+
 class McpServerConfig(_Section):
     command: str | None = None
     args: list[str] = Field(default_factory=list)
@@ -263,6 +272,10 @@ class McpServerConfig(_Section):
                                        "paths the server may read")
     writable_paths: list[str] = Field(default_factory=list, description="stdio, sandboxed: "
                                       "folders the server may write")
+    network: list[str] = Field(default_factory=list, description="stdio, sandboxed: the hosts "
+                               "the server may reach, through a proxy in jarvis (`host`: ports "
+                               "443 and 80, `host:port`, `*.domain`, an IP address); none: no "
+                               "network at all")
     max_message_mb: float = Field(32.0, gt=0, le=1024, description="largest message the "
                                   "server may send, in MB (stdio: a line; HTTP: a JSON body or "
                                   "an SSE event); a larger one is dropped and the call it "
@@ -280,6 +293,14 @@ class McpServerConfig(_Section):
         for tool, seconds in self.tool_timeouts.items():
             if seconds <= 0:
                 raise ValueError(f"tool_timeouts.{tool} must be a positive number of seconds")
+        for host in self.network:
+            if not _NETWORK_ENTRY.fullmatch(host.strip()):
+                raise ValueError(f"network entry {host!r} is not a host name, `host:port`, "
+                                 f"`*.domain` or an IP address (no scheme or path)")
+        if self.network and not (self.command and self.sandbox):
+            raise ValueError("`network` limits what a sandboxed stdio server (`command`, "
+                             "sandbox = true) may reach; without the sandbox a server has your "
+                             "whole network")
 
 
 class McpConfig(_Section):

@@ -74,13 +74,14 @@ def engine_names() -> list[str]:
 
 
 def get_engine(config: Any = None, name: str | None = None, host: str | None = None,
-               model: str | None = None, default_client: str = "openai") -> Any:
+               model: str | None = None, default_client: str = "auto") -> Any:
     """Build the engine to use: `name` (else config/JARVIS_ENGINE, else discovery).
 
     Hosts come from `host`, then the environment, then config.toml (the environment is folded
     into the config by `load_config`). Custom engines registered in EngineRegistry are built
     with whichever of config/host/model their constructor takes. `default_client` is the HTTP
-    client used when `[engine] client` is "auto".
+    client used when `[engine] client` is "auto" ("auto" again: chosen per URL, see
+    jarvis.engine.transport.auto_client).
     """
     if config is None:
         from jarvis.core.config import load_config

@@ -4,21 +4,25 @@ Both speak the same chat-completions wire format and hand the engine plain dicts
 report failures as WireError, so the engine parses replies and classifies failures (retry,
 rejected tools, unreachable, ...) in one place.
 
-- OpenAITransport: the `openai` package (the SDK default). Importing openai costs ~0.7-1 s of
-  CPU, which is paid once in a long-lived process.
+- OpenAITransport: the `openai` package (the SDK's and serve's for https, a proxy from the
+  environment, or when asked for). Importing openai costs ~0.7-1 s of CPU, which is paid once
+  in a long-lived process.
 - HTTPTransport: the standard library's http.client with a small keep-alive pool (the `jarvis
-  ask` default, where the openai import would dominate start-up: see bench/bench_agent.py).
+  ask` default, where the openai import would dominate start-up: see bench/bench_agent.py;
+  and, through `auto_client`, the SDK's and `jarvis serve`'s wherever it sends what the openai
+  package would: it costs ~0.2 ms of CPU a request against ~1.3 ms).
 """
 
 from __future__ import annotations
 
 import http.client
 import json
+import os
 import re
 import threading
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 from jarvis.engine.wire import (
     ACCEPT_ENCODING,
@@ -35,7 +39,26 @@ MAX_RESPONSE_BYTES = 64 * 1024 * 1024  # default [engine] max_response_bytes
 MAX_SSE_LINE = 8 * 1024 * 1024
 READ_SIZE = 64 * 1024
 
-__all__ = ["HTTPTransport", "OpenAITransport", "WireError", "error_message", "openai_wire_error"]
+MAX_REDIRECTS = 5
+REDIRECTS = frozenset({301, 302, 303, 307, 308})
+
+__all__ = ["HTTPTransport", "OpenAITransport", "WireError", "auto_client", "error_message",
+           "openai_wire_error"]
+
+
+def auto_client(base_url: str) -> str:
+    """The client `[engine] client = "auto"` means for the SDK and `jarvis serve`: the built-in
+    one ("http") where it sends the same request over the same kind of connection as the
+    openai package (a plain http:// URL without credentials or a query, no HTTP proxy in the
+    environment), else "openai" (https with its CA bundle, basic auth from the URL, a proxy
+    it would take from the environment)."""
+    parts = urlsplit(base_url)
+    if parts.scheme != "http" or parts.username is not None or parts.query or parts.fragment:
+        return "openai"
+    if any(value and name.lower() in ("http_proxy", "all_proxy")
+           for name, value in os.environ.items()):
+        return "openai"
+    return "http"
 
 
 def error_message(body: Any, fallback: str) -> str:
@@ -79,7 +102,7 @@ class HTTPTransport:
     """A minimal OpenAI-wire client on http.client (thread-safe, keep-alive pool)."""
 
     def __init__(self, base_url: str, api_key: str, timeout: float, connect_timeout: float,
-                 max_idle: int = 4, max_response_bytes: int = MAX_RESPONSE_BYTES) -> None:
+                 max_idle: int = 16, max_response_bytes: int = MAX_RESPONSE_BYTES) -> None:
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) URL: {base_url!r}")
@@ -146,12 +169,43 @@ class HTTPTransport:
 
     def _send(self, method: str, path: str, body: dict[str, Any] | None, deadline: Deadline
               ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+        """Send the request; the response once its headers are in. A 307/308 to this same
+        server is followed with the same request (as the openai package does); another
+        redirect is a status error naming where it points."""
         data = json.dumps(body).encode() if body is not None else None
+        target = self.prefix + path
+        for _ in range(MAX_REDIRECTS + 1):
+            conn, response = self._send_once(method, target, data, deadline)
+            if response.status not in REDIRECTS:
+                return conn, response
+            location = response.getheader("Location") or ""
+            response.close()
+            conn.close()
+            followed = self._same_server(target, location) if response.status in (307, 308) else None
+            if followed is None:
+                raise WireError("status", f"the server redirects to {location[:300]!r}; point "
+                                          f"the engine's URL there", response.status)
+            target = followed
+        raise WireError("status", f"more than {MAX_REDIRECTS} redirects", response.status)
+
+    def _same_server(self, target: str, location: str) -> str | None:
+        """The path to re-send to, when `location` is on this same server (else None)."""
+        scheme = "https" if self.https else "http"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        here = f"{scheme}://{host}:{self.port}"
+        there = urlsplit(urljoin(here + target, location))
+        if (there.scheme, there.hostname, there.port or (443 if there.scheme == "https" else 80)) \
+                != (scheme, self.host, self.port) or not there.path:
+            return None
+        return there.path + (f"?{there.query}" if there.query else "")
+
+    def _send_once(self, method: str, target: str, data: bytes | None, deadline: Deadline
+                   ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
         for attempt in range(2):
             conn, reused = self._checkout()
             deadline.arm(conn.sock)
             try:
-                conn.request(method, self.prefix + path, body=data, headers=self._headers(data is not None))
+                conn.request(method, target, body=data, headers=self._headers(data is not None))
                 return conn, conn.getresponse()
             except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError) as exc:
                 conn.close()

@@ -6,13 +6,18 @@ one byte a second would otherwise hold a caller forever. `[engine] max_response_
 bounds what is read, streamed or not, so an endless answer cannot exhaust memory.
 
 A blocked read cannot be interrupted by a flag, so the Deadline shuts the request's socket
-down when it expires (a timer thread, started only once the socket is known); reads then
-fail at once, and the failure is reported as the timeout it is.
+down when it expires (armed only once the socket is known); reads then fail at once, and the
+failure is reported as the timeout it is. One watchdog thread keeps every armed deadline of
+the process (a timer thread per request cost more than a whole request on the built-in
+client).
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import json
+import os
 import socket
 import threading
 import time
@@ -36,14 +41,14 @@ class WireError(Exception):
 class Deadline:
     """The end of one request; `arm(sock)` shuts the socket down when it passes."""
 
-    __slots__ = ("seconds", "end", "expired", "_sock", "_timer", "_lock")
+    __slots__ = ("seconds", "end", "expired", "_sock", "_scheduled", "_lock")
 
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
         self.end = time.monotonic() + seconds
         self.expired = False
         self._sock: socket.socket | None = None
-        self._timer: threading.Timer | None = None
+        self._scheduled = False
         self._lock = threading.Lock()
 
     def remaining(self) -> float:
@@ -65,13 +70,13 @@ class Deadline:
             return
         with self._lock:
             self._sock = sock
-            if self._timer is None:
-                self._timer = threading.Timer(max(0.0, self.remaining()), self._fire)
-                self._timer.daemon = True
-                self._timer.start()
+            schedule = not self._scheduled
+            self._scheduled = True
+        if schedule:
+            _WATCHDOG.add(self)
 
     def expire(self) -> None:
-        """End the request now: what the timer does at the deadline (a caller that stops
+        """End the request now: what the watchdog does at the deadline (a caller that stops
         waiting calls it, so a helper thread blocked on the socket ends too)."""
         self._fire()
 
@@ -87,10 +92,72 @@ class Deadline:
 
     def cancel(self) -> None:
         with self._lock:
-            timer, self._timer = self._timer, None
+            scheduled, self._scheduled = self._scheduled, False
             self._sock = None
-        if timer is not None:
-            timer.cancel()
+        if scheduled:
+            _WATCHDOG.discard()
+
+
+class _Watchdog:
+    """One daemon thread that shuts down the socket of each armed Deadline at its end.
+
+    Cancelled deadlines stay in the heap (unscheduled) until they reach its top, or until
+    they are most of it, when it is rebuilt: a cancel costs a counter, not a search.
+    """
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._heap: list[tuple[float, int, Deadline]] = []
+        self._live = 0
+        self._order = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def add(self, deadline: Deadline) -> None:
+        with self._cond:
+            heapq.heappush(self._heap, (deadline.end, next(self._order), deadline))
+            self._live += 1
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="jarvis-engine-deadlines",
+                                                daemon=True)
+                self._thread.start()
+            elif self._heap[0][2] is deadline:
+                self._cond.notify()  # the new earliest end: the thread sleeps too long
+
+    def discard(self) -> None:
+        with self._cond:
+            self._live -= 1
+            if len(self._heap) > 64 and self._live * 2 < len(self._heap):
+                self._heap = [e for e in self._heap if e[2]._scheduled]
+                heapq.heapify(self._heap)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while True:
+                    while self._heap and not self._heap[0][2]._scheduled:
+                        heapq.heappop(self._heap)  # cancelled (discard counted it)
+                    if not self._heap:
+                        self._cond.wait()
+                        continue
+                    wait = self._heap[0][0] - time.monotonic()
+                    if wait <= 0:
+                        break
+                    self._cond.wait(wait)
+                _, _, due = heapq.heappop(self._heap)
+                with due._lock:  # (cancel takes this lock, then ours: never both at once)
+                    fire, due._scheduled = due._scheduled, False
+                if fire:
+                    self._live -= 1
+            if fire:
+                due._fire()
+
+
+_WATCHDOG = _Watchdog()
+if hasattr(os, "register_at_fork"):  # a forked child has no watchdog thread, maybe a held lock
+    os.register_at_fork(after_in_child=_WATCHDOG._reset)
 
 
 def too_large(limit: int, streamed: bool) -> WireError:

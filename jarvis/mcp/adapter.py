@@ -65,7 +65,7 @@ class McpAdapterTool(BaseTool):
             },
             category="integration",
             metadata={"mcp_bridge": True},
-            output_labels=frozenset({"untrusted"}),
+            output_labels=frozenset({"private", "untrusted"}),  # any server, any data
             egress="mcp",
         )
 
@@ -230,7 +230,8 @@ class McpReadResourceTool(BaseTool):
             },
             category="integration",
             metadata={"mcp_bridge": True, "mcp_annotations": {"readOnlyHint": True}},
-            output_labels=frozenset({"untrusted"}),
+            # A resource may be a file of the person's (file://) written by anyone: both.
+            output_labels=frozenset({"private", "untrusted"}),
             egress="mcp",  # the URI goes to the server, which may fetch it from anywhere
         )
 

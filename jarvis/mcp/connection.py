@@ -267,7 +267,7 @@ class ServerConnection:
             from jarvis.mcp.sandboxing import sandboxed
 
             params = await asyncio.to_thread(sandboxed, self.name, cfg, params, self.base_dir,
-                                             self.sandbox)
+                                             self.sandbox, stack.callback)
         errlog: Any = None
         if self.log_path is not None:
             from jarvis.core.paths import open_private, private_dir
@@ -485,7 +485,8 @@ class ServerConnection:
                                                      else timeout)
 
     async def call(self, remote: str, arguments: dict[str, Any], timeout: float,
-                   max_timeout: float | None = None, on_progress: Any = None) -> Any:
+                   max_timeout: float | None = None, on_progress: Any = None,
+                   meta: dict[str, Any] | None = None) -> Any:
         """Call tool `remote`; returns the SDK's CallToolResult.
 
         `timeout` restarts whenever the server reports progress (and is paused while a person
@@ -525,8 +526,9 @@ class ServerConnection:
 
             self._calls[scope] = timeout
             try:
+                extra = {"meta": meta} if meta else {}  # `_meta` of the request
                 result = await self._request(lambda: client.call_tool(
-                    remote, arguments, progress_callback=progress))
+                    remote, arguments, progress_callback=progress, **extra))
             finally:
                 self._calls.pop(scope, None)
         if scope.cancelled_caught:

@@ -269,8 +269,9 @@ class McpManager:
 
     async def acall(self, server: str, remote: str, local: str,
                     arguments: dict[str, Any], timeout: float,
-                    on_progress: Any = None) -> ToolResult:
-        """Call a tool on the background loop and turn every outcome into a ToolResult."""
+                    on_progress: Any = None, meta: dict[str, Any] | None = None) -> ToolResult:
+        """Call a tool on the background loop and turn every outcome into a ToolResult;
+        `meta` goes in the request's `_meta` (a scheduled run's idempotency key)."""
         from jarvis.mcp.results import to_tool_result
 
         connection = self.servers[server].connection
@@ -280,7 +281,7 @@ class McpManager:
         try:
             result = await connection.call(remote, arguments, timeout,
                                            max_timeout=self.servers[server].config.max_timeout,
-                                           on_progress=on_progress)
+                                           on_progress=on_progress, meta=meta)
         except McpServerError as exc:
             return ToolResult.failure(local, f"{exc}; the next call reconnects",
                                       ErrorType.TRANSPORT, mcp_server=server, mcp_tool=remote)
@@ -295,7 +296,8 @@ class McpManager:
         return to_tool_result(local, server, remote, result)
 
     def call(self, server: str, remote: str, local: str, arguments: dict[str, Any],
-             timeout: float, on_progress: Any = None) -> ToolResult:
+             timeout: float, on_progress: Any = None,
+             meta: dict[str, Any] | None = None) -> ToolResult:
         """Blocking form of `acall` (for the executor's worker threads)."""
         if background_loop().in_loop():  # blocking here would wait on ourselves
             return ToolResult.failure(local, f"MCP tool {local} was called synchronously on the "
@@ -303,7 +305,7 @@ class McpManager:
         config = self.servers[server].config
         bound = config.connect_timeout + call_bound(config, timeout) + CALL_MARGIN
         future = background_loop().submit(self.acall(server, remote, local, arguments, timeout,
-                                                     on_progress))
+                                                     on_progress, meta))
         try:
             return future.result(bound)
         except TimeoutError:

@@ -13,6 +13,9 @@ The runtime and package are found here, outside the sandbox:
     `node_modules` (or its package folder);
   - `npx [-y] PACKAGE ARGS`: npx finds or installs the package outside the sandbox (the
     person's npm, as when run unsandboxed), then node runs the package's bin inside;
+  - `uvx [OPTIONS] PACKAGE ARGS` (or `--from PACKAGE COMMAND`, or `uv tool run`): uvx makes
+    the tool's environment outside the sandbox (its index and cache, as unsandboxed), then
+    the environment's console script runs inside, as a Python script;
   - any other program: the program and the shared libraries it loads from its own folders.
 """
 
@@ -23,6 +26,7 @@ import functools
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -43,14 +47,21 @@ class CommandNotFound(SandboxResolveError):
 
 
 def resolve(name: str, command: str, args: list[str], cwd: str | None,
-            path: str | None = None) -> tuple[list[str], list[str]]:
-    """(argv with an absolute program, the runtime paths it needs read-only)."""
+            path: str | None = None, env: dict[str, str] | None = None,
+            ) -> tuple[list[str], list[str]]:
+    """(argv with an absolute program, the runtime paths it needs read-only). `env`: the
+    server's configured environment (uvx's settings, UV_CACHE_DIR, ..., when it prepares a
+    tool's environment)."""
     program = shutil.which(command, path=path) if os.sep not in command else command
     if program is None or not os.path.isfile(program):
         raise CommandNotFound(f"command not found: {command}")
     program = os.path.abspath(program)
     if os.path.basename(program) == "npx":
         return _npx(name, program, args, cwd)
+    if os.path.basename(program) == "uvx":
+        return _uvx(name, [program], args, cwd, path, env)
+    if os.path.basename(program) == "uv" and args[:2] == ["tool", "run"]:
+        return _uvx(name, [program, "tool", "run"], args[2:], cwd, path, env)
     interpreter = _shebang(program)
     if interpreter is None:
         if _is_python(program):
@@ -201,15 +212,87 @@ def _npx(name: str, npx: str, args: list[str], cwd: str | None) -> tuple[list[st
     return [os.path.abspath(node), script, *rest], [*_binary(node), os.path.realpath(modules)]
 
 
+_ENVIRONMENT = "import json, sys; print(json.dumps([sys.prefix, sys.executable]))"
+
+
+def _uvx(name: str, uvx: list[str], args: list[str], cwd: str | None, path: str | None,
+         env: dict[str, str] | None) -> tuple[list[str], list[str]]:
+    """`uvx [OPTIONS] PACKAGE[@VERSION] ARGS` / `uvx [OPTIONS] --from SPEC COMMAND ARGS` as the
+    tool environment's console script, run by that environment's Python."""
+    takes_value = _uvx_value_options(uvx[0])
+    options: list[str] = []
+    rest = list(args)
+    source = None
+    while rest and rest[0].startswith("-") and rest[0] != "--":
+        arg = rest.pop(0)
+        flag, has_value, value = arg.partition("=")
+        if flag == "--from":
+            source = value if has_value else (rest.pop(0) if rest else "")
+            continue
+        options.append(arg)
+        if not has_value and flag in takes_value and rest:
+            options.append(rest.pop(0))
+    if rest[:1] == ["--"]:
+        rest.pop(0)
+    if not rest:
+        raise SandboxResolveError(f"MCP server {name!r}: uvx names no package")
+    command, rest = rest[0], rest[1:]
+    if source is None:  # `uvx mcp-server-time@2026.1`: the package's own command
+        source, command = command, re.split(r"[@=<>~!\[; ]", command, maxsplit=1)[0]
+    done = None
+    try:
+        done = subprocess.run(
+            [*uvx, *options, "--from", source, "python", "-c", _ENVIRONMENT],
+            capture_output=True, text=True, timeout=RESOLVE_TIMEOUT, cwd=cwd,
+            env={**os.environ, **({"PATH": path} if path else {}), **(env or {})})
+        prefix, _python = json.loads(done.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        lines = [line for line in (done.stderr if done is not None else "").splitlines()
+                 if line.strip()]
+        detail = lines[-1].strip() if lines else "no answer"
+        raise SandboxResolveError(
+            f"MCP server {name!r}: uvx could not prepare {source!r} outside the sandbox "
+            f"({detail}); uvx installs a tool first, with its index and cache as when it runs "
+            f"unsandboxed (set them in the server's env, e.g. UV_CACHE_DIR, UV_OFFLINE=1, "
+            f"UV_FIND_LINKS), or point `command` at the tool's script in a venv") from None
+    program = os.path.join(prefix, "bin", command)
+    if not os.path.isfile(program):
+        raise SandboxResolveError(f"MCP server {name!r}: {source!r} has no program named "
+                                  f"{command!r} (name it with uvx --from {source} COMMAND)")
+    # uv's console scripts start as /bin/sh scripts that exec the python beside them (and
+    # are Python files past that): the environment's python runs them directly.
+    python = os.path.join(prefix, "bin", "python")
+    return [python, program, *rest], [*_python_runtime(python), program]
+
+
+@functools.lru_cache(maxsize=4)
+def _uvx_value_options(uvx: str) -> frozenset[str]:
+    """The options of this uvx that take a value (`--from <FROM>`, `-p, --python <PYTHON>`),
+    read from its --help: they differ between uv versions."""
+    try:
+        text = subprocess.run([uvx, "--help"], capture_output=True, text=True,
+                              timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return frozenset({"--from", "--with", "-w", "--python", "-p", "--index", "--index-url",
+                          "-i", "--extra-index-url", "--find-links", "-f", "--cache-dir"})
+    found = set()
+    for match in re.finditer(r"^\s+(?:(-\w), )?(--[\w-]+) <", text, flags=re.M):
+        found.update(flag for flag in match.groups() if flag)
+    return frozenset(found)
+
+
 def _bare(package: str) -> str:
     """A package spec without its version: @scope/name@1.2 -> @scope/name."""
     at = package.rfind("@")
     return package[:at] if at > 0 else package
 
 
-def sandboxed(name: str, cfg: Any, params: Any, base_dir: Path, section: Any = None) -> Any:
+def sandboxed(name: str, cfg: Any, params: Any, base_dir: Path, section: Any = None,
+              on_close: Any = None) -> Any:
     """The StdioServerParameters that run `params` in the sandbox (`section`: the [sandbox]
-    table: isolation, uid). Raises ServerSetupError with the reason and the fix."""
+    table: isolation, uid). With hosts in `cfg.network`, a network proxy is started for the
+    server (jarvis/sandbox/netproxy.py) and `on_close(proxy.close)` registers its end with
+    the server's connection. Raises ServerSetupError with the reason and the fix."""
     from mcp import StdioServerParameters
 
     from jarvis.mcp.errors import ServerSetupError
@@ -235,14 +318,19 @@ def sandboxed(name: str, cfg: Any, params: Any, base_dir: Path, section: Any = N
     def listed(paths: list[str]) -> tuple[str, ...]:
         return tuple(str((base_dir / os.path.expanduser(p)).resolve()) for p in paths)
 
+    proxy = None
+    uid = getattr(section, "uid", 65534)
     try:
         argv, runtime = resolve(name, params.command, list(params.args), params.cwd,
-                                path=(params.env or {}).get("PATH"))
+                                path=(params.env or {}).get("PATH"), env=params.env)
+        hosts = list(getattr(cfg, "network", None) or [])
+        if hosts:
+            proxy = _proxy(name, hosts, uid, on_close)
         policy = CommandPolicy(runtime=tuple(runtime),
                                read_only_paths=listed(cfg.read_only_paths),
                                writable_paths=listed(cfg.writable_paths),
-                               env=dict(params.env or {}),
-                               uid=getattr(section, "uid", 65534))
+                               env=dict(params.env or {}), uid=uid,
+                               egress_socket=proxy.socket_path if proxy else None)
         full = command_argv(mechanism, argv, policy, cwd=params.cwd or os.getcwd())
     except CommandNotFound as exc:
         raise ServerSetupError(str(exc)) from None
@@ -250,6 +338,22 @@ def sandboxed(name: str, cfg: Any, params: Any, base_dir: Path, section: Any = N
         raise ServerSetupError(f"{exc}; {fix}" if isinstance(exc, SandboxResolveError) else
                                f"MCP server {name!r}: {exc}") from None
     return StdioServerParameters(command=full[0], args=full[1:], env={}, cwd="/")
+
+
+def _proxy(name: str, hosts: list[str], uid: int, on_close: Any) -> Any:
+    """The network proxy of a server with hosts in `network`, its end registered."""
+    from jarvis.mcp.errors import ServerSetupError
+    from jarvis.sandbox.netproxy import EgressProxy, EntryError
+
+    if on_close is None:
+        raise ServerSetupError(f"MCP server {name!r}: no way to end its network proxy")
+    try:
+        proxy = EgressProxy(name, hosts, owner=(uid, uid) if os.geteuid() == 0 else None)
+    except EntryError as exc:
+        raise ServerSetupError(f"MCP server {name!r}: {exc}; fix `network` of "
+                               f"[mcp.servers.{name}]") from None
+    on_close(proxy.close)
+    return proxy
 
 
 def unsandboxed(config: Any) -> list[str]:

@@ -10,12 +10,20 @@ not kept at all: its bytes are read and dropped, and the request it answers
 call fails at once instead of at its timeout. Spawning and shutting down do what the SDK's
 does (own process group; close stdin, wait, then SIGTERM and SIGKILL to the whole tree, with
 the SDK's terminate_posix_process_tree).
+
+A server gets a session of its own (as with the SDK) only when jarvis has a controlling
+terminal, which the server must then not share (it could write to it past jarvis). Without
+one, it gets its own process group in jarvis's session: on Linux every session is a
+scheduling group of its own (autogroup), and on a loaded machine a server in a group of its
+own answered each call ~0.4-2 ms later (bench/bench_mcp_call.py, "pipe, new session").
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
+import os
 import re
 from collections.abc import AsyncIterator
 from typing import Any, TextIO
@@ -102,63 +110,47 @@ async def bounded_stdio_client(params: Any, errlog: TextIO, *, server: str,
     from mcp.shared.message import SessionMessage
     from mcp.types import jsonrpc_message_adapter
 
-    process = await anyio.open_process(
-        [params.command, *params.args], env=get_default_environment() | (params.env or {}),
-        stderr=errlog, cwd=params.cwd, start_new_session=True)
+    process = await spawn([params.command, *params.args],
+                          get_default_environment() | (params.env or {}), errlog, params.cwd)
     # No await between the spawn and the task group: a cancellation there would leak it.
-    read_writer, read_stream = anyio.create_memory_object_stream[Any](0)
-    write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
-    writer_done = anyio.Event()
+    read_stream = _Inbox()
     stopping = False
-
-    async def deliver(item: Any) -> None:
-        await read_writer.send(item)
+    deliver = read_stream.put
+    # The server stopped reading: the session's side ends, so a request waiting for an
+    # answer ends now instead of at its timeout.
+    write_stream = _MessageWriter(process.stdin, read_stream.end)
 
     async def stdout_reader() -> None:
         try:
-            async with read_writer:
-                async for line in read_lines(process.stdout, max_bytes):
-                    if isinstance(line, Oversized):
-                        log.warning("MCP server %r sent a message of %d bytes (limit %d); "
-                                    "dropped", server, line.size, max_bytes)
-                        answer = refusal(line, server, max_bytes)
-                        if answer is not None:
-                            await deliver(answer)
-                        continue
-                    try:
-                        message = jsonrpc_message_adapter.validate_json(line, by_name=False)
-                    except ValueError as exc:  # the session surfaces it, as with the SDK's
-                        log.error("Failed to parse JSONRPC message from server %r", server,
-                                  exc_info=exc)
-                        await deliver(exc)
-                        continue
-                    await deliver(SessionMessage(message))
+            async for line in read_lines(process.stdout, max_bytes):
+                if isinstance(line, Oversized):
+                    log.warning("MCP server %r sent a message of %d bytes (limit %d); "
+                                "dropped", server, line.size, max_bytes)
+                    answer = refusal(line, server, max_bytes)
+                    if answer is not None:
+                        await deliver(answer)
+                    continue
+                try:
+                    message = jsonrpc_message_adapter.validate_json(line, by_name=False)
+                except ValueError as exc:  # the session surfaces it, as with the SDK's
+                    log.error("Failed to parse JSONRPC message from server %r", server,
+                              exc_info=exc)
+                    await deliver(exc)
+                    continue
+                await deliver(SessionMessage(message))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             pass  # the session is gone or we closed the pipe: only the drain below remains
         except (ConnectionError, OSError) as exc:
             if not stopping:
                 log.warning("reading from MCP server %r failed: %s", server, exc)
         finally:
+            read_stream.end()
             await _drain(process)
-
-    async def stdin_writer() -> None:
-        try:
-            async with write_reader:
-                async for item in write_reader:
-                    data = item.message.model_dump_json(by_alias=True, exclude_unset=True)
-                    await process.stdin.send(data.encode("utf-8") + b"\n")
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-            # The server stopped reading: close the session's side, so a request waiting
-            # for an answer ends now instead of at its timeout.
-            await read_writer.aclose()
-        finally:
-            writer_done.set()
 
     async def shutdown() -> None:
         read_stream.close()
-        write_stream.close()
         with anyio.move_on_after(FLUSH_SECONDS):
-            await writer_done.wait()
+            await write_stream.aclose()  # what was written is still flushed to the server
         await _close(process.stdin)
         if not await _exited(process, GRACE_SECONDS):
             with contextlib.suppress(OSError, ProcessLookupError):
@@ -173,12 +165,10 @@ async def bounded_stdio_client(params: Any, errlog: TextIO, *, server: str,
         if callable(getattr(transport, "close", None)):
             with contextlib.suppress(PermissionError):
                 transport.close()
-        for stream in (read_stream, write_stream, read_writer, write_reader):
-            await _close(stream)
+        read_stream.close()
 
     async with anyio.create_task_group() as group:
         group.start_soon(stdout_reader)
-        group.start_soon(stdin_writer)
         try:
             yield read_stream, write_stream
         finally:
@@ -186,6 +176,212 @@ async def bounded_stdio_client(params: Any, errlog: TextIO, *, server: str,
             with anyio.CancelScope(shield=True):  # the server must not outlive a cancel
                 await shutdown()
             group.cancel_scope.cancel()
+
+
+class _Inbox:
+    """The session's read stream: what the reader task hands over, one message at a time
+    (`put` returns once the session took it, as a memory stream of size 0 would, so the
+    reader holds at most one message), then the end. A plain asyncio hand-over: anyio's
+    memory streams cost more per message than the rest of the transport."""
+
+    def __init__(self) -> None:
+        from collections import deque
+
+        self._items: deque[Any] = deque()
+        self._ended = False  # no more items: EndOfStream once the pending one is taken
+        self._closed = False  # the session's side is gone: put fails
+        self._taker: asyncio.Future[None] | None = None
+        self._putter: asyncio.Future[None] | None = None
+
+    async def put(self, item: Any) -> None:
+        import anyio
+
+        if self._closed:
+            raise anyio.BrokenResourceError
+        if self._ended:
+            raise anyio.ClosedResourceError
+        self._items.append(item)
+        _wake(self._taker)
+        while self._items and not self._closed:  # until the session took it
+            self._putter = asyncio.get_running_loop().create_future()
+            await self._putter
+
+    def end(self) -> None:
+        self._ended = True
+        _wake(self._taker)
+
+    def close(self) -> None:
+        self._closed = self._ended = True
+        self._items.clear()
+        _wake(self._taker)
+        _wake(self._putter)
+
+    async def receive(self) -> Any:
+        import anyio
+
+        while not self._items:
+            if self._ended:
+                raise anyio.EndOfStream
+            self._taker = asyncio.get_running_loop().create_future()
+            await self._taker
+        item = self._items.popleft()
+        _wake(self._putter)
+        return item
+
+    def __aiter__(self) -> _Inbox:
+        return self
+
+    async def __anext__(self) -> Any:
+        import anyio
+
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        self.close()
+
+    async def __aenter__(self) -> _Inbox:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _wake(waiter: asyncio.Future[None] | None) -> None:
+    if waiter is not None and not waiter.done():
+        waiter.set_result(None)
+
+
+class _MessageWriter:
+    """The session's write stream: each message is serialized and written to the server's
+    stdin by the task that sends it (no writer task between them: a hop per message).
+    Concurrent sends cannot interleave: a message is written whole, and only then drained."""
+
+    def __init__(self, stdin: _Writer, on_broken: Any) -> None:
+        self._stdin = stdin
+        self._on_broken = on_broken
+        self._closed = False
+        self._broken = False
+
+    async def send(self, item: Any) -> None:
+        import anyio
+
+        if self._closed:
+            raise anyio.ClosedResourceError
+        if self._broken:
+            raise anyio.BrokenResourceError
+        data = item.message.model_dump_json(by_alias=True, exclude_unset=True)
+        try:
+            await self._stdin.send(data.encode("utf-8") + b"\n")
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
+            self._broken = True
+            self._on_broken()
+            raise anyio.BrokenResourceError from exc
+
+    async def aclose(self) -> None:
+        self._closed = True
+
+    async def __aenter__(self) -> _MessageWriter:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+
+def has_controlling_terminal() -> bool:
+    """Whether this process has a controlling terminal (one a child would share)."""
+    try:
+        fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)
+    except OSError:
+        return False
+    os.close(fd)
+    return True
+
+
+async def spawn(command: list[str], env: dict[str, str], errlog: Any, cwd: Any) -> Process:
+    """Start a server with piped stdin/stdout, leader of a process group of its own (the pgid
+    the SDK's terminate_posix_process_tree signals); a session of its own too when there is
+    a terminal to keep it away from."""
+    if has_controlling_terminal():
+        group: dict[str, Any] = {"start_new_session": True}
+    else:
+        group = {"process_group": 0}
+    proc = await asyncio.create_subprocess_exec(
+        *command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=errlog,
+        env=env, cwd=cwd, **group)
+    return Process(proc)
+
+
+class Process:
+    """What the transport uses of a server process, with anyio's stream semantics (a read at
+    the end raises EndOfStream; a read or write after aclose raises ClosedResourceError)."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self._process = proc
+        self.pid = proc.pid
+        assert proc.stdin is not None and proc.stdout is not None
+        self.stdin = _Writer(proc.stdin)
+        self.stdout = _Reader(proc.stdout)
+
+    @property
+    def returncode(self) -> int | None:
+        return self._process.returncode
+
+
+class _Reader:
+    def __init__(self, stream: asyncio.StreamReader) -> None:
+        self._stream = stream
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        import anyio
+
+        data = await self._stream.read(max_bytes)
+        if not data:
+            raise anyio.EndOfStream
+        return data
+
+    def __aiter__(self) -> _Reader:
+        return self
+
+    async def __anext__(self) -> bytes:
+        import anyio
+
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        import anyio
+
+        self._stream.set_exception(anyio.ClosedResourceError())
+        await asyncio.sleep(0)
+
+
+class _Writer:
+    def __init__(self, stream: asyncio.StreamWriter) -> None:
+        self._stream = stream
+        self._closed = False
+
+    async def send(self, data: bytes) -> None:
+        import anyio
+
+        if self._closed:
+            raise anyio.ClosedResourceError
+        try:
+            self._stream.write(data)
+            await self._stream.drain()
+        except (ConnectionResetError, BrokenPipeError) as exc:
+            if self._stream.is_closing():
+                raise anyio.BrokenResourceError from exc
+            raise
+
+    async def aclose(self) -> None:
+        self._closed = True
+        self._stream.close()
+        await asyncio.sleep(0)
 
 
 async def _drain(process: Any) -> None:

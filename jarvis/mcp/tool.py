@@ -119,16 +119,29 @@ class McpTool(BaseTool):
 
         return report
 
+    def _meta(self, context: ToolContext | None) -> dict[str, Any] | None:
+        """A scheduled run's call carries its fence in `_meta`: the effect key (the same in
+        every attempt of the occurrence, at this call's position), the attempt and the epoch,
+        for a server that de-duplicates."""
+        fence = context.fence if context is not None else None
+        if fence is None:
+            return None
+        from jarvis.tools.fence import meta_for
+
+        target = f"mcp {self.server}/{self.remote_name}"
+        return meta_for(fence, fence.effect_key("mcp", target, fence.position("mcp", target)))
+
     def invoke(self, arguments: dict[str, Any], context: ToolContext | None = None) -> ToolResult:
         return self.manager.call(self.server, self.remote_name, self._spec.name, arguments,
-                                 self.call_timeout, on_progress=self._progress(context))
+                                 self.call_timeout, on_progress=self._progress(context),
+                                 meta=self._meta(context))
 
     async def ainvoke(self, arguments: dict[str, Any], context: ToolContext | None = None) -> ToolResult:
         from jarvis.mcp.loop import background_loop
 
         return await background_loop().arun(self.manager.acall(
             self.server, self.remote_name, self._spec.name, arguments, self.call_timeout,
-            on_progress=self._progress(context)))
+            on_progress=self._progress(context), meta=self._meta(context)))
 
     def execute(self, **params: Any) -> ToolResult:
         """Call the tool directly (outside an executor: no validation or confirmation)."""
@@ -171,14 +184,17 @@ def requires_confirmation(config: Any, tool: RemoteTool) -> bool:
 
 def provenance(config: Any, tool: RemoteTool) -> tuple[frozenset[str], str]:
     """(output labels, egress kind) of a server's tool (docs/trust.md). A server not marked
-    trusted: untrusted results, and every call may send its arguments to the server (and
-    beyond). A trusted server's annotations count: openWorldHint=false means its results are
-    the person's own data (private) rather than the world's (untrusted); readOnlyHint with
-    openWorldHint=false means a call sends nothing beyond this machine's server."""
+    trusted: results both private and untrusted (a filesystem or mail server returns the
+    person's data, written by anyone), and every call may send its arguments to the server
+    (and beyond). A trusted server's annotations count: openWorldHint=false means its results
+    are the person's own data (private) rather than also the world's; readOnlyHint with
+    openWorldHint=false means a call sends nothing beyond this machine's server. An open-world
+    tool says nothing about whose data it returns (a mailbox is open-world): both."""
+    both = frozenset({"private", "untrusted"})
     if not getattr(config, "trusted", False):
-        return frozenset({"untrusted"}), "mcp"
+        return both, "mcp"
     ann = tool.annotations or {}
     open_world = ann.get("openWorldHint", True) is not False
-    labels = frozenset({"untrusted"}) if open_world else frozenset({"private"})
+    labels = both if open_world else frozenset({"private"})
     egress = "none" if ann.get("readOnlyHint") and not open_world else "mcp"
     return labels, egress

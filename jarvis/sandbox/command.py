@@ -17,18 +17,18 @@ import sys
 from dataclasses import dataclass, field
 
 from jarvis.sandbox.launch import (
-    HERE,
-    LAUNCHER,
+    SANDBOX_DIR,
     WORK_DIR,
     bwrap_command,
     host_identity,
+    launcher,
     mount_plan,
     namespaces_command,
 )
 from jarvis.sandbox.policy import SYSTEM_DIRS, SandboxLimits, SandboxPolicy
 
-SHIM = HERE / "exec_shim.py"
-SANDBOX_SHIM = "/.jarvis/exec_shim.py"
+SANDBOX_SHIM = f"{SANDBOX_DIR}/exec_shim.pyc"
+SANDBOX_EGRESS = "/.jarvis-egress.sock"
 
 
 @dataclass(slots=True, frozen=True)
@@ -42,6 +42,8 @@ class CommandPolicy:
         max_processes: processes and threads of the sandbox together (RLIMIT_NPROC).
         max_open_files: RLIMIT_NOFILE.
         uid: the host uid it runs as when jarvis is root (SandboxPolicy.uid).
+        egress_socket: the hand-off socket of the command's network proxy (netproxy.py), or
+            None: no network at all.
     """
 
     runtime: tuple[str, ...] = ()
@@ -52,6 +54,7 @@ class CommandPolicy:
     max_open_files: int = 1024
     tmp_mb: int = 64
     uid: int = 65534
+    egress_socket: str | None = None
 
 
 def command_argv(mechanism: str, argv: list[str], policy: CommandPolicy,
@@ -65,12 +68,11 @@ def command_argv(mechanism: str, argv: list[str], policy: CommandPolicy,
                             writable_paths=policy.writable_paths,
                             limits=SandboxLimits(tmp_mb=policy.tmp_mb))
     plan = mount_plan(sandbox)
-    for path in policy.runtime:  # reached through a symlink (a venv's bin/python): as named
-        logical = os.path.abspath(path)
-        if os.path.islink(logical):
+    for path in policy.runtime:  # reached through a symlink (a venv's bin/python): as named,
+        logical = os.path.abspath(path)  # unless a folder shown whole holds it (/usr/lib/...)
+        if os.path.islink(logical) and not any(
+                logical.startswith(folder.rstrip("/") + "/") for folder in plan.read_paths):
             plan.ops.append(("symlink", os.path.realpath(logical), logical))
-    plan.ops.append(("ro", str(SHIM), SANDBOX_SHIM))
-    plan.read_paths.append(SANDBOX_SHIM)
     # Its working folder, at its path, so relative paths in its arguments mean what they mean
     # outside; where the sandbox does not show it, an empty folder of the sandbox's own
     # (Landlock: read only), under which the listed paths inside it appear (the op goes
@@ -84,12 +86,26 @@ def command_argv(mechanism: str, argv: list[str], policy: CommandPolicy,
         first = next(i for i, op in enumerate(plan.ops) if op[0] == "tmpfs") + 1
         plan.ops.insert(first, ("tmpfs", workdir, 1024 * 1024))
         plan.read_paths.append(workdir)
-    config = {"max_processes": policy.max_processes, "max_open_files": policy.max_open_files,
-              "landlock": {"read": [*plan.read_paths, "/proc"], "write": [*plan.write_paths],
-                           "dev": "/dev", "network": False}}
-    shim = [plan.python, "-I", "-S", SANDBOX_SHIM, json.dumps(config), *argv]
+    config: dict = {"max_processes": policy.max_processes,
+                    "max_open_files": policy.max_open_files,
+                    "landlock": {"read": [*plan.read_paths, "/proc"],
+                                 "write": [*plan.write_paths], "dev": "/dev", "network": False}}
     env = {"HOME": WORK_DIR, "TMPDIR": WORK_DIR, "PATH": "/usr/local/bin:/usr/bin:/bin",
            "LANG": "C.UTF-8", **policy.env}
+    if policy.egress_socket:
+        from jarvis.sandbox.netproxy import PROXY_HOST, PROXY_PORT
+
+        plan.ops.append(("ro", policy.egress_socket, SANDBOX_EGRESS))
+        config["egress"] = {"socket": SANDBOX_EGRESS, "host": PROXY_HOST, "port": PROXY_PORT}
+        config["landlock"]["connect_ports"] = [PROXY_PORT]
+        proxy = f"http://{PROXY_HOST}:{PROXY_PORT}"
+        # Both spellings (curl and Python read the lowercase ones first); Node.js >= 22.21
+        # follows them for fetch and http only with NODE_USE_ENV_PROXY.
+        env.update({name: proxy for name in ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy",
+                                             "http_proxy")}, NODE_USE_ENV_PROXY="1")
+        for name in ("NO_PROXY", "no_proxy"):
+            env.pop(name, None)
+    shim = [plan.python, "-I", "-S", SANDBOX_SHIM, json.dumps(config), *argv]
     if mechanism == "namespaces":
         return namespaces_command(sandbox, sys.executable, None, shim, plan=plan, env=env,
                                   workdir=workdir)[0]
@@ -106,4 +122,4 @@ def command_argv(mechanism: str, argv: list[str], policy: CommandPolicy,
     sources = [str(src) for kind, src, _ in plan.ops if kind in ("ro", "rw")]
     spec = {"exec": command, "drop": identity,
             "sources": [*sources, os.path.realpath(shutil.which(bwrap) or bwrap)]}
-    return [sys.executable, "-I", "-S", str(LAUNCHER), json.dumps(spec)]
+    return [sys.executable, "-I", "-S", launcher(), json.dumps(spec)]

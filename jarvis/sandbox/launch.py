@@ -19,10 +19,11 @@ from pathlib import Path
 from jarvis.sandbox.policy import SYSTEM_DIRS, SandboxPolicy, python_paths
 
 HERE = Path(__file__).parent
-WORKER = HERE / "worker.py"
-LAUNCHER = HERE / "unshare_launcher.py"
-# Where the worker script appears inside a sandbox.
-SANDBOX_WORKER = "/.jarvis/worker.py"
+# The scripts that run inside a sandbox (and jarvis's launcher, which builds one), as bytecode
+# in one folder (bytecode_folder), shown read-only at SANDBOX_DIR.
+SCRIPTS = ("worker", "confine", "exec_shim", "unshare_launcher")
+SANDBOX_DIR = "/.jarvis"
+SANDBOX_WORKER = f"{SANDBOX_DIR}/worker.pyc"
 WORK_DIR = "/tmp"
 # The unprivileged user the code runs as inside its user namespace (on the host it is jarvis's
 # own uid, or SandboxPolicy.uid when jarvis runs as root: see host_identity).
@@ -41,6 +42,38 @@ TMP_BYTES_PER_FILE = 4096
 SANDBOX_ENV = {"HOME": WORK_DIR, "TMPDIR": WORK_DIR, "PATH": "/usr/bin:/bin",
                "LANG": "C.UTF-8", "PYTHONIOENCODING": "utf-8", "PYTHONDONTWRITEBYTECODE": "1",
                "MALLOC_ARENA_MAX": "2"}
+
+
+@functools.lru_cache(maxsize=1)
+def bytecode_folder() -> str:
+    """A folder of this process's (mode 0755, files 0644: a root jarvis's sandbox uid reads
+    them, nobody else writes them) holding worker.pyc, confine.pyc and exec_shim.pyc, compiled
+    from the sources beside this module once per process. A script run from source is
+    compiled at every start: 8-20 ms of every cold call. Removed when this process exits."""
+    import atexit
+    import importlib.util
+    import marshal
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="jarvis-sandbox-code-")
+    for name in SCRIPTS:
+        source = (HERE / f"{name}.py").read_bytes()
+        code = compile(source, f"{SANDBOX_DIR}/{name}.py", "exec", dont_inherit=True)
+        header = importlib.util.MAGIC_NUMBER + bytes(4) + bytes(4) + (
+            len(source) & 0xFFFFFFFF).to_bytes(4, "little")
+        path = os.path.join(folder, f"{name}.pyc")
+        with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), "wb") as f:
+            f.write(header + marshal.dumps(code))
+        os.chmod(path, 0o644)
+    os.chmod(folder, 0o755)
+    owner = os.getpid()
+    atexit.register(lambda: os.getpid() == owner and shutil.rmtree(folder, ignore_errors=True))
+    return folder
+
+
+def launcher() -> str:
+    """jarvis's own launcher, as bytecode (unshare_launcher.py, run as a script)."""
+    return os.path.join(bytecode_folder(), "unshare_launcher.pyc")
 
 
 class PathProblem(ValueError):
@@ -118,8 +151,8 @@ def mount_plan(policy: SandboxPolicy) -> MountPlan:
                 and _covered(folder, plan.read_paths)):
             plan.ops.append(("hide", folder, 0))
     _hide_secret_folders(plan)
-    plan.ops.append(("ro", str(WORKER), SANDBOX_WORKER))
-    plan.read_paths.append(SANDBOX_WORKER)
+    plan.ops.append(("ro", bytecode_folder(), SANDBOX_DIR))
+    plan.read_paths.append(SANDBOX_DIR)
     for path in policy.writable_paths:
         real = os.path.realpath(path)
         plan.ops.append(("rw", real, real))
@@ -134,7 +167,7 @@ def _writable_by(path: str, uid: int, gid: int) -> bool:
     return bool(st.st_mode & (0o020 if st.st_gid == gid else 0o002))
 
 
-def _secret_folders() -> list[tuple[str, str]]:
+def secret_folders() -> list[tuple[str, str]]:
     from jarvis.core.paths import jarvis_home
 
     return [("your home folder", os.path.realpath(os.path.expanduser("~"))),
@@ -146,7 +179,7 @@ def _hide_secret_folders(plan: MountPlan) -> None:
     holds them (JARVIS_HOME under /usr/local, or in the venv's site-packages): an empty
     read-only tmpfs covers them. If the sandbox also needs something inside one (the
     interpreter under a home folder that /usr holds), that is refused, loudly."""
-    for what, folder in _secret_folders():
+    for what, folder in secret_folders():
         if folder == "/" or not _covered(folder, plan.read_paths):
             continue
         needed = [p for p in plan.read_paths if p != folder and _covered(p, [folder])]
@@ -191,7 +224,7 @@ def _replaceable(path: str, writable: tuple[str, ...]) -> str | None:
 def _exposes_secrets(path: str) -> str | None:
     """Why mounting `path` would hand the code jarvis's secrets (None: it would not)."""
     real = os.path.realpath(path)
-    for what, inner in _secret_folders():
+    for what, inner in secret_folders():
         if real == "/" or _covered(inner, [real]):
             return f"holds {what} ({inner})"
     return None
@@ -341,7 +374,7 @@ def namespaces_command(policy: SandboxPolicy, python: str, info_fd: int | None,
             "info_fd": info_fd, "workdir": workdir,
             "env": SANDBOX_ENV if env is None else env,
             "argv": command or _worker_argv(policy, plan)}
-    return [python, "-I", "-S", str(LAUNCHER), json.dumps(spec)], {}
+    return [python, "-I", "-S", launcher(), json.dumps(spec)], {}
 
 
 def probe_command(mechanism: str, bwrap: str | None, info_fd: int) -> list[str]:
@@ -362,4 +395,5 @@ def plain_command(policy: SandboxPolicy, workdir: str) -> tuple[list[str], dict]
     env.update(HOME=workdir, TMPDIR=workdir, PYTHONDONTWRITEBYTECODE="1",
                PYTHONIOENCODING="utf-8")
     config = {**worker_config(policy, plan, isolated=False), "parent": os.getpid()}
-    return [plan.python, "-I", "-S", str(WORKER), json.dumps(config)], env
+    return [plan.python, "-I", "-S", os.path.join(bytecode_folder(), "worker.pyc"),
+            json.dumps(config)], env

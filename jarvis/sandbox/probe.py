@@ -38,7 +38,18 @@ class SandboxUnavailable(JarvisError):
 
 
 def find_bwrap() -> str | None:
-    return shutil.which("bwrap")
+    """bubblewrap on PATH. Looked up once per PATH (every warm repl call asks: shutil.which
+    stats each PATH folder), checked to still be there."""
+    found = _which_bwrap(os.environ.get("PATH"))
+    if found is not None and not os.access(found, os.X_OK):
+        _which_bwrap.cache_clear()
+        found = _which_bwrap(os.environ.get("PATH"))
+    return found
+
+
+@functools.lru_cache(maxsize=8)
+def _which_bwrap(path: str | None) -> str | None:
+    return shutil.which("bwrap", path=path)
 
 
 @functools.lru_cache(maxsize=8)

@@ -12,7 +12,6 @@ init: every process and thread in it is gone when close returns.
 
 from __future__ import annotations
 
-import ctypes
 import json
 import math
 import os
@@ -31,6 +30,18 @@ from typing import Any
 
 from jarvis.sandbox import cgroup
 from jarvis.sandbox.policy import SandboxLimits, SandboxPolicy
+from jarvis.sandbox.supervise import (  # noqa: F401 - _prlimit_as_owner: tests reach it here
+    _joining,
+    _prlimit_as_owner,
+    _running,
+    _wait_for,
+    children_of,
+    cpu_seconds_of,
+    protect_jarvis,
+    spawn,
+    stat_cpu_seconds,
+    wait_exit,
+)
 
 START_TIMEOUT = 15.0
 INTERRUPT_GRACE = 1.0
@@ -49,7 +60,9 @@ FROZEN_CPU_SLACK = 0.1
 JSON_BYTES_PER_CHAR = 6
 REPLY_OVERHEAD_BYTES = 64 * 1024
 MAX_ERROR_CHARS = 4000  # the worker keeps a traceback's last 4000 characters too
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+# Once a prlimit of a sandbox was refused (a root jarvis without CAP_SYS_RESOURCE), every
+# sandbox's goes through its owner's uid (_prlimit_as_owner) from then on.
+_owner_prlimit = [False]
 
 
 @dataclass(slots=True)
@@ -84,144 +97,6 @@ _NOTHING = object()  # no frame arrived before the next check
 _STALE = object()    # a frame for another call (or none), dropped unread
 
 
-_protected = False
-
-
-def protect_jarvis() -> None:
-    """Make this (jarvis) process non-dumpable: no core dumps, and no process of the same
-    user can ptrace it or open its /proc/<pid>/mem or environ. Done once, before the first
-    sandbox starts, because jarvis holds API keys."""
-    global _protected
-    if _protected or not sys.platform.startswith("linux"):
-        return
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0
-    except OSError:
-        return
-    _protected = True
-
-
-_spawner: Any = None
-_spawner_pid = 0
-_spawner_lock = threading.Lock()
-
-
-def _on_spawner(fn: Any, *args: Any) -> Any:
-    """fn(*args) on jarvis's one long-lived sandbox thread (never the main thread)."""
-    global _spawner, _spawner_pid
-    with _spawner_lock:
-        if _spawner is None or _spawner_pid != os.getpid():  # a forked child has no thread
-            from concurrent.futures import ThreadPoolExecutor
-
-            _spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="jarvis-sandbox")
-            _spawner_pid = os.getpid()
-        pool = _spawner
-    return pool.submit(fn, *args).result()
-
-
-def spawn(argv: list[str], **kwargs: Any) -> subprocess.Popen:
-    """Popen on one long-lived thread. A sandbox dies with the thread that started it
-    (PR_SET_PDEATHSIG, bwrap --die-with-parent, follow the *thread*), and tool calls run on
-    short-lived executor threads: started there, a repl would die after its first call."""
-    return _on_spawner(lambda: subprocess.Popen(argv, **kwargs))
-
-
-_libc: Any = None
-# Per-thread setresuid (a raw syscall: glibc's wrapper changes every thread).
-_SETRESUID = {"x86_64": 117, "aarch64": 147}
-
-
-def _prlimit_as_owner(pid: int, uid: int, limits: tuple[int, int]) -> None:
-    """RLIMIT_CPU of a sandbox that runs as another host uid (SandboxPolicy.uid), for a root
-    jarvis without CAP_SYS_RESOURCE (a container may drop it). The sandbox's user namespace
-    is owned by that uid, and the kernel gives a namespace's owner every capability in it,
-    CAP_SYS_RESOURCE included: so one thread takes that uid as its *effective* uid only, for
-    the prlimit, and switches back.
-
-    Not the real uid: the kernel lets a process signal another whose real or saved uid is its
-    own, and while a thread's real uid was 65534, a process of that uid on the host (another
-    daemon run as "nobody") could signal, so SIGKILL, jarvis (1 try in 8 while calls ran).
-    The real and saved uids stay 0. And on the sandbox thread, never the caller's: an
-    exception raised by a signal handler (Ctrl-C's KeyboardInterrupt lands in the main
-    thread between any two bytecodes) left the caller with the sandbox's ids for good."""
-    _on_spawner(_prlimit_with_euid, pid, uid, limits)
-
-
-def _prlimit_with_euid(pid: int, uid: int, limits: tuple[int, int]) -> None:
-    import platform
-    import resource
-
-    global _libc
-    machine = platform.machine()
-    if machine not in _SETRESUID:
-        raise PermissionError(f"cannot set another uid's limits on {machine}")
-    libc = _libc = _libc or ctypes.CDLL(None, use_errno=True)
-    own = os.geteuid()
-    if libc.syscall(_SETRESUID[machine], -1, uid, -1) != 0:
-        raise OSError(ctypes.get_errno(), "setresuid")
-    try:
-        resource.prlimit(pid, resource.RLIMIT_CPU, limits)
-    finally:
-        # A jarvis thread that stayed the sandbox's uid would be a hole: never go on so.
-        if libc.syscall(_SETRESUID[machine], -1, own, -1) != 0:
-            os.write(2, b"jarvis: cannot switch a thread back to its own uid; exiting\n")
-            os._exit(70)
-
-
-def _joining(group: Any, then: Any) -> Any:
-    """The child's step before exec: join the sandbox's cgroup (as jarvis: a root jarvis's
-    sandbox uid could not write there), then `then` (bubblewrap's staging and uid drop)."""
-    def preexec() -> None:
-        group.join()
-        if then is not None:
-            then()
-
-    return preexec
-
-
-def _wait_for(fd: int, events: int, deadline: float) -> bool:
-    """True once `fd` is ready for `events` (or hung up), False at `deadline`. poll, not
-    select: jarvis serve may hold descriptors past select's 1024."""
-    poller = select.poll()
-    poller.register(fd, events)
-    remaining = deadline - time.monotonic()
-    return remaining > 0 and bool(poller.poll(max(1, math.ceil(remaining * 1000))))
-
-
-def cpu_seconds_of(pid: int) -> float:
-    """User + system CPU of process `pid`, all its threads together (from /proc)."""
-    with open(f"/proc/{pid}/stat", "rb") as f:
-        fields = f.read().rsplit(b")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-
-
-def _running(pid: int) -> bool:
-    """True while `pid` exists and is not a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
-    except (OSError, IndexError):
-        return False
-
-
-def children_of(pid: int) -> list[int]:
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return [int(p) for p in f.read().split()]
-    except OSError:  # a kernel without CONFIG_PROC_CHILDREN: scan /proc
-        found = []
-        for name in os.listdir("/proc"):
-            if name.isdigit():
-                try:
-                    with open(f"/proc/{name}/stat", "rb") as f:
-                        if int(f.read().rsplit(b")", 1)[1].split()[1]) == pid:
-                            found.append(int(name))
-                except (OSError, ValueError, IndexError):
-                    continue
-        return found
-
-
 class SandboxedPython:
     """One sandboxed interpreter; state (variables, imports) lives until `close()`."""
 
@@ -243,7 +118,12 @@ class SandboxedPython:
         self._frozen = False
         self._cpu_at_freeze: float | None = None
         self.stale_replies = 0
-        self._owner_prlimit = False  # see _prlimit_as_owner
+        # The CPU soft limit in force: the worker starts with cpu_seconds + 1 (what the
+        # first call's "used + cpu_seconds, rounded up" is), and jarvis sets it only when
+        # a call needs another value.
+        self._soft = min(self.limits.session_cpu_seconds, self.limits.cpu_seconds + 1)
+        self._stat_fd = self._tmp_fd = -1  # /proc/<worker>/stat, the work folder
+        self.after_close: Any = None  # called once, when close() is done (spares.py)
         self._max_reply = JSON_BYTES_PER_CHAR * (
             self.limits.max_output_chars + MAX_ERROR_CHARS) + REPLY_OVERHEAD_BYTES
         protect_jarvis()
@@ -316,10 +196,25 @@ class SandboxedPython:
             self.close()
             raise SandboxError(probe.UNBOUNDED.format(uid=self.policy.uid))
         self.pid = self._worker_pid()
+        # Opened once, read each call (pread, fstatvfs): no path lookups through /proc per
+        # call. Both stay bound to this worker: once it is gone they fail, never read
+        # another process that got its pid.
+        try:
+            self._stat_fd = os.open(f"/proc/{self.pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            pass
         # Files in the work folder, counted from outside (see launch.TMP_BYTES_PER_FILE).
         self.max_tmp_files = launch.tmp_files(self.policy)
         self._tmp_root = (f"/proc/{self.pid}/root{launch.WORK_DIR}"
                           if self.mechanism in ("bwrap", "namespaces") else None)
+        if self._tmp_root:
+            try:  # before any code ran: nothing of the code's can stand in its place
+                self._tmp_fd = os.open(self._tmp_root, os.O_RDONLY | os.O_DIRECTORY
+                                       | os.O_CLOEXEC)
+            except OSError:
+                pass
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        os.set_blocking(self._proc.stdin.fileno(), False)
         self.protection = {"mechanism": self.mechanism, "seccomp": bool(hello.get("seccomp")),
                            "landlock": int(hello.get("landlock") or 0),
                            "max_threads": int(hello.get("max_threads") or 0)}
@@ -379,10 +274,18 @@ class SandboxedPython:
                         stream.close()
                 except OSError:
                     pass
+        for name in ("_stat_fd", "_tmp_fd"):
+            fd = getattr(self, name, -1)
+            if fd >= 0:
+                setattr(self, name, -1)
+                os.close(fd)
         if getattr(self, "_cgroup", None) is not None:
             self._cgroup.remove()
             self._cgroup = None
         self._remove_workdir()
+        then, self.after_close = getattr(self, "after_close", None), None
+        if then is not None:
+            then()
 
     def _remove_workdir(self) -> None:
         if self.workdir:
@@ -401,18 +304,13 @@ class SandboxedPython:
             os.kill(first, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-        try:
-            proc.wait(timeout=3)
-        except subprocess.TimeoutExpired:
+        if not wait_exit(proc, 3):
             for kill in (lambda: os.killpg(proc.pid, signal.SIGKILL), proc.kill):
                 try:
                     kill()
                 except OSError:
                     pass
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
+            wait_exit(proc, 5)
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline and any(
                 _running(p) for p in (self.pid, self.init_pid) if p):
@@ -426,22 +324,19 @@ class SandboxedPython:
                 self._frozen = True
             except ProcessLookupError:
                 return
-            try:
-                self._cpu_at_freeze = cpu_seconds_of(self.pid)
-            except (OSError, ValueError, IndexError):
-                self._cpu_at_freeze = None  # unknown: no check at the next call
+            self._cpu_at_freeze = self._cpu()  # None: unknown, no check at the next call
 
-    def ran_while_frozen(self) -> float:
+    def ran_while_frozen(self, now: float | None = None) -> float:
         """CPU seconds the interpreter used since it was frozen, past the slack (0: none).
         The seccomp filter refuses the ways we know to make the kernel send it SIGCONT
         later (POSIX timers, F_SETSIG, message queue notifications); this catches any other,
-        at the next call."""
+        at the next call. `now`: its CPU now, if the caller has just read it."""
         if not self._frozen or self._cpu_at_freeze is None:
             return 0.0
-        try:
-            extra = cpu_seconds_of(self.pid) - self._cpu_at_freeze
-        except (OSError, ValueError, IndexError):
+        now = self._cpu() if now is None else now
+        if now is None:
             return 0.0
+        extra = now - self._cpu_at_freeze
         return extra if extra > FROZEN_CPU_SLACK else 0.0
 
     def _thaw(self) -> None:
@@ -458,7 +353,7 @@ class SandboxedPython:
         if not self._tmp_root:
             return None
         try:
-            st = os.statvfs(self._tmp_root)
+            st = os.fstatvfs(self._tmp_fd) if self._tmp_fd >= 0 else os.statvfs(self._tmp_root)
         except OSError:
             return None
         return st.f_files - st.f_ffree
@@ -470,24 +365,39 @@ class SandboxedPython:
         if used is not None and used > self.max_tmp_files:
             raise _FilesOverrun(used)
 
-    def cpu_used(self) -> float:
+    def _cpu(self) -> float | None:
+        """User + system CPU of the interpreter, all its threads (None: cannot be read)."""
         try:
+            if self._stat_fd >= 0:
+                return stat_cpu_seconds(os.pread(self._stat_fd, 1024, 0))
             return cpu_seconds_of(self.pid)
         except (OSError, ValueError, IndexError):
-            return 0.0
+            return None
 
-    def _set_cpu_budget(self) -> str | None:
-        """Move the CPU soft limit to used + budget; None, or why no call may run."""
+    @property
+    def _owner_prlimit(self) -> bool:
+        """Whether CPU limits go through the sandbox uid (see _prlimit_as_owner)."""
+        return _owner_prlimit[0]
+
+    def cpu_used(self) -> float:
+        used = self._cpu()
+        return 0.0 if used is None else used
+
+    def _set_cpu_budget(self, used: float | None = None, *, force: bool = False) -> str | None:
+        """Move the CPU soft limit to used + budget (rounded up; not when it is there
+        already, unless `force`); None, or why no call may run."""
         import resource
 
         hard = self.limits.session_cpu_seconds
-        used = self.cpu_used()
+        used = self.cpu_used() if used is None else used
         if used + 1 >= hard:
             return (f"this interpreter has used its total CPU budget of {hard} s; start a new "
                     f"run")
         soft = min(hard, math.ceil(used + self.limits.cpu_seconds))
+        if soft == self._soft and not force:
+            return None
         try:
-            if self._owner_prlimit:
+            if _owner_prlimit[0]:
                 _prlimit_as_owner(self.pid, self.policy.uid, (soft, hard))
             else:
                 try:
@@ -495,10 +405,11 @@ class SandboxedPython:
                 except PermissionError:
                     if os.geteuid() != 0:
                         raise
-                    self._owner_prlimit = True
+                    _owner_prlimit[0] = True
                     _prlimit_as_owner(self.pid, self.policy.uid, (soft, hard))
         except (OSError, ValueError) as exc:
             return f"cannot set the CPU limit ({exc})"
+        self._soft = soft
         return None
 
     # --- running code ----------------------------------------------------------------------
@@ -509,18 +420,19 @@ class SandboxedPython:
             if not self.alive:
                 return RunOutcome(False, "", "the interpreter is no longer running", "crashed")
             self.calls += 1
-            ran = self.ran_while_frozen()
+            now = self.cpu_used()  # one read serves the three checks below
+            ran = self.ran_while_frozen(now)
             if ran:
                 self.close()
                 return RunOutcome(False, "", f"the interpreter ran while it was frozen between "
                                   f"calls ({ran:.2f} s of CPU: something resumed it); it was "
                                   f"killed and its state is lost", "cpu", restarted=True,
                                   seconds=time.monotonic() - start)
-            problem = self._set_cpu_budget()
+            problem = self._set_cpu_budget(now)
             if problem:
                 return RunOutcome(False, "", problem, "cpu", seconds=time.monotonic() - start)
             call_id = secrets.token_hex(16)
-            cpu_limit = self.cpu_used() + self.limits.cpu_seconds + CPU_GRACE
+            cpu_limit = now + self.limits.cpu_seconds + CPU_GRACE
             try:
                 self._thaw()
                 deadline = start + self.limits.timeout

@@ -13,15 +13,11 @@ SandboxPolicy.uid): the kernel never applies RLIMIT_NPROC to root. `blocked_fold
 and `drop` also serve bubblewrap, in the child jarvis forks before it execs bwrap.
 """
 
+import _json
 import ctypes
 import errno
-import json
 import os
-import platform
-import re
-import signal
 import sys
-import tempfile
 
 CLONE_NEWNS, CLONE_NEWCGROUP = 0x00020000, 0x02000000
 CLONE_NEWUTS, CLONE_NEWIPC = 0x04000000, 0x08000000
@@ -32,12 +28,45 @@ MS_NOATIME, MS_NODIRATIME, MS_RELATIME = 1024, 2048, 1 << 21
 MNT_DETACH = 2
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP = 1, 4, 24
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
+SIGKILL = 9
 # /dev: these devices and links, nothing else (no terminal: see launch.dev_args).
 DEVICES = ("null", "zero", "full", "random", "urandom")
 DEV_LINKS = (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
              ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2"))
 
 libc = ctypes.CDLL(None, use_errno=True)
+
+
+class _Decoding:
+    """What _json's scanner asks of json.JSONDecoder: the json package (it imports re) costs
+    every sandbox start of this launcher milliseconds (a script runs with few imports)."""
+
+    strict = True
+    object_hook = object_pairs_hook = None
+    parse_float, parse_int = float, int
+
+    @staticmethod
+    def parse_constant(name: str) -> float:
+        raise ValueError(f"JSON constant {name}")
+
+
+def loads(text: str):
+    value, end = _json.make_scanner(_Decoding())(text, 0)
+    if text[end:].strip():
+        raise ValueError("extra data after the JSON value")
+    return value
+
+
+def _unescape(field: str) -> str:
+    """A mountinfo field with its \\ooo escapes (space, tab, newline, backslash) undone."""
+    parts = field.split("\\")
+    out = [parts[0]]
+    for part in parts[1:]:
+        if len(part) >= 3 and all(c in "01234567" for c in part[:3]):
+            out.append(chr(int(part[:3], 8)) + part[3:])
+        else:
+            out.append("\\" + part)
+    return "".join(out)
 
 
 def check(ret: int, what: str) -> None:
@@ -89,7 +118,7 @@ def mounts_below(folder: str) -> list:
         for line in f:
             # Field 5 is the mount point, with space, tab, newline and backslash as \ooo.
             point = line.split()[4].decode("utf-8", "surrogateescape")
-            point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), point)
+            point = _unescape(point)
             if point.startswith(folder.rstrip("/") + "/"):
                 found.append(point)
     return found
@@ -175,7 +204,7 @@ def build_root(spec: dict, root: str) -> None:
         os.symlink(target, f"{root}/dev/{name}")
     old = root + "/.oldroot"
     os.makedirs(old, exist_ok=True)
-    check(libc.syscall(SYS_PIVOT_ROOT[platform.machine()], root.encode(), old.encode()),
+    check(libc.syscall(SYS_PIVOT_ROOT[os.uname().machine], root.encode(), old.encode()),
           "pivot_root")
     os.chdir("/")
     check(libc.umount2(b"/.oldroot", MNT_DETACH), "umount old root")
@@ -183,8 +212,30 @@ def build_root(spec: dict, root: str) -> None:
     mount(None, "/", None, MS_BIND | MS_REMOUNT | MS_RDONLY | locked_flags("/"))
 
 
+def loopback_up() -> None:
+    """Bring up the new network namespace's loopback, as bubblewrap does: its own 127.0.0.1
+    (where a sandboxed server's proxy listens, netproxy.py), reaching nothing outside.
+    Best effort: code sandboxes need no loopback, and a server's proxy fails loudly without
+    one. Through libc: a module imported here, after the launcher dropped to the sandbox uid,
+    may sit in a folder that uid cannot read."""
+    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 1
+    fd = libc.socket(2, 2, 0)  # AF_INET, SOCK_DGRAM
+    if fd < 0:
+        return
+    try:
+        request = ctypes.create_string_buffer(b"lo", 40)  # struct ifreq: name, then flags
+        if libc.ioctl(fd, siocgifflags, request) == 0:
+            flags = int.from_bytes(request.raw[16:18], "little") | iff_up
+            request[16:18] = flags.to_bytes(2, "little")
+            libc.ioctl(fd, siocsifflags, request)
+    finally:
+        os.close(fd)
+
+
 def child(spec: dict, root: str) -> None:
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    libc.prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0)
+    if not spec.get("network"):
+        loopback_up()  # still holding every capability in the namespace
     build_root(spec, root)
     hostname = b"sandbox"
     libc.sethostname(hostname, len(hostname))
@@ -197,9 +248,9 @@ def child(spec: dict, root: str) -> None:
 
 
 def main() -> int:
-    spec = json.loads(sys.argv[1])
+    spec = loads(sys.argv[1])
     parent = os.getppid()
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    libc.prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0)
     if os.getppid() != parent:
         return 1
     if spec.get("exec"):  # as bwrap_preexec, for a caller that cannot run one: stage, drop,
@@ -220,11 +271,12 @@ def main() -> int:
         # A new uid made this process non-dumpable (its /proc/self, uid_map included, would
         # stay root's) and cleared its death signal.
         libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        libc.prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0)
         if os.getppid() != parent:
             return 1
     uid, gid = os.getuid(), os.getgid()
-    root = tempfile.mkdtemp(prefix="jarvis-ns-")
+    root = f"/tmp/jarvis-ns-{os.urandom(8).hex()}"  # the launcher's environment is empty
+    os.mkdir(root, 0o700)
     # pivot_root moves this process into the new root too: keep a handle on the host folder
     # that holds the mount point, to remove it afterwards.
     host_tmp = os.open(os.path.dirname(root), os.O_RDONLY | os.O_DIRECTORY)
@@ -265,7 +317,7 @@ def main() -> int:
         os.dup2(null, 0)
         os.dup2(null, 1)
         if info_fd is not None:
-            os.write(info_fd, json.dumps({"child-pid": pid}).encode())
+            os.write(info_fd, b'{"child-pid": %d}' % pid)
             os.close(info_fd)
         _, status = os.waitpid(pid, 0)
         return os.waitstatus_to_exitcode(status) & 0xFF
@@ -288,4 +340,5 @@ def run() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run())
+    # No interpreter shutdown (tens of ms under load): the sandbox's end waits for this exit.
+    os._exit(run())

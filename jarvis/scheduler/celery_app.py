@@ -40,6 +40,30 @@ def default_visibility_timeout() -> float:
     return MAX_TIMEOUT_SECONDS + 2 * HARD_LIMIT_MARGIN
 
 
+def visibility_seconds(configured: float | None) -> float:
+    """The Redis visibility timeout in force: the configured one, else the default."""
+    return float(int(configured or default_visibility_timeout()))
+
+
+def check_visibility(configured: float | None, store: Any) -> None:
+    """UserError when a task on the ledger may run longer than Redis keeps its message
+    invisible: Redis would hand the message to a second worker while the first still runs it
+    (dropped there by the ledger, but silently, and holding a worker). Checked when a worker
+    or a dispatching daemon starts."""
+    limit = visibility_seconds(configured)
+    longest = store.longest_timeout()
+    if longest is None:
+        return
+    task_id, seconds = longest
+    if seconds + HARD_LIMIT_MARGIN > limit:
+        raise UserError(f"[scheduler.celery] visibility_timeout = {limit:g} s is shorter than "
+                        f"task {task_id}'s timeout ({seconds:g} s) plus the {HARD_LIMIT_MARGIN:g} "
+                        f"s hard-limit margin: Redis would hand its message to a second worker "
+                        f"while the first still runs it. Raise visibility_timeout to at least "
+                        f"{seconds + HARD_LIMIT_MARGIN:g} (or remove it: the default is "
+                        f"{default_visibility_timeout():g} s), or lower that task's timeout")
+
+
 def make_app(broker: str, *, queue: str = "jarvis", visibility_timeout: float | None = None,
              execute: Callable[[int, int, int], str] | None = None) -> Any:
     """A Celery app for jarvis runs on `broker` (a redis:// URL). `execute(run_id, attempt,
@@ -60,12 +84,17 @@ def make_app(broker: str, *, queue: str = "jarvis", visibility_timeout: float | 
                         "(redis://:PASSWORD@host:6379/0), not in ?password= "
                         "([scheduler.celery] broker)")
     app = Celery("jarvis", broker=broker, set_as_current=False)
+    if broker.split("://", 1)[0].lower() in ("redis", "rediss"):
+        # kombu's Redis transport, with replies over MAX_MESSAGE_BYTES discarded unread.
+        from jarvis.scheduler.broker import Transport
+
+        app.conf.broker_transport = Transport
     app.conf.update(
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
         broker_transport_options={
-            "visibility_timeout": int(visibility_timeout or default_visibility_timeout())},
+            "visibility_timeout": int(visibility_seconds(visibility_timeout))},
         task_default_queue=queue,
         task_ignore_result=True,
         task_serializer="json",

@@ -19,6 +19,7 @@ import time
 from typing import Any, Self
 
 from jarvis.errors import EngineError, JarvisError
+from jarvis.scheduler.fencing import ledger_fence
 from jarvis.scheduler.records import Run, Task
 from jarvis.scheduler.runner import RunOutcome, start_run
 from jarvis.scheduler.schedules import iso
@@ -29,6 +30,7 @@ log = logging.getLogger("jarvis.scheduler")
 
 PRUNE_EVERY_SECONDS = 3600.0  # how often a running daemon applies [scheduler] keep_runs
 DISPATCH_BATCH = 100  # runs claimed for dispatch per ledger transaction
+UNSENT_SECONDS = 10.0  # a run claimed this long ago and never sent is sent again
 
 
 class SchedulerDaemon:
@@ -138,10 +140,15 @@ class SchedulerDaemon:
         self._prune()
         last_prune = time.monotonic()
         idle_state: str | None = None
+        # With workers, runs claimed and never sent (a daemon killed in between) are sent
+        # again within about UNSENT_SECONDS: the reaper passes at least that often.
+        every = self.lease_seconds / 2
+        if self.dispatcher is not None:
+            every = min(every, UNSENT_SECONDS)
         while not self._stop.is_set():
             try:
                 timeout, idle_state = self._tick(idle_state)
-                if time.monotonic() - last_recover >= self.lease_seconds / 2:
+                if time.monotonic() - last_recover >= every:
                     self._recover()
                     last_recover = time.monotonic()
                 if time.monotonic() - last_prune >= PRUNE_EVERY_SECONDS:
@@ -166,26 +173,41 @@ class SchedulerDaemon:
         sent: list[Claim] = []
         while True:
             claims = self.store.claim_for_dispatch(  # type: ignore[attr-defined]
-                now=self.clock(), owner=self.owner,
-                dispatch_seconds=self.dispatcher.dispatch_seconds, limit=DISPATCH_BATCH,
-                default_grace=self.grace_seconds)
-            for claim in claims:
-                self._send(claim)
+                now=self.clock(), owner=self.owner, dispatch_seconds=self._expiry_seconds(),
+                limit=DISPATCH_BATCH, default_grace=self.grace_seconds)
+            self._send_all(claims)
             sent += claims
             if len(claims) < DISPATCH_BATCH:
                 return sent
 
-    def _send(self, claim: Claim) -> None:
+    def _expiry_seconds(self) -> float:
+        """How long a sent run may go unstarted before it is sent again whatever (its message
+        has expired in the broker by then): the dispatcher's expiry, else its timeout."""
+        expiry = getattr(self.dispatcher, "expiry_seconds", None)
+        return float(expiry if expiry is not None else self.dispatcher.dispatch_seconds)
+
+    def _send_all(self, claims: list[Claim]) -> None:
+        """Send claims in order (oldest due first) and mark the ones sent: from then on a run
+        is sent again only on evidence that its message was lost, never because it waits."""
+        sent = [(c.run.id, c.run.epoch) for c in claims if self._send(c)]
+        mark = getattr(self.store, "mark_sent", None)
+        if sent and mark is not None:
+            try:
+                mark(sent)
+            except StoreUnavailable as exc:  # unmarked: they are sent again (same epoch + 1)
+                log.warning("could not mark %d run(s) as sent: %s", len(sent), exc)
+
+    def _send(self, claim: Claim) -> bool:
         run = claim.run
         try:
             self.dispatcher.send(claim)
-        except Exception as exc:  # the run stays dispatched: the reaper sends it again
+        except Exception as exc:  # the run stays dispatched, unsent: the reaper sends it again
             log.error("task %s: could not send run %d to the workers (%s: %s); it is sent again "
-                      "after %g s", claim.task.id, run.id, type(exc).__name__, exc,
-                      self.dispatcher.dispatch_seconds)
-            return
+                      "shortly", claim.task.id, run.id, type(exc).__name__, exc)
+            return False
         log.info("task %s: run %d dispatched (%s, occurrence %s, attempt %d, epoch %d)",
                  claim.task.id, run.id, run.trigger, iso(run.scheduled_for), run.attempt, run.epoch)
+        return True
 
     def _tick(self, idle_state: str | None) -> tuple[float, str]:
         """One wake-up: claim what is due (if workers are free); return how long to sleep."""
@@ -315,17 +337,26 @@ class SchedulerDaemon:
                         "died (%s); recorded as failed, per the task's on_crash policy",
                         run.task_id, run.id, iso(run.scheduled_for), run.claimed_by)
         if self.dispatcher is not None:
-            while True:
-                claims = self.store.redispatch_expired(  # type: ignore[attr-defined]
-                    owner=self.owner, dispatch_seconds=self.dispatcher.dispatch_seconds,
-                    limit=DISPATCH_BATCH)
-                for claim in claims:
-                    log.warning("task %s: run %d was not started by a worker within %g s; "
-                                "sending it again (epoch %d)", claim.task.id, claim.run.id,
-                                self.dispatcher.dispatch_seconds, claim.run.epoch)
-                    self._send(claim)
-                if len(claims) < DISPATCH_BATCH:
-                    break
+            self._redispatch()
+
+    def _redispatch(self) -> None:
+        """Send again the dispatched runs whose message is known lost: claimed and never sent
+        (quickly), sent long ago while nothing waits in the queue (the broker lost it), or past
+        the long safety deadline. A run waiting in a backlog keeps its place in the queue."""
+        timeout = self.dispatcher.dispatch_seconds
+        waiting = getattr(self.dispatcher, "waiting", None)
+        queued = waiting() if callable(waiting) else None
+        while True:
+            claims = self.store.redispatch_expired(  # type: ignore[attr-defined]
+                owner=self.owner, dispatch_seconds=self._expiry_seconds(), limit=DISPATCH_BATCH,
+                unsent_seconds=min(UNSENT_SECONDS, timeout),
+                lost_after=timeout if queued == 0 else None)
+            for claim in claims:
+                log.warning("task %s: run %d is sent again (epoch %d): %s", claim.task.id,
+                            claim.run.id, claim.run.epoch, claim.note or "its message was lost")
+            self._send_all(claims)
+            if len(claims) < DISPATCH_BATCH:
+                break
 
     def _report_idle(self, previous: str | None, wake_at: float | None) -> str:
         with self._active_lock:
@@ -373,7 +404,10 @@ class SchedulerDaemon:
     def _execute_claim(self, claim: Claim) -> Run:
         task, run = claim.task, claim.run
         started = time.monotonic()
-        worker, box = start_run(self.runner, task, run, f"jarvis-task-{task.id}")
+        # The run's lease is checked before each of its engine and tool calls: a run another
+        # daemon recovered (this one stalled past its lease) makes no further call.
+        fence = ledger_fence(self.store, run, self.owner, self.lease_seconds, clock=self.clock)
+        worker, box = start_run(self.runner, task, run, f"jarvis-task-{task.id}", fence=fence)
         with self._active_lock:
             self._executing[run.id] = worker
         beat = max(self.lease_seconds / 4, 0.05)

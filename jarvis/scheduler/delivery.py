@@ -14,6 +14,7 @@ import threading
 import time
 
 from jarvis.errors import JarvisError
+from jarvis.scheduler.fencing import deliver_once
 from jarvis.scheduler.records import Run, Task
 from jarvis.scheduler.store_common import StoreUnavailable
 
@@ -82,11 +83,9 @@ class ResultDelivery:
                 from jarvis.channels.delivery import ChannelNotifier
 
                 self.notifier = ChannelNotifier(self.config)
-            try:
-                record = self.notifier(task, run)
-            except Exception as exc:  # a broken notifier must not take the run or daemon down
-                record = {"channel": task.notify, "status": "failed", "attempts": 0,
-                          "error": f"{type(exc).__name__}: {exc}", "at": self.clock()}
+            # Under an effect record keyed by the run: a delivery begun before (by a process
+            # that died before confirming it) is not sent a second time.
+            record = deliver_once(self.store, task, run, self.notifier)
             if not isinstance(record, dict):
                 return run
             try:

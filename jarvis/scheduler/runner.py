@@ -109,12 +109,17 @@ class SdkRunner:
             from jarvis.core.events import EventType
 
             bus.subscribe(EventType.RUN_START, on_start)
+        from jarvis.scheduler.fencing import current_fence
+
+        # The run's fence (its worker's or daemon's): checked before every engine and tool
+        # call, and its keys for side effects. Passed only when there is one.
+        fenced = {"fence": fence} if (fence := current_fence()) is not None else {}
         try:
             result = system.ask_full(task.prompt, agent=task.agent or None,
                                      tools=task_tools(task),
                                      approved_tools=list(task.approved_tools),
                                      source="scheduler", run_metadata=run_metadata(occurrence),
-                                     trust=task_trust(task))
+                                     trust=task_trust(task), **fenced)
         except Exception as exc:
             if started:
                 with contextlib.suppress(AttributeError, TypeError):
@@ -136,14 +141,19 @@ class SdkRunner:
         return outcome
 
 
-def start_run(runner: TaskRunner, task: Task, run: Run,
-              name: str) -> tuple[threading.Thread, dict[str, Any]]:
-    """`runner.run(task, run)` on a daemon thread named `name`, started; the box gets its
-    "outcome", or the "error" it raised (recorded, never allowed to stop a daemon or worker).
-    Python cannot stop a thread: the caller waits on it with its own lease and timeout."""
+def start_run(runner: TaskRunner, task: Task, run: Run, name: str,
+              fence: Any = None) -> tuple[threading.Thread, dict[str, Any]]:
+    """`runner.run(task, run)` on a daemon thread named `name`, started, with `fence` (the
+    run's RunFence) as that thread's current fence; the box gets its "outcome", or the
+    "error" it raised (recorded, never allowed to stop a daemon or worker). Python cannot
+    stop a thread: the caller waits on it with its own lease and timeout."""
     box: dict[str, Any] = {}
 
     def call() -> None:
+        if fence is not None:
+            from jarvis.scheduler.fencing import set_fence
+
+            set_fence(fence)
         try:
             box["outcome"] = runner.run(task, run)
         except BaseException as exc:  # noqa: BLE001 - the caller records it
@@ -193,7 +203,8 @@ def run_metadata(occurrence: Run) -> dict[str, Any]:
     return {"scheduled_run": {
         "task_id": occurrence.task_id, "run_id": occurrence.id,
         "idempotency_key": occurrence.idempotency_key, "attempt": occurrence.attempt,
-        "scheduled_for": occurrence.to_dict()["scheduled_for"], "trigger": occurrence.trigger}}
+        "epoch": occurrence.epoch, "scheduled_for": occurrence.to_dict()["scheduled_for"],
+        "trigger": occurrence.trigger}}
 
 
 def outcome_from_result(result: Any) -> RunOutcome:

@@ -23,6 +23,7 @@ import os
 import socket
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -84,7 +85,17 @@ def _migration_3(db: Any) -> None:
     db["tasks"].add_column("trust", str)
 
 
-MIGRATIONS: tuple[Callable[[Any], None], ...] = (_migration_1, _migration_2, _migration_3)
+def _migration_4(db: Any) -> None:
+    # Side effects of scheduled runs (jarvis.tools.fence): recorded before a send, confirmed
+    # after, so a retried attempt never sends the same key twice.
+    db.execute("CREATE TABLE effects (key TEXT PRIMARY KEY, run_id INTEGER, attempt INTEGER "
+               "NOT NULL, epoch INTEGER NOT NULL DEFAULT 0, tool TEXT NOT NULL, target TEXT, "
+               "status TEXT NOT NULL, detail TEXT, created_at FLOAT, updated_at FLOAT)")
+    db.execute("CREATE INDEX effects_run ON effects (run_id)")
+
+
+MIGRATIONS: tuple[Callable[[Any], None], ...] = (_migration_1, _migration_2, _migration_3,
+                                                   _migration_4)
 
 
 
@@ -152,7 +163,7 @@ def owner_is_dead(owner: str | None) -> bool:
 class SchedulerStore(StoreBase):
     """Tasks and runs in SQLite; safe to share between threads and processes."""
 
-    TASKS, RUNS, MARK = "tasks", "runs", "?"
+    TASKS, RUNS, EFFECTS, MARK = "tasks", "runs", "effects", "?"
     TASK_ORDER = "created_at, rowid"
     NO_LIMIT = " LIMIT -1"  # SQLite has no OFFSET without a LIMIT; -1 is none
 
@@ -219,8 +230,16 @@ class SchedulerStore(StoreBase):
     def _delete_runs(self, run_ids: list[int]) -> int:
         marks = ",".join("?" * len(run_ids))
         with self.immediate() as conn:
-            return conn.execute(f"DELETE FROM runs WHERE id IN ({marks}) AND {FINISHED}",
-                                run_ids).rowcount
+            deleted = conn.execute(f"DELETE FROM runs WHERE id IN ({marks}) AND {FINISHED}",
+                                   run_ids).rowcount
+            conn.execute(f"DELETE FROM effects WHERE run_id IN ({marks}) AND run_id NOT IN "
+                         f"(SELECT id FROM runs)", run_ids)
+            return deleted
+
+    def _holds(self, db: Any, run_id: int, epoch: int, owner: str | None) -> bool:
+        # Local runs have no epoch: a run taken over is no longer "running" for its owner.
+        return db.execute("SELECT 1 FROM runs WHERE id = ? AND claimed_by = ? AND status = "
+                          "'running'", (run_id, owner)).fetchone() is not None
 
     def _migrate(self) -> None:
         with self.immediate() as conn:
@@ -255,9 +274,11 @@ class SchedulerStore(StoreBase):
         with self.immediate() as conn:
             if max_live is not None:
                 creator = (task.metadata or {}).get("created_by", "person")
+                # A task without created_by is a person's, as in the PostgreSQL store.
                 live = conn.execute(
                     "SELECT count(*) FROM tasks WHERE status IN ('active', 'paused') AND "
-                    "json_extract(metadata, '$.created_by') = ?", (creator,)).fetchone()[0]
+                    "coalesce(json_extract(metadata, '$.created_by'), 'person') = ?",
+                    (creator,)).fetchone()[0]
                 if live >= max_live:
                     raise quota_refused(live, max_live)
             names = ", ".join(row)
@@ -368,6 +389,15 @@ class SchedulerStore(StoreBase):
         with self.immediate() as conn:
             return conn.execute("UPDATE runs SET lease_until = ? WHERE claimed_by = ? AND "
                                 "status = 'running'", (lease_until, owner)).rowcount
+
+    def renew(self, run_id: int, epoch: int, owner: str, lease_seconds: float, *,
+              now: float | None = None) -> bool:
+        """Extend the lease of one run `owner` holds (a scheduled run's lease check before
+        each call); False: it is no longer its own (recovered by another daemon)."""
+        until = (time.time() if now is None else now) + lease_seconds
+        with self.immediate() as conn:
+            return conn.execute("UPDATE runs SET lease_until = ? WHERE id = ? AND claimed_by = ? "
+                                "AND status = 'running'", (until, run_id, owner)).rowcount == 1
 
     def finish_run(self, run_id: int, owner: str, *, now: float, success: bool,
                    answer: str | None = None, error: str | None = None,

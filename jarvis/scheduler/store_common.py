@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, fields
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from jarvis.errors import JarvisError, UserError
+from jarvis.errors import JarvisError, RunFenced, UserError
 from jarvis.scheduler.records import Run, Task
+
+if TYPE_CHECKING:
+    from jarvis.tools.fence import Effect
 
 MAX_ANSWER_CHARS = 100_000
 MAX_ERROR_CHARS = 10_000
@@ -73,6 +77,7 @@ class Claim:
 
     task: Task
     run: Run
+    note: str = ""  # why a run is sent again (redispatch_expired)
 
 
 
@@ -170,6 +175,19 @@ def _run(row: dict[str, Any]) -> Run:
     return Run(**data)
 
 
+MAX_EFFECT_TARGET = 500  # characters of an effect's target (a URL) kept in its record
+
+
+def _effect(row: dict[str, Any]) -> Effect:
+    # Imported here: jarvis.tools (its package loads the tool catalog) only when effects are.
+    from jarvis.tools.fence import Effect
+
+    return Effect(key=row["key"], status=row["status"], attempt=row["attempt"],
+                  epoch=row.get("epoch") or 0, tool=row.get("tool") or "",
+                  target=row.get("target") or "", detail=row.get("detail"),
+                  at=row.get("updated_at"))
+
+
 def quota_refused(live: int, max_live: int) -> QuotaError:
     """The refusal of a task whose creator already has `live` of the `max_live` allowed."""
     return QuotaError(f"refused: models already have {live} active or paused scheduled tasks, "
@@ -250,6 +268,7 @@ class StoreBase:
 
     TASKS: ClassVar[str]
     RUNS: ClassVar[str]
+    EFFECTS: ClassVar[str]
     MARK: ClassVar[str]  # "?" for sqlite3, "%s" for psycopg
     TASK_ORDER: ClassVar[str]  # list_tasks' order: creation time, then insertion
     NO_LIMIT: ClassVar[str] = ""  # what an OFFSET without a LIMIT needs before it
@@ -264,7 +283,8 @@ class StoreBase:
         if sql is None:
             if "%" in template:  # psycopg would read it as a placeholder
                 raise ValueError(f"no % in a shared statement: {template!r}")
-            sql = template.format(tasks=self.TASKS, runs=self.RUNS).replace("?", self.MARK)
+            sql = template.format(tasks=self.TASKS, runs=self.RUNS,
+                                  effects=self.EFFECTS).replace("?", self.MARK)
             self._statements[template] = sql
         return sql
 
@@ -281,6 +301,19 @@ class StoreBase:
     def _delete_runs(self, run_ids: list[int]) -> int:
         """Delete these runs if they are finished, in one short write transaction."""
         raise NotImplementedError
+
+    def _holds(self, db: Any, run_id: int, epoch: int, owner: str | None) -> bool:
+        """Whether `owner` still holds the run (inside a write transaction)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def _row(db: Any, sql: str, params: tuple) -> dict[str, Any] | None:
+        """The first row of a statement run on a transaction's connection or cursor."""
+        cursor = db.execute(sql, params)
+        row = cursor.fetchone()
+        if row is None or isinstance(row, dict):
+            return row
+        return dict(zip([d[0] for d in cursor.description], row, strict=True))
 
     # --- tasks -------------------------------------------------------------------------
     def get_task(self, task_id: str) -> Task:
@@ -304,6 +337,13 @@ class StoreBase:
             sql += (self.NO_LIMIT if not limit else "") + " OFFSET ?"
             params.append(max(int(offset), 0))
         return [_task(r) for r in self._query(self._sql(sql), tuple(params))]
+
+    def longest_timeout(self) -> tuple[str, float] | None:
+        """(task id, timeout) of the active or paused task with the longest timeout."""
+        rows = self._query(self._sql("SELECT id, timeout_seconds FROM {tasks} WHERE status IN "
+                                     "('active', 'paused') AND timeout_seconds IS NOT NULL "
+                                     "ORDER BY timeout_seconds DESC LIMIT 1"))
+        return (rows[0]["id"], float(rows[0]["timeout_seconds"])) if rows else None
 
     def count_tasks(self) -> dict[str, int]:
         rows = self._query(self._sql("SELECT status, count(*) AS n FROM {tasks} GROUP BY status"))
@@ -370,6 +410,70 @@ class StoreBase:
             sql += " LIMIT ?"
             params.append(int(limit))
         return [_run(r) for r in self._query(self._sql(sql), tuple(params))]
+
+    # --- side effects (jarvis.tools.fence.EffectLedger) ---------------------------------
+    def begin_effect(self, key: str, *, attempt: int, epoch: int, tool: str, target: str,
+                     run_id: int | None = None, owner: str | None = None,
+                     take_unconfirmed: bool = False) -> Effect | None:
+        """Record that the effect `key` is being sent (see EffectLedger): None when recorded
+        now (send it), else the earlier record (do not). With `owner`, only while the run
+        `run_id` is still held by `owner` with `epoch`, checked in the same transaction: a run
+        whose lease was taken gets RunFenced and sends nothing."""
+        now = time.time()
+        target = target[:MAX_EFFECT_TARGET]
+        with self._write() as db:
+            if owner is not None and not self._holds(db, run_id or 0, epoch, owner):
+                raise RunFenced(f"scheduled run {run_id} (epoch {epoch}) no longer holds its "
+                                f"lease: its side effect was not started")
+            inserted = db.execute(self._sql(
+                "INSERT INTO {effects} (key, run_id, attempt, epoch, tool, target, status, "
+                "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, 'sending', ?, ?) "
+                "ON CONFLICT (key) DO NOTHING"),
+                (key, run_id, attempt, epoch, tool, target, now, now)).rowcount
+            if inserted == 1:
+                return None
+            row = self._row(db, self._sql("SELECT * FROM {effects} WHERE key = ?"), (key,))
+            if row is None:  # pragma: no cover - deleted in between by retention
+                return None
+            prior = _effect(row)
+            takeable = ("failed",) + (("sending", "unknown") if take_unconfirmed else ())
+            if prior.status in takeable:
+                # Nothing arrived (failed), or the receiver de-duplicates on the key: send again
+                # under the same key, recorded as this attempt's.
+                db.execute(self._sql(
+                    "UPDATE {effects} SET status = 'sending', run_id = ?, attempt = ?, epoch = ?, "
+                    "detail = ?, updated_at = ? WHERE key = ?"),
+                    (run_id, attempt, epoch, f"sent again by attempt {attempt} after "
+                     f"{prior.status} ({prior.detail or 'no details'})"[:MAX_EFFECT_TARGET],
+                     now, key))
+                return None
+            if prior.status == "sending":
+                # Begun and never confirmed: its process died (or lost its lease) in between,
+                # so it may have arrived. Not sent again; say so in the record.
+                db.execute(self._sql(
+                    "UPDATE {effects} SET status = 'unknown', detail = ?, updated_at = ? "
+                    "WHERE key = ? AND status = 'sending'"),
+                    (f"attempt {prior.attempt} began sending it and never confirmed it; "
+                     f"attempt {attempt} did not send it again", now, key))
+            return prior
+
+    def finish_effect(self, key: str, *, status: str, detail: str | None = None) -> None:
+        """Confirm how the send of `key` ended: "sent" or "failed" (or "unknown")."""
+        if status not in ("sent", "failed", "unknown"):
+            raise ValueError(f"an effect ends sent, failed or unknown, not {status!r}")
+        with self._write() as db:
+            db.execute(self._sql("UPDATE {effects} SET status = ?, detail = ?, updated_at = ? "
+                                 "WHERE key = ?"), (status, detail, time.time(), key))
+
+    def get_effect(self, key: str) -> Effect | None:
+        rows = self._query(self._sql("SELECT * FROM {effects} WHERE key = ?"), (key,))
+        return _effect(rows[0]) if rows else None
+
+    def list_effects(self, run_ids: list[int] | None = None) -> list[Effect]:
+        """Effect records, oldest first (of these runs' attempts, when given)."""
+        rows = self._query(self._sql("SELECT * FROM {effects} ORDER BY created_at, key"))
+        effects = [(_effect(r), r.get("run_id")) for r in rows]
+        return [e for e, run in effects if run_ids is None or run in run_ids]
 
     def prune_runs(self, *, now: float, max_age: float | None = None,
                    keep_per_task: int | None = None, batch: int = 500,

@@ -92,6 +92,17 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE jarvis_tasks ADD COLUMN trust text;
     """,
+    # Fencing side effects and dispatch without storms: when a dispatched run's message was
+    # really sent (NULL: claimed, never sent), and the side effects of scheduled runs.
+    """
+    ALTER TABLE jarvis_runs ADD COLUMN sent_at float8;
+    CREATE TABLE jarvis_effects (
+        key text PRIMARY KEY, run_id bigint, attempt integer NOT NULL,
+        epoch integer NOT NULL DEFAULT 0, tool text NOT NULL, target text, status text NOT NULL,
+        detail text, created_at float8, updated_at float8
+    );
+    CREATE INDEX jarvis_effects_run ON jarvis_effects (run_id);
+    """,
 )
 _MIGRATION_LOCK = 0x6A61727669730001  # pg_advisory_xact_lock key: "jarvis" + 1
 _QUOTA_LOCK = 0x6A61727669730002  # serializes quota-checked task inserts
@@ -131,7 +142,7 @@ def _one_line(exc: BaseException) -> str:
 class PostgresStore(StoreBase):
     """Tasks and runs in PostgreSQL; one connection per process, shared by its threads."""
 
-    TASKS, RUNS, MARK = "jarvis_tasks", "jarvis_runs", "%s"
+    TASKS, RUNS, EFFECTS, MARK = "jarvis_tasks", "jarvis_runs", "jarvis_effects", "%s"
     TASK_ORDER = "created_at, id"
 
     def __init__(self, url: str, *, connect_timeout: float = 10.0) -> None:
@@ -252,7 +263,15 @@ class PostgresStore(StoreBase):
             cur.execute(f"DELETE FROM jarvis_runs WHERE id = ANY(%s) AND {FINISHED}", (run_ids,))
             deleted = cur.rowcount
             cur.execute("DELETE FROM jarvis_run_logs WHERE run_id = ANY(%s)", (run_ids,))
+            cur.execute("DELETE FROM jarvis_effects WHERE run_id = ANY(%s) AND NOT EXISTS "
+                        "(SELECT 1 FROM jarvis_runs r WHERE r.id = jarvis_effects.run_id)",
+                        (run_ids,))
         return deleted
+
+    def _holds(self, cur: Any, run_id: int, epoch: int, owner: str | None) -> bool:
+        cur.execute("SELECT 1 FROM jarvis_runs WHERE id = %s AND epoch = %s AND claimed_by = %s "
+                    "AND status = 'running'", (run_id, epoch, owner))
+        return cur.fetchone() is not None
 
     # --- runs --------------------------------------------------------------------------
     def next_wake(self) -> float | None:
@@ -333,8 +352,8 @@ class PostgresStore(StoreBase):
               dispatch: bool) -> Run:
         if dispatch:
             cur.execute(f"UPDATE jarvis_runs SET status = 'dispatched', epoch = epoch + 1, "
-                        f"claimed_by = %s, lease_until = {NOW} + %s, dispatched_at = {NOW} "
-                        f"WHERE id = %s RETURNING *", (owner, seconds, run_id))
+                        f"claimed_by = %s, lease_until = {NOW} + %s, dispatched_at = {NOW}, "
+                        f"sent_at = NULL WHERE id = %s RETURNING *", (owner, seconds, run_id))
         else:
             cur.execute(f"UPDATE jarvis_runs SET status = 'running', claimed_by = %s, "
                         f"lease_until = {NOW} + %s, started_at = %s WHERE id = %s RETURNING *",
@@ -510,24 +529,58 @@ class PostgresStore(StoreBase):
             return run
 
     # --- dispatch to workers (DispatchLedger) -----------------------------------------
-    def redispatch_expired(self, *, owner: str, dispatch_seconds: float,
-                           limit: int) -> list[Claim]:
-        """Dispatched runs no worker started in time (lost message, dead daemon between claim
-        and send, workers all busy): the next epoch, to be sent again. Nothing ran them, so
-        this is not a re-run: the old message, if it still comes, is dropped by its epoch."""
+    def mark_sent(self, runs: list[tuple[int, int]]) -> int:
+        """Record that the messages of these (run id, epoch) were handed to the broker: from
+        then on a run is only sent again on evidence that its message was lost."""
+        if not runs:
+            return 0
+        with self._tx() as cur:
+            cur.execute(f"UPDATE jarvis_runs r SET sent_at = {NOW} FROM unnest(%s::bigint[], "
+                        f"%s::integer[]) AS u(id, e) WHERE r.id = u.id AND r.epoch = u.e AND "
+                        f"r.status = 'dispatched'", ([r for r, _ in runs], [e for _, e in runs]))
+            return cur.rowcount
+
+    def redispatch_expired(self, *, owner: str, dispatch_seconds: float, limit: int,
+                           unsent_seconds: float = 10.0,
+                           lost_after: float | None = None) -> list[Claim]:
+        """Dispatched runs to send again, with the next epoch, oldest occurrence first:
+        - claimed and never sent for `unsent_seconds` (the daemon died between claim and
+          send, or the broker refused the message);
+        - past their dispatch deadline (`lease_until`, set to `dispatch_seconds` from the
+          claim: the long safety net; their old message has expired in the broker by then);
+        - with `lost_after` (the caller saw the broker's queue empty: nothing is waiting in
+          it), sent more than `lost_after` seconds ago and still not started: lost.
+        A run still waiting in a backlog is left alone: it keeps its place in the queue.
+        Nothing ran these runs, so this is not a re-run: the old message, if it still comes,
+        is dropped by its epoch."""
         with self._tx() as cur:
             cur.execute(
-                f"UPDATE jarvis_runs SET epoch = epoch + 1, claimed_by = %s, lease_until = {NOW} "
-                f"+ %s, dispatched_at = {NOW} WHERE id IN (SELECT id FROM jarvis_runs WHERE "
-                f"status = 'dispatched' AND lease_until < {NOW} ORDER BY lease_until LIMIT %s "
-                f"FOR UPDATE SKIP LOCKED) RETURNING *", (owner, dispatch_seconds, limit))
-            runs = [_run(r) for r in cur.fetchall()]
+                f"WITH old AS (SELECT id, sent_at FROM jarvis_runs WHERE status = 'dispatched' "
+                f"AND ((sent_at IS NULL AND dispatched_at < {NOW} - %(unsent)s) OR lease_until "
+                f"< {NOW} OR (%(lost)s::float8 IS NOT NULL AND sent_at < {NOW} - %(lost)s)) "
+                f"ORDER BY scheduled_for, id LIMIT %(limit)s FOR UPDATE SKIP LOCKED) "
+                f"UPDATE jarvis_runs r SET epoch = r.epoch + 1, claimed_by = %(owner)s, "
+                f"lease_until = {NOW} + %(deadline)s, dispatched_at = {NOW}, sent_at = NULL "
+                f"FROM old WHERE r.id = old.id RETURNING r.*, old.sent_at AS was_sent_at",
+                {"unsent": unsent_seconds, "lost": lost_after, "limit": limit, "owner": owner,
+                 "deadline": dispatch_seconds})
+            rows = sorted(cur.fetchall(), key=lambda r: (r["scheduled_for"], r["id"]))
             claims = []
-            for run in runs:
+            for row in rows:
+                run = _run(row)
                 cur.execute("SELECT * FROM jarvis_tasks WHERE id = %s", (run.task_id,))
-                row = cur.fetchone()
-                if row is not None:
-                    claims.append(Claim(_task(row), run))
+                task_row = cur.fetchone()
+                if task_row is None:
+                    continue
+                if row["was_sent_at"] is None:
+                    note = "it was claimed but never sent (its daemon stopped in between)"
+                elif lost_after is not None and row["was_sent_at"] < row["dispatched_at"] - lost_after:
+                    note = (f"its message was sent {row['dispatched_at'] - row['was_sent_at']:.0f} "
+                            f"s ago and nothing is waiting in the queue: it was lost")
+                else:
+                    note = (f"no worker started it within {dispatch_seconds:g} s (its message "
+                            f"has expired)")
+                claims.append(Claim(_task(task_row), run, note))
             return claims
 
     def start_dispatched(self, run_id: int, epoch: int, owner: str,
@@ -552,8 +605,10 @@ class PostgresStore(StoreBase):
                 return None
             return Claim(_task(task_row), run)
 
-    def renew(self, run_id: int, epoch: int, owner: str, lease_seconds: float) -> bool:
-        """A worker extends the lease of the run it executes; False: it is no longer its own."""
+    def renew(self, run_id: int, epoch: int, owner: str, lease_seconds: float, *,
+              now: float | None = None) -> bool:
+        """A worker extends the lease of the run it executes; False: it is no longer its own.
+        (`now` is ignored: leases are on the database clock.)"""
         with self._tx() as cur:
             cur.execute(f"UPDATE jarvis_runs SET lease_until = {NOW} + %s WHERE id = %s AND "
                         f"epoch = %s AND claimed_by = %s AND status = 'running'",

@@ -5,7 +5,9 @@ For each message (run id, attempt, epoch) a worker process:
    the message if that fails (a duplicate delivery, or a run sent again with a newer epoch);
 2. runs the TaskRunner (by default the SDK's ask_full, as `jarvis ask` does: tools, approvals,
    run log) on a thread, renewing its own lease on the ledger while it waits, up to the task's
-   timeout;
+   timeout. The run gets a fence (jarvis.scheduler.fencing): its lease is checked before every
+   engine and tool call, and a renew that finds the run taken (the worker stalled past its
+   lease and the run was recorded as crashed) ends the run's process, as a timeout does;
 3. records the outcome with the same compare-and-set (id, epoch, "running", this worker), with
    the run log entry stored in the ledger so every machine sharing it can read it.
 A worker that dies stops renewing; the daemon's reaper then applies the task's on_crash policy.
@@ -22,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from jarvis.errors import UserError
+from jarvis.scheduler.fencing import deliver_once, ledger_fence
 from jarvis.scheduler.runner import RunOutcome, TaskRunner, start_run
 
 log = logging.getLogger("jarvis.scheduler.worker")
@@ -29,6 +32,11 @@ log = logging.getLogger("jarvis.scheduler.worker")
 _WORKER: Worker | None = None
 STOP_SECONDS = 5.0  # a timed-out run's retry waits this long for its process to be stopped
 EXIT_STOPPED_RUN = 75  # exit status of a pool process stopped to end a timed-out call
+
+
+def renew_interval(lease_seconds: float) -> float:
+    """How often a worker renews a run's lease: a quarter of the lease, at most 5 s."""
+    return max(min(lease_seconds / 4, 5.0), 0.05)
 
 
 def current_worker() -> Worker:
@@ -95,22 +103,33 @@ class Worker:
         log.info("task %s: run %d started (attempt %d, epoch %d, %s)", task.id, run.id,
                  run.attempt, run.epoch, run.idempotency_key)
         started = time.monotonic()
-        thread, box = start_run(self.runner, task, run, f"jarvis-run-{run.id}")
-        beat = max(min(self.lease_seconds / 4, 5.0), 0.05)
-        owned = True
+        fence = ledger_fence(store, run, self._owner, self.lease_seconds)
+        thread, box = start_run(self.runner, task, run, f"jarvis-run-{run.id}", fence=fence)
+        beat = renew_interval(self.lease_seconds)
         while thread.is_alive():
             left = task.timeout_seconds - (time.monotonic() - started)
             if left <= 0:
                 break
             thread.join(min(beat, left))
-            if thread.is_alive() and owned:
-                try:
-                    owned = store.renew(run.id, run.epoch, self._owner, self.lease_seconds)
-                except Exception as exc:  # the ledger is unreachable: try again next beat
-                    log.warning("could not renew the lease of run %d: %s", run.id, exc)
-                if not owned:
-                    log.warning("task %s: run %d was taken from this worker (lease expired); "
-                                "its result will be dropped", task.id, run.id)
+            if not thread.is_alive():
+                break
+            try:
+                owned = store.renew(run.id, run.epoch, self._owner, self.lease_seconds)
+            except Exception as exc:  # the ledger is unreachable: try again next beat
+                log.warning("could not renew the lease of run %d: %s", run.id, exc)
+                continue
+            if not owned:
+                # The run was recorded as crashed and handed to a retry: this call must make
+                # no further side effect. Its engine and tool calls check the fence; a call
+                # under way is ended with the process, as at a timeout.
+                fence.lose("its worker found its lease taken at a renew")
+                log.warning("task %s: run %d was taken from this worker (its lease expired "
+                            "and the run was recorded as crashed); it makes no further call "
+                            "and its result is dropped", task.id, run.id)
+                if self.stop_process_on_timeout:
+                    self._stop_process(run.id, "its lease was lost")
+                self.abandoned += 1
+                return "lost"
         # Past its timeout with the call still going: Python cannot stop a thread, but a worker
         # can stop its process. Record the timeout (a retry waits STOP_SECONDS more), then end
         # the process, so a retry never overlaps this call; Celery starts a new process, and
@@ -158,16 +177,13 @@ class Worker:
 
     def _deliver(self, store: Any, task: Any, run: Any) -> None:
         """Send the recorded run to the task's channel and record how it went (as the local
-        scheduler does); a failed delivery loses nothing, the run is recorded already."""
+        scheduler does); a failed delivery loses nothing, the run is recorded already. The
+        send is under an effect record (deliver_once): never sent twice."""
         if self.notifier is None:
             from jarvis.channels.delivery import ChannelNotifier
 
             self.notifier = ChannelNotifier(self.config)
-        try:
-            record = self.notifier(task, run)
-        except Exception as exc:  # a broken notifier must not take the worker down
-            record = {"channel": task.notify, "status": "failed", "attempts": 0,
-                      "error": f"{type(exc).__name__}: {exc}", "at": time.time()}
+        record = deliver_once(store, task, run, self.notifier)
         if isinstance(record, dict):
             try:
                 with self._delivery_lock:
@@ -191,9 +207,10 @@ class Worker:
             log.warning("task %s: could not record the delivery of run %d: %s", task.id,
                         run.id, exc)
 
-    def _stop_process(self, run_id: int) -> None:
-        log.warning("run %d: its call is still going after the task's timeout; stopping this "
-                    "worker process to end it (Celery starts another)", run_id)
+    def _stop_process(self, run_id: int, why: str = "its call is still going after the "
+                                                    "task's timeout") -> None:
+        log.warning("run %d: %s; stopping this worker process to end it (Celery starts "
+                    "another)", run_id, why)
         for handler in logging.getLogger("jarvis.scheduler").handlers:
             with contextlib.suppress(Exception):
                 handler.flush()
@@ -235,7 +252,12 @@ def run_worker(config: Any, *, concurrency: int | None = None, runner: str | Non
                hostname: str | None = None) -> None:
     """Start a Celery worker (blocks until it is stopped) that executes runs from the ledger."""
     from jarvis.scheduler.addresses import redact
-    from jarvis.scheduler.celery_app import check_broker, make_app, quiet_refused_messages
+    from jarvis.scheduler.celery_app import (
+        check_broker,
+        check_visibility,
+        make_app,
+        quiet_refused_messages,
+    )
     from jarvis.scheduler.ledger import is_postgres_url
     from jarvis.scheduler.store_postgres import PostgresStore
 
@@ -250,7 +272,11 @@ def run_worker(config: Any, *, concurrency: int | None = None, runner: str | Non
                    execute=_execute)
     # Check the ledger (and apply migrations) and the broker before forking: one clear line
     # now rather than a worker that retries forever; each pool process opens its own store.
-    PostgresStore(settings.store).close()
+    ledger = PostgresStore(settings.store)
+    try:
+        check_visibility(celery.visibility_timeout, ledger)
+    finally:
+        ledger.close()
     check_broker(app, celery.broker)
     _WORKER = Worker(settings.store, worker_runner(config, runner, factory),
                      lease_seconds=settings.lease_seconds, config=config)

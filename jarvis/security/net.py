@@ -352,6 +352,18 @@ def check_url(url: Any, policy: NetPolicy, resolver: Resolver = default_resolver
         _check_blocked_addresses(policy, host, port, addresses)
         return Target(str(parsed), scheme, host, port, addresses, allowed_by_user=True)
     hint = f'; to allow it, add "{where}" to {policy.setting} in config.toml'
+    addresses = public_addresses(host, port, resolver, timeout, hint=hint, policy=policy)
+    return Target(str(parsed), scheme, host, port, addresses)
+
+
+def public_addresses(host: str, port: int, resolver: Resolver = default_resolver,
+                     timeout: float = DEFAULT_TIMEOUT, *, hint: str = "",
+                     policy: NetPolicy | None = None) -> list[str]:
+    """The addresses `host` (a lowercase name or canonical IP address) stands for, resolved
+    once, every one a public unicast address; BlockedURLError saying why not (`hint`
+    appended: the setting that would allow it), FetchError when the name does not resolve.
+    The caller connects to these addresses only (pinned), never to a new lookup's. `policy`:
+    its blocked_hosts are checked against the addresses too."""
     legacy = legacy_ipv4(host)
     if legacy is not None:
         raise BlockedURLError(f"{host} is a non-standard spelling of the IPv4 address {legacy}; "
@@ -364,7 +376,8 @@ def check_url(url: Any, policy: NetPolicy, resolver: Resolver = default_resolver
         addresses = _resolve(resolver, host, port, timeout)
         if not addresses:
             raise FetchError(f"cannot resolve {host}: no addresses")
-    _check_blocked_addresses(policy, host, port, addresses)
+    if policy is not None:
+        _check_blocked_addresses(policy, host, port, addresses)
     for address in addresses:
         why = blocked_reason(address)
         if why is not None:
@@ -372,7 +385,7 @@ def check_url(url: Any, policy: NetPolicy, resolver: Resolver = default_resolver
             article = "an" if why.startswith(("IPv", "unspecified", "IETF", "NAT64")) else "a"
             raise BlockedURLError(f"{shown} is {article} {why}: requests to non-public "
                                   f"addresses are refused" + hint)
-    return Target(str(parsed), scheme, host, port, addresses)
+    return addresses
 
 
 def _check_blocked_addresses(policy: NetPolicy, host: str, port: int,

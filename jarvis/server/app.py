@@ -174,6 +174,8 @@ def build_app(settings: ServeSettings | None = None, *, config: Any = None, tool
         return JSONResponse([env.name])
 
     routes = [
+        # The busiest route first: Starlette tries them in order (no other one overlaps it).
+        Route("/v1/chat/completions", chat.completions, methods=["POST"]),
         Route("/health", health, methods=["GET"]),
         Route("/list_environments", environments, methods=["GET"]),
         Route("/create_session", env.create_session, methods=["POST"]),
@@ -183,7 +185,6 @@ def build_app(settings: ServeSettings | None = None, *, config: Any = None, tool
         Route("/delete_session", env.delete, methods=["POST"]),
         Route("/v1/models", chat.models, methods=["GET"]),
         Route("/v1/models/{model}", chat.model, methods=["GET"]),
-        Route("/v1/chat/completions", chat.completions, methods=["POST"]),
         Route("/{env}/tools", env.list_tools, methods=["GET"]),
         Route("/{env}/task_tools", env.task_tools, methods=["GET"]),
         Route("/{env}/prompt", env.prompt, methods=["GET"]),

@@ -31,6 +31,7 @@ connection, not a request).
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
 from collections.abc import Iterable
 from typing import Any
@@ -61,6 +62,7 @@ def split_host(value: str) -> tuple[str, str]:
     return value, ""
 
 
+@functools.lru_cache(maxsize=256)  # asked on every request, of a handful of Host values
 def is_loopback_host(value: str) -> bool:
     """Whether a Host header names this machine in a way DNS cannot rebind: `localhost` or a
     loopback IP literal, with an optional numeric port."""

@@ -103,6 +103,7 @@ class ChatAPI:
 
     # --- chat ----------------------------------------------------------------------------------
     def _parse(self, body: dict[str, Any]) -> dict[str, Any]:
+        from jarvis.agents import agent_class
         from jarvis.core.types import Message
 
         unknown = sorted(set(body) - _KNOWN)
@@ -158,7 +159,7 @@ class ChatAPI:
             raise ApiError(400, "stream_options must be an object, e.g. {\"include_usage\": true}")
         if isinstance(temperature, bool):
             raise ApiError(400, "temperature must be a number from 0 to 2")
-        if model not in self.agent_names():
+        if agent_class(model) is None and model not in self.agent_names():
             raise ApiError(404, f"unknown model {model!r}: models are jarvis agents; available: "
                            f"{', '.join(self.agent_names())}", code="model_not_found")
         return {"query": query, "model": model, "options": options,
@@ -181,7 +182,10 @@ class ChatAPI:
 
     async def completions(self, request: Request) -> Response:
         body = require_object(await read_json(request, self.max_body_bytes))
-        parsed = await asyncio.to_thread(self._parse, body)
+        if _registered_agent(body.get("model")):
+            parsed = self._parse(body)  # nothing to read from disk: no thread hop
+        else:  # a workspace agent is looked for in agents/*.toml
+            parsed = await asyncio.to_thread(self._parse, body)
         cid = "chatcmpl-" + uuid.uuid4().hex[:24]
         created = int(time.time())
         cancel = threading.Event()
@@ -291,6 +295,12 @@ class ChatAPI:
                     "model": model, "choices": [], "usage": _usage(out)}
             yield f"data: {json.dumps(data)}\n\n"
         yield "data: [DONE]\n\n"
+
+
+def _registered_agent(model: Any) -> bool:
+    from jarvis.agents import agent_class
+
+    return isinstance(model, str) and agent_class(model) is not None
 
 
 async def _cancel_on_disconnect(request: Request, cancel: threading.Event) -> None:

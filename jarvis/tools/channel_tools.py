@@ -2,6 +2,12 @@
 
 They get the config by injection (`ChannelSendTool(config=...)`, which the SDK and the CLI
 do). channel_send needs a person's approval per call unless the channel sets `confirm = false`.
+
+In a scheduled run (a fence in the call's context, jarvis.tools.fence), each send is recorded
+before and confirmed after, keyed by the occurrence and the call's position among the run's
+sends to that channel: a retried attempt never sends the same key twice. A channel cannot
+de-duplicate, so a send whose process died before confirming it is not sent again: it errs
+toward a message lost, never one received twice.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from typing import Any
 from jarvis.core.registry import ToolRegistry
 from jarvis.core.types import ErrorType, ToolResult
 from jarvis.tools.base import BaseTool
+from jarvis.tools.context import ToolContext
 from jarvis.tools.spec import ToolSpec
 
 _NAME = {"type": "string", "minLength": 1, "maxLength": 64,
@@ -78,17 +85,43 @@ class ChannelSendTool(_ChannelTool):
         return bool(channel.confirm)
 
     def execute(self, **params: Any) -> ToolResult:
-        from jarvis.channels.channels import send
+        return self._send(params, None)
+
+    def invoke(self, arguments: dict[str, Any], context: ToolContext | None = None) -> ToolResult:
+        return self._send(arguments, context)
+
+    def _send(self, params: dict[str, Any], context: ToolContext | None) -> ToolResult:
+        from jarvis.channels.channels import get_channel, send
         from jarvis.errors import JarvisError
 
+        effect = None
+        fence = context.fence if context is not None else None
+        if fence is not None:
+            try:
+                get_channel(self.config, params.get("channel"))  # unknown: refused, no record
+            except JarvisError as exc:
+                return ToolResult.failure("channel_send", str(exc), ErrorType.INVALID_ARGS)
+            effect = fence.begin("channel_send", f"channel {params.get('channel')}")
+            if not effect.go:
+                sent = effect.prior is not None and effect.prior.status == "sent"
+                return ToolResult(tool_name="channel_send", content=effect.describe_prior(),
+                                  success=sent, error_type=None if sent else ErrorType.EXECUTION,
+                                  metadata={"channel": params.get("channel"),
+                                            "idempotency_key": effect.key, "not_sent": True})
         try:
             outcome = send(self.config, params.get("channel"), params.get("message"),
                            params.get("title"))
         except JarvisError as exc:
+            if effect is not None:
+                effect.finish(False, str(exc))
             return ToolResult.failure("channel_send", str(exc), ErrorType.INVALID_ARGS
                                       if "unknown channel" in str(exc) else ErrorType.EXECUTION)
+        if effect is not None:
+            effect.finish(outcome.ok, outcome.error or f"sent ({outcome.service})")
         meta = {"channel": outcome.channel, "service": outcome.service,
                 "seconds": round(outcome.seconds, 3)}
+        if effect is not None:
+            meta["idempotency_key"] = effect.key
         if not outcome.ok:
             return ToolResult.failure("channel_send", f"sending to {outcome.channel} failed: "
                                                       f"{outcome.error}", ErrorType.TRANSPORT, **meta)

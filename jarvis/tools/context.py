@@ -16,6 +16,11 @@ whether a person or a model made the call, so a tool that hands out work for lat
 (`schedule_task`) never grants more than that. `context.trust` is the run's RunTrust
 (jarvis.trust): what it has read, so what a tool persists (a memory entry, a scheduled task)
 keeps its provenance.
+
+`context.fence` is a scheduled run's RunFence (jarvis.tools.fence), None elsewhere:
+`context.idempotency_key`, `context.attempt` and `context.epoch` name the occurrence, the
+attempt and the dispatch, and `context.fence.begin(...)` records a side effect so that a retried
+attempt never sends it twice.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from jarvis.core.events import EventBus
     from jarvis.resources import ResourceManager, ResourceSpec
+    from jarvis.tools.fence import RunFence
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +59,29 @@ class ToolContext:
     resources: ResourceManager | None = None
     grant: Grant | None = None
     trust: Any = None
+    fence: RunFence | None = None
     _call_owner: str | None = field(default=None, repr=False, init=False)
+
+    @property
+    def idempotency_key(self) -> str | None:
+        """The scheduled occurrence's key (the same for every attempt); None outside one."""
+        if self.fence is not None:
+            return self.fence.idempotency_key
+        return (self.metadata.get("scheduled_run") or {}).get("idempotency_key")
+
+    @property
+    def attempt(self) -> int | None:
+        """The scheduled run's attempt number (1 for the first); None outside one."""
+        if self.fence is not None:
+            return self.fence.attempt
+        return (self.metadata.get("scheduled_run") or {}).get("attempt")
+
+    @property
+    def epoch(self) -> int | None:
+        """The scheduled run's dispatch epoch (its fencing number; 0 on the local runner)."""
+        if self.fence is not None:
+            return self.fence.epoch
+        return (self.metadata.get("scheduled_run") or {}).get("epoch")
 
     @property
     def manager(self) -> ResourceManager:

@@ -255,6 +255,7 @@ class ToolExecutor:
         on_person_needed: `fn(request) -> Verdict | bool`, the hook every person-needed
             decision goes through (jarvis.tools.gate); replaces both approvers.
         trusted_tools: names the person vouches for: neutral results, nothing sent out.
+        fence: a scheduled run's RunFence (jarvis.tools.fence), checked before every call.
     """
 
     def __init__(self, tools: Iterable[BaseTool] = (), bus: EventBus | None = None, *,
@@ -268,8 +269,9 @@ class ToolExecutor:
                  metadata: dict[str, Any] | None = None, trust: RunTrust | None = None,
                  egress_approver: EgressApprover | None = None,
                  on_person_needed: PersonNeeded | None = None,
-                 trusted_tools: Iterable[str] = ()) -> None:
+                 trusted_tools: Iterable[str] = (), fence: Any = None) -> None:
         self.bus = bus
+        self.fence = fence
         self.approver = approver
         self.egress_approver = egress_approver
         self.on_person_needed = on_person_needed
@@ -288,8 +290,7 @@ class ToolExecutor:
         self.max_abandoned_per_tool = max(1, int(max_abandoned_per_tool))
         self.max_abandoned = max(1, int(max_abandoned))
         self._grant: Grant | None = None
-        # Facts about the run for its tools (ToolContext.metadata), e.g. a scheduled run's
-        # idempotency key and attempt.
+        # Facts about the run for its tools (ToolContext.metadata): a scheduled run's ids.
         self.metadata: dict[str, Any] = dict(metadata or {})
         self._entries: dict[str, _Entry] = {}
         # One approval at a time: concurrent calls of one turn must not prompt a user at once.
@@ -358,6 +359,8 @@ class ToolExecutor:
 
     # --- preparing a call --------------------------------------------------------------
     def _prepare(self, call: CallLike) -> _Prepared | ToolResult:
+        if self.fence is not None:  # a scheduled run that lost its lease calls nothing more
+            self.fence.check()
         tc = _as_call(call)
         call_id = tc.id or _new_call_id()
         raw = tc.arguments
@@ -453,7 +456,7 @@ class ToolExecutor:
             return None
         return ToolContext(run_id=self.run_id, call_id=prep.call_id,
                            tool_name=prep.entry.spec.name, bus=self.bus, grant=self.grant,
-                           metadata=dict(self.metadata), trust=self.trust)
+                           metadata=dict(self.metadata), trust=self.trust, fence=self.fence)
 
     def _over_abandoned(self, prep: _Prepared) -> ToolResult | None:
         """A failed result when too many timed-out calls still hold threads (None: go on)."""

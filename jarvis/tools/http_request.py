@@ -5,6 +5,16 @@ needs a person's approval (the executor asks, per call). Only public addresses a
 unless the user lists exceptions in `[tools.http_request] allowed_hosts`; bodies are read up to
 `max_bytes` (1 MiB) and cut with a marker; text and JSON come back as text, binary bodies are
 described, never dumped. Status, headers and the final URL are in the result's metadata.
+
+In a scheduled run (a fence in the call's context, jarvis.tools.fence), a request that changes
+something (not GET or HEAD) carries an `Idempotency-Key` header (the IETF httpapi draft's
+name, a structured-field string) derived from the occurrence and the call's position among the
+run's requests with that method to that URL (query left out), so a retried attempt sends the
+same key; and it is recorded before it is sent and confirmed after. A retried attempt does
+not send again one that was answered (status below 500), nor one whose confirmation is missing
+(its process died in between: it may have arrived; jarvis errs toward not sending twice); one
+that failed (5xx, or no answer) is sent again with the same key, for the receiver to
+de-duplicate.
 """
 
 from __future__ import annotations
@@ -18,6 +28,7 @@ from typing import Any
 from jarvis.core.registry import ToolRegistry
 from jarvis.core.types import ErrorType, ToolResult
 from jarvis.tools.base import BaseTool
+from jarvis.tools.context import ToolContext
 from jarvis.tools.spec import ToolSpec
 
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
@@ -200,6 +211,12 @@ class HttpRequestTool(NetTool):
             str(key).lower() in METHOD_OVERRIDE_HEADERS for key in headers)
 
     def execute(self, **params: Any) -> ToolResult:
+        return self._request(params, None)
+
+    def invoke(self, arguments: dict[str, Any], context: ToolContext | None = None) -> ToolResult:
+        return self._request(arguments, context)
+
+    def _request(self, params: dict[str, Any], context: ToolContext | None) -> ToolResult:
         method = str(params.get("method") or "GET").upper()
         if method not in METHODS:
             return ToolResult.failure("http_request", f"method must be one of {', '.join(METHODS)}",
@@ -219,12 +236,27 @@ class HttpRequestTool(NetTool):
                                       ErrorType.INVALID_ARGS)
         from jarvis.security.net import BlockedURLError, FetchError
 
+        effect = None
+        fence = context.fence if context is not None else None
+        if fence is not None and method not in SAFE_METHODS:
+            effect = fence.begin("http_request", f"{method} {_target(params.get('url'))}")
+            if not effect.go:
+                return ToolResult(tool_name="http_request", content=effect.describe_prior(),
+                                  metadata={"idempotency_key": effect.key, "not_sent": True})
+            if not any(k.lower() == "idempotency-key" for k in headers):
+                headers["Idempotency-Key"] = f'"{effect.key}"'
         try:
             response = self.client.request(method, params.get("url"), headers=headers,
                                            params=query, content=content, timeout=timeout)
         except (BlockedURLError, FetchError) as exc:
+            if effect is not None:  # nothing answered: a retry may send it again (same key)
+                effect.finish(False, str(exc))
             return net_failure("http_request", exc)
+        if effect is not None:
+            effect.finish(response.status < 500, f"HTTP {response.status} {response.reason}")
         metadata = response_metadata(response)
+        if effect is not None:
+            metadata["idempotency_key"] = effect.key
         if method == "HEAD":
             text = ""
         elif is_text(response.content_type, response.body):
@@ -243,6 +275,19 @@ class HttpRequestTool(NetTool):
         if not text:
             text = f"{status_line} (empty body)"
         return ToolResult(tool_name="http_request", content=text, metadata=metadata)
+
+
+def _target(url: Any) -> str:
+    """What a request's effect key names: the URL without its query and fragment (a retried
+    attempt may add a timestamp to the query; it is still the same request)."""
+    from urllib.parse import urlsplit
+
+    text = str(url)[:8192]
+    try:
+        parts = urlsplit(text)
+    except ValueError:
+        return text[:500]
+    return f"{parts.scheme.lower()}://{parts.netloc.lower()}{parts.path or '/'}"[:500]
 
 
 def _request_parts(params: dict[str, Any]) -> tuple[dict[str, str], dict[str, Any], bytes | None]:

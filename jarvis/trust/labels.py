@@ -23,7 +23,10 @@ PRIVATE = "private"
 UNTRUSTED = "untrusted"
 NEUTRAL: frozenset[str] = frozenset()
 LABELS = frozenset({PRIVATE, UNTRUSTED})
-UNDECLARED_LABELS = frozenset({UNTRUSTED})  # a tool that said nothing about its results
+# A tool that said nothing about its results: they may be anyone's text (an email from a
+# stranger) about anything of the person's (their inbox): both, so a run that reads them is
+# guarded whichever it turns out to be.
+UNDECLARED_LABELS = frozenset({PRIVATE, UNTRUSTED})
 
 # What a tool may declare in ToolSpec.egress; "unknown" is what an undeclared tool gets.
 EGRESS_KINDS = ("none", "network", "channel", "mcp", "persist")

@@ -58,6 +58,49 @@ def connect(host: str, port: int) -> str:
 
 
 @app.tool()
+def fetch(url: str) -> str:
+    """GET a URL the way a server's HTTP library would: through HTTPS_PROXY / HTTP_PROXY when
+    they are set (SSL_CERT_FILE names the CA to trust)."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=20) as response:
+            return f"{response.status}: " + response.read(200).decode("utf-8", "replace")
+    except urllib.error.HTTPError as exc:
+        return f"refused: HTTP {exc.code}: " + exc.read(300).decode("utf-8", "replace")
+    except (OSError, ValueError) as exc:
+        return f"refused: {type(exc).__name__}: {exc}"
+
+
+@app.tool()
+def proxy_raw(data: str, repeat: int = 1, drip_seconds: float = 0.0) -> str:
+    """Send `data` (times `repeat`) to the proxy named by HTTP_PROXY, a byte at a time every
+    `drip_seconds` when that is positive; the first line of the answer, or what happened."""
+    import urllib.parse
+
+    proxy = urllib.parse.urlsplit(os.environ.get("HTTP_PROXY", "http://127.0.0.1:1"))
+    payload = data.encode() * repeat
+    started = time.monotonic()
+    try:
+        with socket.create_connection((proxy.hostname, proxy.port), timeout=30) as sock:
+            try:
+                if drip_seconds > 0:
+                    for byte in payload:
+                        sock.sendall(bytes([byte]))
+                        time.sleep(drip_seconds)
+                else:
+                    sock.sendall(payload)
+            except OSError as exc:
+                return f"closed while sending after {time.monotonic() - started:.1f} s ({exc})"
+            answer = sock.recv(4096)
+    except OSError as exc:
+        return f"refused: {type(exc).__name__}: {exc}"
+    line = answer.split(b"\r\n", 1)[0].decode("utf-8", "replace")
+    return f"{line or 'closed'} after {time.monotonic() - started:.1f} s"
+
+
+@app.tool()
 def signal_process(pid: int) -> str:
     """Send SIGKILL to a process."""
     try:

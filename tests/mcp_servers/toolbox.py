@@ -132,6 +132,17 @@ def getenv(name: str) -> str:
 
 
 @app.tool()
+def echo_meta(ctx: Context) -> str:
+    """The request's `_meta` as JSON: what the client sent beside the arguments."""
+    import json
+
+    meta = ctx.request_context.meta or {}
+    if hasattr(meta, "model_dump"):
+        meta = meta.model_dump(by_alias=True, exclude_none=True)
+    return json.dumps(dict(meta), default=str)
+
+
+@app.tool()
 def pid() -> int:
     """The server's process id."""
     return os.getpid()
