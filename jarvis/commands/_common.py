@@ -51,7 +51,12 @@ def terminal_egress_approver() -> Any:
 class TerminalPerson:
     """A person answering approval requests on the terminal (stderr): where the call goes
     first, then how much it sends and its hash, why, and a preview of the arguments;
-    `[y/N/v]`, where v shows everything (escapes visible) and asks again."""
+    `[y/N/v]`, where v shows everything (escapes visible) and asks again. End of input is no;
+    so is Ctrl-C, unless `interrupt_stops` (then KeyboardInterrupt goes on up: `jarvis chat`
+    stops the answer)."""
+
+    def __init__(self, *, interrupt_stops: bool = False) -> None:
+        self.interrupt_stops = interrupt_stops
 
     def __call__(self, spec: Any, arguments: dict[str, Any]) -> bool:
         from jarvis.trust.request import CONFIRMATION, ApprovalRequest
@@ -69,8 +74,10 @@ class TerminalPerson:
             try:
                 answer = click.prompt(f"Allow tool {name}? [y/N/v]", default="",
                                       show_default=False, err=True)
-            except click.Abort:  # end of input: nobody said yes
+            except click.Abort as exc:  # end of input or Ctrl-C: nobody said yes
                 click.echo("", err=True)
+                if self.interrupt_stops and isinstance(exc.__context__, KeyboardInterrupt):
+                    raise KeyboardInterrupt from None
                 return False
             answer = answer.strip().lower()
             if answer in ("y", "yes"):

@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from jarvis.commands._common import terminal_approver, terminal_egress_approver
+from jarvis.commands._common import TerminalPerson, terminal_approver, terminal_egress_approver
 from jarvis.commands.ask import _isatty, _show_events, _Status, _Stdout
 from jarvis.core.terminal import visible
 
@@ -49,11 +49,20 @@ class _Session:
             "source": "chat", "agent": self.options.get("agent"),
             "tools": _names(self.options.get("tools"))}
 
+        # The person is asked on this (the main) thread, which owns the terminal: a Ctrl-C
+        # during a question stops the answer like any other, and no orphaned question is left
+        # reading the next line the person types.
+        options = dict(self.options)
+        for key in ("approver", "egress_approver"):
+            if isinstance(options.get(key), TerminalPerson):
+                person = TerminalPerson(interrupt_stops=True)
+                options[key] = _AskOnMainThread(person, pieces, cancel)
+
         def work() -> None:
             try:
                 result = ask_in_conversation(
                     self.j, self.record, line, new=new, cancel=cancel,
-                    on_token=lambda piece: pieces.put(("piece", piece)), **self.options)
+                    on_token=lambda piece: pieces.put(("piece", piece)), **options)
             except BaseException as exc:  # noqa: BLE001 (shown by the main thread)
                 pieces.put(("error", exc))
             else:
@@ -70,6 +79,15 @@ class _Session:
                     continue
                 if kind == "piece":
                     stdout(value)
+                elif kind == "ask":
+                    ask, arguments, answer = value
+                    status.clear()
+                    stdout.finish()
+                    try:
+                        answer.put(bool(ask(*arguments)))
+                    except BaseException:  # Ctrl-C while asked: no, and the answer stops
+                        answer.put(False)
+                        raise
                 elif kind == "error":
                     status.clear()
                     stdout.finish()
@@ -180,6 +198,33 @@ class _Session:
             click.echo(f"Error: cannot write {path}: {exc.strerror or exc}", err=True)
             return
         click.echo(f"saved {len(turns)} turns to {path}", err=True)
+
+
+class _AskOnMainThread:
+    """A TerminalPerson whose questions a turn's worker thread hands to the main thread (the
+    `pieces` queue) and waits for; a stopped turn is answered no."""
+
+    def __init__(self, person: TerminalPerson, pieces: queue.SimpleQueue[tuple[str, Any]],
+                 cancel: threading.Event) -> None:
+        self.person = person
+        self.pieces = pieces
+        self.cancel = cancel
+
+    def _ask(self, ask: Any, *arguments: Any) -> bool:
+        answer: queue.SimpleQueue[bool] = queue.SimpleQueue()
+        self.pieces.put(("ask", (ask, arguments, answer)))
+        while True:
+            try:
+                return answer.get(timeout=0.1)
+            except queue.Empty:
+                if self.cancel.is_set():
+                    return False
+
+    def __call__(self, spec: Any, arguments: dict[str, Any]) -> bool:
+        return self._ask(self.person, spec, arguments)
+
+    def approve_request(self, request: Any) -> bool:
+        return self._ask(self.person.approve_request, request)
 
 
 def _names(tools: Any) -> list[str] | None:
