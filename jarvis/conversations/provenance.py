@@ -24,15 +24,6 @@ MAX_REASONS = 50
 CARRIED = ("tainted_by", "private_by", "person_texts", "public_links")
 
 
-def _trust_module() -> Any:
-    """jarvis.trust.run when the trust package is installed, else None."""
-    try:
-        from jarvis.trust import run as trust_run
-    except ImportError:
-        return None
-    return trust_run if hasattr(trust_run, "RunTrust") else None
-
-
 class Provenance:
     """The trust state a conversation carries from run to run (JSON-safe, bounded)."""
 
@@ -76,14 +67,10 @@ class Provenance:
 
     # --- the run -----------------------------------------------------------------------------
     def run_options(self, jarvis: Any) -> dict[str, Any]:
-        """Keyword arguments for `jarvis.ask_full` that start the run from this state.
-
-        With the trust package: a RunTrust made from the state (`trust=`), when ask_full
-        takes one. Without it there is nothing to hand over; the state is still kept and
-        carried (see `after`)."""
-        trust = _trust_module()
-        if trust is None or not _takes(jarvis.ask_full, "trust"):
-            return {}
+        """Keyword arguments for `jarvis.ask_full` that start the run from this state: a
+        RunTrust made from it (`trust=`), so the run's executor guards its egress from the
+        first call on."""
+        from jarvis.trust import run as trust
         # What the content of the conversation carries, not what one run was allowed:
         # egress rules a person gave one ask (--allow-egress), its decisions and its count of
         # unconfirmed calls stay with that run; the limit of such calls is the config's.
@@ -138,12 +125,3 @@ def merged_state(stored: dict[str, Any] | None, new: dict[str, Any]) -> dict[str
         extra = [e for e in stored.get(key) or [] if (e.get("tool"), e.get("reason")) not in have]
         merged[key] = (extra + list(merged.get(key) or []))[-MAX_REASONS:]
     return merged
-
-
-def _takes(function: Any, name: str) -> bool:
-    import inspect
-
-    try:
-        return name in inspect.signature(function).parameters
-    except (TypeError, ValueError):
-        return False
