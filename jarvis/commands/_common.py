@@ -58,6 +58,9 @@ class TerminalPerson:
     def __init__(self, *, interrupt_stops: bool = False) -> None:
         self.interrupt_stops = interrupt_stops
 
+    # The prompt shows the whole call: allowing where it goes also confirms the tool.
+    covers_confirmation = True
+
     def __call__(self, spec: Any, arguments: dict[str, Any]) -> bool:
         from jarvis.trust.request import CONFIRMATION, ApprovalRequest
 
