@@ -107,13 +107,31 @@ def new_conversation_id() -> str:
 
 
 def _cut(text: str | None, limit: int = MAX_TEXT_CHARS) -> str | None:
-    if text is None or len(text) <= limit:
+    if text is None:
+        return text
+    text = _escaped(text)
+    if len(text) <= limit:
         return text
     return text[:limit] + f"\n[... {len(text) - limit} characters not stored]"
 
 
+def _escaped(text: str) -> str:
+    """`text` with lone surrogates (a model's `"\\udc80"` escape: not valid Unicode, which
+    SQLite cannot store) written as the six characters `\\udc80`, as the run log does."""
+    from jarvis.core.text import escape
+
+    return escape(text)[0]
+
+
 def _json(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, ensure_ascii=False, default=str)
+    if value is None:
+        return None
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    from jarvis.core.text import has_lone_surrogate
+
+    if has_lone_surrogate(text):  # default=str may make text of anything: escape it as JSON
+        text = json.dumps(json.loads(text), default=str)
+    return text
 
 
 def _loads(value: str | None, default: Any) -> Any:
@@ -127,7 +145,7 @@ def _loads(value: str | None, default: Any) -> Any:
 
 def title_of(query: str) -> str:
     """A conversation's title: its first question on one line, cut."""
-    text = " ".join(query.split())
+    text = " ".join(_escaped(query).split())
     return text if len(text) <= MAX_TITLE_CHARS else text[:MAX_TITLE_CHARS - 1] + "…"
 
 
