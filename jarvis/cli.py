@@ -39,6 +39,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
                       "List, show and delete conversations."),
     "listen": ("jarvis.commands.listen:listen", "Answer messages from Telegram and e-mail "
                "([inbound.NAME])."),
+    "approvals": ("jarvis.commands.approvals:approvals",
+                  "Requests of runs waiting for you: list, show, approve, deny."),
+    "grants": ("jarvis.commands.grants:grants",
+               "Let a tool send to a host, channel or MCP server without asking."),
 }
 
 

@@ -38,6 +38,8 @@ class _Session:
         self.j = j
         self.record = record
         self.options = options
+        # The one person at this terminal (its "always" answers last the session).
+        self.person = TerminalPerson(interrupt_stops=True)
 
     def turn(self, line: str, stdout: _Stdout, status: _Status) -> None:
         """Ask `line` as the next turn; Ctrl-C stops it (KeyboardInterrupt is handled here)."""
@@ -55,8 +57,7 @@ class _Session:
         options = dict(self.options)
         for key in ("approver", "egress_approver"):
             if isinstance(options.get(key), TerminalPerson):
-                person = TerminalPerson(interrupt_stops=True)
-                options[key] = _AskOnMainThread(person, pieces, cancel)
+                options[key] = _AskOnMainThread(self.person, pieces, cancel)
 
         def work() -> None:
             try:
@@ -203,6 +204,8 @@ class _Session:
 class _AskOnMainThread:
     """A TerminalPerson whose questions a turn's worker thread hands to the main thread (the
     `pieces` queue) and waits for; a stopped turn is answered no."""
+
+    covers_confirmation = True  # as the person's: the question shows the whole call
 
     def __init__(self, person: TerminalPerson, pieces: queue.SimpleQueue[tuple[str, Any]],
                  cancel: threading.Event) -> None:
