@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from email.message import EmailMessage
 from pathlib import Path
 from typing import Any
@@ -127,3 +128,31 @@ def mail(body: str, *, sender: str = f"Ada <{OWNER}>", subject: str = "A questio
         message[name.replace("_", "-")] = value
     message.set_content(body)
     return message
+
+
+def park_request(request_id: str, run_id: str = "run-parked") -> None:
+    """A run parked on one egress request, in the approvals store the listener uses."""
+    from jarvis.approvals import Approval, ParkedRun, open_approvals
+
+    store = open_approvals(None)  # $JARVIS_HOME/approvals.db: the listener's too
+    try:
+        expires = time.time() + 3600
+        egress = {"kind": "network", "destination": "api.example.com", "method": "GET",
+                  "payload": ["https://api.example.com/"]}
+        store.park(ParkedRun(run_id=run_id, state={}, expires_at=expires),
+                   [Approval(id=request_id, run_id=run_id, call_id="c1", tool="http_request",
+                             kind="egress", request={"egress": [egress], "size": 24,
+                                                     "digest": "ab12"},
+                             expires_at=expires)])
+    finally:
+        store.close()
+
+
+def approval(request_id: str):
+    from jarvis.approvals import open_approvals
+
+    store = open_approvals(None)
+    try:
+        return store.get(request_id)
+    finally:
+        store.close()

@@ -11,11 +11,13 @@ from inbound_support import (
     AUTHSERV,
     OWNER,
     Listen,
+    approval,
     jarvis,
     ledger_rows,
     listen_env,
     mail,
     mail_config,
+    park_request,
     wait_for_status,
 )
 from mail_servers import SmtpReceiver, start_dovecot
@@ -263,11 +265,15 @@ def test_the_senders_words_are_split_from_quotes_and_forwards():
                                        "Begin forwarded message:\nFrom: x\nbody")]
 
 
-def test_an_approval_reply_by_mail_reaches_the_hook(tmp_path, cli_env, mailbox, smtp):
+def test_an_approval_is_answered_by_a_reply_mail(tmp_path, cli_env, mailbox, smtp):
+    park_request("3f2a9c1b")
     with FakeOpenAIServer([]) as llm:
         env = setup(tmp_path, cli_env, mailbox, smtp, llm)
         mailbox.deliver(mail("deny 3F2A", subject="Re: approval needed"))
         with Listen(env):
             ((_, _, answer),) = smtp.wait_for(1)
-        assert answer.get_content().startswith("There is no pending approval 3f2a")
+        assert answer.get_content().startswith(
+            "Denied 3f2a9c1b: http_request -> GET api.example.com")
         assert llm.requests == []
+    decided = approval("3f2a9c1b")
+    assert (decided.status, decided.decided_by) == ("denied", f"inbound mail: {OWNER}")

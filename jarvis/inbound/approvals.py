@@ -1,11 +1,12 @@
 """Answering a pending approval by replying in the chat: `approve 3f2a` / `deny 3f2a`.
 
-This is the seam for the approvals work (issue 22: parked runs, approval requests, grants),
-which does not exist yet. A reply of that form from an allowed, authenticated sender, in its
-own words (never from forwarded or quoted content), is recognised here and handed to
-`answer_approval`; until approvals exist, that answers that nothing was approved or denied.
-When issue 22 lands, `answer_approval` looks the request up in its store, checks that it
-belongs to this inbound's conversations, and resumes or drops the parked run.
+A reply of that form from an allowed, authenticated sender, in its own words (never from
+forwarded, quoted or attached content: the listener only looks at a message without any), is
+an answer to a pending approval request (jarvis.approvals, docs/approvals.md): it is
+recorded as the person's decision, by `inbound NAME: SENDER`, exactly as `jarvis approvals
+approve|deny ID` would. The run waiting on it continues where it stopped (a scheduled task's
+within a tick of the scheduler; an SDK run when its caller resumes it). The reply says what
+was decided, or why nothing was (an unknown or ambiguous id, answered already, expired).
 """
 
 from __future__ import annotations
@@ -27,6 +28,21 @@ def approval_reply(text: str) -> tuple[str, str] | None:
 
 def answer_approval(config: Any, inbound: str, sender: str, action: str,
                     request_id: str) -> str:
-    """Apply an approval reply; returns the text sent back (see the module docstring)."""
-    return (f"There is no pending approval {request_id}: approving or denying by reply is not "
-            f"available in this version of jarvis, so nothing was {action}d.")
+    """Record the person's answer to approval `request_id`; returns the text sent back."""
+    from jarvis.approvals import decide
+    from jarvis.core.terminal import visible
+    from jarvis.errors import JarvisError
+
+    approve = action == "approve"
+    try:
+        approval = decide(request_id, approve, by=f"inbound {inbound}: {sender}",
+                          config=config, created_by="chat")
+    except JarvisError as exc:  # unknown or ambiguous id, answered already, expired
+        done = "approved" if approve else "denied"
+        return f"Nothing was {done}: {visible(str(exc), 400, one_line=True)}"
+    what = visible(f"{approval.tool} -> {approval.where}", 300, one_line=True)
+    if not approve:
+        return f"Denied {approval.id}: {what}. The run is told the call was refused."
+    then = (f"scheduled task {approval.task_id} goes on within a tick of the scheduler"
+            if approval.task_id else "the run goes on when it is resumed")
+    return f"Approved {approval.id}: {what}; {then}."
