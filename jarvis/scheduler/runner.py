@@ -119,7 +119,7 @@ class SdkRunner:
                                      tools=task_tools(task),
                                      approved_tools=list(task.approved_tools),
                                      source="scheduler", run_metadata=run_metadata(occurrence),
-                                     trust=task_trust(task), **fenced)
+                                     trust=task_trust(task), **fenced, **task_budget(task))
         except Exception as exc:
             if started:
                 with contextlib.suppress(AttributeError, TypeError):
@@ -171,6 +171,13 @@ def task_tools(task: Task) -> list[str] | None:
     if task.created_by == "model":
         return list(task.tools)
     return list(task.tools) or None
+
+
+def task_budget(task: Task) -> dict[str, Any]:
+    """`budget=` for ask_full when the task has one (jarvis.tools.budget); else nothing, so a
+    custom system without budgets still runs it."""
+    budget = task.metadata.get("budget") if isinstance(task.metadata, dict) else None
+    return {"budget": budget} if budget else {}
 
 
 def task_trust(task: Task) -> Any:
