@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -180,14 +181,17 @@ class BudgetMeter:
         self.refused = 0
         self.stopped: str | None = None
         self._reserved: dict[str, float] = {}
-        self._latencies: dict[str, list[float]] = {}
-        self._costs: dict[str, list[float]] = {}
-        self._engine_seconds: list[float] = []
+        # Per tool, the last HISTORY_CALLS measured (the run log's, then this run's).
+        self._latencies: dict[str, deque[float]] = {}
+        self._costs: dict[str, deque[float]] = {}
+        self._estimates: dict[str, tuple[float, float]] = {}  # per tool, until it is measured
+        self._unseen: dict[str, int] = {}  # measurements since the tool's estimate was made
+        self._engine_seconds: deque[float] = deque(maxlen=HISTORY_CALLS)
         self._max_completion = 0
         self._refused_at: int | None = None  # engine_calls when a call was first refused
 
     # --- tools --------------------------------------------------------------------------------
-    def _known(self, name: str) -> tuple[list[float], list[float]]:
+    def _known(self, name: str) -> tuple[deque[float], deque[float]]:
         """Measured latencies and reported costs of `name` (the run log's, then this run's)."""
         if name not in self._latencies:
             latencies: list[float] = []
@@ -199,21 +203,26 @@ class BudgetMeter:
                     rows = []
                 latencies = [lat for lat, _ in rows if lat is not None and lat >= 0]
                 costs = [c for _, c in rows if c]
-            self._latencies[name], self._costs[name] = latencies, costs
+            self._latencies[name] = deque(latencies, maxlen=HISTORY_CALLS)
+            self._costs[name] = deque(costs, maxlen=HISTORY_CALLS)
         return self._latencies[name], self._costs[name]
 
     def estimate_tool(self, spec: Any) -> tuple[float, float]:
         """(usd, seconds) one call of the tool is expected to take."""
         b = self.budget
         usd = seconds = 0.0
+        known = self._estimates.get(spec.name)
+        if known is not None:
+            return known
         if b.usd is not None or b.seconds is not None:
             latencies, costs = self._known(spec.name)
             if costs:
                 usd = sum(costs) / len(costs)
             else:
                 usd = float(spec.cost_estimate or 0.0)
-            measured = _median(latencies)
+            measured = _median(list(latencies))
             seconds = measured if measured is not None else float(spec.latency_estimate or 0.0)
+        self._estimates[spec.name] = (usd, seconds)
         return usd, seconds
 
     def admit_tool(self, spec: Any, call_id: str) -> str | None:
@@ -262,8 +271,15 @@ class BudgetMeter:
                 return
             cost = result.cost_usd if result.cost_usd else float(spec.cost_estimate or 0.0)
             self.tool_usd += cost
-            if spec.name in self._latencies and result.latency_seconds:
-                self._latencies[spec.name].append(result.latency_seconds)
+            known = self._latencies.get(spec.name)
+            if known is not None and result.latency_seconds:
+                known.append(result.latency_seconds)
+                # The median is taken again after every len/8 new measurements (sorting the
+                # window on every call was most of the check's cost).
+                self._unseen[spec.name] = unseen = self._unseen.get(spec.name, 0) + 1
+                if unseen >= max(1, len(known) // 8):
+                    self._unseen[spec.name] = 0
+                    self._estimates.pop(spec.name, None)
                 if result.cost_usd:
                     self._costs[spec.name].append(result.cost_usd)
 
@@ -292,7 +308,7 @@ class BudgetMeter:
                     problem = (f"the next call of model {self.model} is estimated at ${usd:.6g} "
                                f"and ${self._usd():.6g} of ${b.usd:g} is spent")
             if problem is None and b.seconds is not None:
-                seconds = _median(self._engine_seconds) or 0.0
+                seconds = _median(list(self._engine_seconds)) or 0.0
                 if self.elapsed() + seconds > b.seconds:
                     problem = (f"the next call of model {self.model} is estimated at "
                                f"{seconds:.3g} s and {self.elapsed():.3g} s of {b.seconds:g} s "

@@ -62,8 +62,8 @@ STARTER_CONFIG = """\
 # max_tool_calls_per_turn = 32
 # A budget for every ask (none by default; `jarvis ask --budget-usd/--budget-seconds/
 # --max-tool-calls` and agent files override it): a call that would overrun it is not made
-# and the run ends "incomplete". For example: budget_usd = 0.05, budget_seconds = 60,
-# max_tool_calls = 20.
+# and the run ends "incomplete". For example, to allow 5 cents, a minute and 20 tool calls:
+# `budget_usd = 0.05`, `budget_seconds = 60`, `max_tool_calls = 20`.
 
 [tools]
 # Tools that exist at all (built-in, tools/, plugins, MCP); unset: every registered tool.
