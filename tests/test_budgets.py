@@ -328,3 +328,32 @@ def test_concurrent_calls_of_one_reply_reserve_their_estimates():
     assert meter.admit_tool(spec, "a") is None and meter.admit_tool(spec, "b") is None
     refused = meter.admit_tool(spec, "c")  # 0.8 reserved + 0.4 > 1.0, though nothing finished
     assert refused is not None and "$0.4" in refused and "$0.8" in refused
+
+
+def test_the_documented_example_prints_what_it_says(jarvis_home):
+    import contextlib
+    import io
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "engines-agents.md").read_text()
+    (block,) = [b for b in re.findall(r"```python\n(.*?)```", doc, flags=re.S)
+                if "budget={" in b]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(block, "docs/engines-agents.md", "exec"), {"__name__": "doc_budget"})
+    expected = [line.split("#")[1].strip() for line in block.splitlines()
+                if line.startswith("print(")]
+    assert out.getvalue().splitlines() == expected
+
+
+def test_the_documented_price_table_loads_and_prices(tmp_path):
+    import textwrap
+
+    from jarvis.core.config import load_config
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "engines-agents.md").read_text()
+    (block,) = [b for b in re.findall(r"```toml\n(.*?)```", doc, flags=re.S)
+                if "[engine.prices]" in b]
+    (tmp_path / "config.toml").write_text(textwrap.dedent(block))
+    prices = load_config(tmp_path / "config.toml", use_env=False).engine.prices
+    assert find_price(prices, "gpt-4o-mini", "openai").output == 0.6
+    assert find_price(prices, "gpt-4.1-mini", "openai").input == 2.0
