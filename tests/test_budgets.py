@@ -114,6 +114,11 @@ def test_cli_max_tool_calls_refuses_the_next_call_then_stops_incomplete(served_e
     assert "refused again" in data["budget"]["exhausted"]
     assert "Error: stopped at the budget without a final answer: spent $0.02" in out.stderr
     assert "2 tool calls of 2" in out.stderr and "Traceback" not in out.stderr
+    shown = subprocess.run([sys.executable, "-m", "jarvis.cli", "runs", "show", data["run_id"]],
+                           env=served_env, cwd=work, text=True, capture_output=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    assert "stopped: at the budget, before a final answer" in shown.stdout
+    assert "budget:  spent $0.02, " in shown.stdout and "2 tool calls of 2" in shown.stdout
 
 
 def test_cli_dollar_budget_prices_the_engine_from_the_config_table(served_env, tmp_path):

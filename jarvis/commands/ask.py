@@ -263,24 +263,13 @@ def ask(ctx: click.Context, query: tuple[str, ...], agent: str | None, tools: st
         click.echo(f"Error: stopped because the model kept repeating the same tool call "
                    f"without an answer (exit code {STOPPED_EXIT_CODE})", err=True)
     elif meta.get("budget_exceeded"):
-        click.echo(f"Error: stopped at the budget without a final answer: "
-                   f"{_spend_line(result.get('budget') or {})} (exit code {STOPPED_EXIT_CODE})",
-                   err=True)
+        from jarvis.tools.budget import spend_line
+
+        why = visible(spend_line(result.get("budget") or {}), 600, one_line=True)
+        click.echo(f"Error: stopped at the budget without a final answer: {why} (exit code "
+                   f"{STOPPED_EXIT_CODE})", err=True)
     if stopped:
         ctx.exit(STOPPED_EXIT_CODE)
-
-
-def _spend_line(report: dict[str, Any]) -> str:
-    """What the run spent against its limits, in one line."""
-    spent, limits = report.get("spent") or {}, report.get("limits") or {}
-    usd = "?" if spent.get("engine_usd") is None else f"{spent.get('usd', 0):.4g}"
-    parts = [f"${usd}" + (f" of ${limits['usd']:g}" if limits.get("usd") else ""),
-             f"{spent.get('seconds', 0):.1f} s" + (f" of {limits['seconds']:g} s"
-                                                 if limits.get("seconds") else ""),
-             f"{spent.get('tool_calls', 0)} tool calls" + (
-                 f" of {limits['tool_calls']}" if limits.get("tool_calls") is not None else "")]
-    why = report.get("exhausted")
-    return "spent " + ", ".join(parts) + (f"; {visible(why, 300, one_line=True)}" if why else "")
 
 
 def _load_schema_file(path: str) -> dict[str, Any]:

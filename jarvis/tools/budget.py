@@ -347,6 +347,20 @@ class BudgetMeter:
                     {"input": self.price.input, "output": self.price.output}}
 
 
+def spend_line(report: Mapping[str, Any]) -> str:
+    """A spend report (BudgetMeter.report) in one line: `spent $0.02 of $0.05, 1.2 s, 2 tool
+    calls of 2; why it stopped`."""
+    spent, limits = report.get("spent") or {}, report.get("limits") or {}
+    usd = "?" if spent.get("engine_usd") is None else f"{spent.get('usd') or 0:.4g}"
+    parts = [f"${usd}" + (f" of ${limits['usd']:g}" if limits.get("usd") else ""),
+             f"{spent.get('seconds') or 0:.1f} s" + (f" of {limits['seconds']:g} s"
+                                                   if limits.get("seconds") else ""),
+             f"{spent.get('tool_calls') or 0} tool calls" + (
+                 f" of {limits['tool_calls']}" if limits.get("tool_calls") is not None else "")]
+    why = report.get("exhausted")
+    return "spent " + ", ".join(parts) + (f"; {why}" if why else "")
+
+
 def meter_for(config: Any, spec: Any, given: Any, *, engine: Any, model: str,
               log: Any) -> BudgetMeter:
     """One ask's BudgetMeter: `given` (ask_full's budget) over the agent file's `budget_*`
