@@ -362,3 +362,29 @@ def test_the_documented_price_table_loads_and_prices(tmp_path):
     prices = load_config(tmp_path / "config.toml", use_env=False).engine.prices
     assert find_price(prices, "gpt-4o-mini", "openai").output == 0.6
     assert find_price(prices, "gpt-4.1-mini", "openai").input == 2.0
+
+
+def test_react_agent_stops_before_an_engine_call_that_would_overrun(jarvis_home, tmp_path):
+    from jarvis.testing import ScriptedEngine
+
+    (tmp_path / "config.toml").write_text('[engine.prices]\n"m" = { input = 1000.0, '
+                                          'output = 2000.0 }\n')
+
+    def step(request: dict[str, Any]) -> Any:  # a react model that never gives an answer
+        n = len(request["messages"])
+        return reply(f'Thought: more.\nAction: calculator\nAction Input: {{"expression": '
+                     f'"{n} + 1"}}')
+
+    engine = ScriptedEngine(default=step, model="m")
+    with Jarvis(config_path=tmp_path / "config.toml", engine=engine, model="m") as j:
+        result = j.ask_full("Count", agent="react", tools=["calculator"], max_turns=50,
+                            budget={"usd": 1.0}, context=False)
+    report = result["budget"]
+    assert result["status"] == "incomplete" and result["metadata"]["budget_exceeded"]
+    assert report["exhausted"].startswith("the next call of model m is estimated at $")
+    assert report["spent"]["usd"] <= 1.0 and report["spent"]["engine_calls"] >= 2
+    usage = result["usage"]
+    assert report["spent"]["engine_usd"] == pytest.approx(
+        (usage["prompt_tokens"] * 1000 + usage["completion_tokens"] * 2000) / 1e6)
+    assert len(engine.calls) == report["spent"]["engine_calls"]  # the refused one was not made
+    assert all(r["success"] for r in result["tool_results"])
