@@ -34,6 +34,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "worker": ("jarvis.commands.worker:worker", "Run a Celery worker that executes scheduled runs."),
     "serve": ("jarvis.commands.serve:serve", "Serve tools (ORS) and agents (OpenAI API) over HTTP."),
     "doctor": ("jarvis.commands.doctor:doctor", "Check the host and the code sandbox in force."),
+    "approvals": ("jarvis.commands.approvals:approvals",
+                  "Requests of runs waiting for you: list, show, approve, deny."),
+    "grants": ("jarvis.commands.grants:grants",
+               "Let a tool send to a host, channel or MCP server without asking."),
 }
 
 

@@ -246,6 +246,24 @@ class RunLog:
                 raise
         return run_id
 
+    def set_status(self, run_id: str, status: str, error: str | None = None) -> bool:
+        """Change a recorded run's status (a parked run that expired); False when the run is
+        not in this log."""
+        with self._lock:
+            conn = self._open(create=False)
+            if conn is None:
+                return False
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                changed = conn.execute("UPDATE runs SET status = ?, error = coalesce(?, error), "
+                                       "finished_at = ? WHERE id = ?",
+                                       [status, _cut(error), time.time(), run_id]).rowcount
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        return bool(changed)
+
     # --- reading -----------------------------------------------------------------------------
     def list(self, limit: int = 20, source: str | None = None) -> list[dict[str, Any]]:
         """The newest runs first (without transcripts)."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
@@ -270,12 +271,12 @@ class Jarvis:
                  on_token: Callable[[str], Any] | None = None,
                  history: Sequence[Message] | None = None, temperature: float | None = None,
                  max_tokens: int | None = None, run_metadata: dict[str, Any] | None = None,
-                 cancel: Any = None, output_schema: Any = None,
+                 cancel: Any = None, output_schema: Any = None, _resume: Any = None,
                  schema_retries: int | None = None, schema_mode: str = "auto",
                  trust: Any = None, allow_egress: Sequence[str] | None = None,
-                 egress_approver: Callable[[Any], bool] | None = None,
-                 on_person_needed: Callable[[Any], Any] | None = None,
-                 fence: Any = None, budget: Any = None) -> dict[str, Any]:
+                 egress_approver: Callable[[Any], bool] | None = None, on_approval: str | None = None,
+                 on_person_needed: Callable[[Any], Any] | None = None, fence: Any = None,
+                 budget: Any = None) -> dict[str, Any]:
         """Answer `query` and report how.
 
         Args:
@@ -304,8 +305,8 @@ class Jarvis:
                 starting RunTrust (default: `query` and `history`'s user messages are the
                 person's words); "HOST", "channel:NAME", "mcp:SERVER" allowed beside
                 `[egress]`; `fn(ApprovalRequest) -> bool` for calls the guard holds (else
-                denied; `approver` never answers them); the hook every person-needed
-                decision goes through (jarvis.tools.gate).
+                denied, `approver` never answers them; on_approval="defer" parks them:
+                docs/approvals.md); the hook every person-needed decision goes through (jarvis.tools.gate).
             fence: a scheduled run's RunFence (jarvis.tools.fence): lease checks, effect keys.
             budget: a Budget or {"usd", "seconds", "tool_calls"} (jarvis.tools.budget).
 
@@ -358,14 +359,14 @@ class Jarvis:
             # MCP servers allowed to sample (`sampling = true`) get this run's engine and model.
             set_sampling_engine(engine, use_model)
 
-        from jarvis.runlog import new_run_id
+        from jarvis.approvals.parking import Parking
         from jarvis.tools.budget import meter_for
         from jarvis.tools.executor import ToolExecutor
-        from jarvis.trust import AnswerGuard, RunTrust
+        from jarvis.trust import AnswerGuard
 
-        run_id = new_run_id()
-        run_trust = RunTrust.for_ask(self.config, query, history=history, run_id=run_id,
-                                     given=trust, allow_egress=allow_egress)
+        parking = Parking(self, query, history, trust, allow_egress, on_approval, approved_tools,
+                          run_metadata, (on_person_needed, approver, egress_approver), _resume)
+        run_id, run_trust = parking.check(structured), parking.trust
         tc = self.config.tools
         meter = meter_for(self.config, spec, budget, engine=engine, model=use_model, log=self.runlog)
         executor = ToolExecutor(built, bus=self.bus, approver=_approver(approver, approved_tools),
@@ -373,11 +374,8 @@ class Jarvis:
                                 max_output_chars=tc.max_output_chars, run_id=run_id,
                                 approved_tools=approved_tools or (),
                                 max_abandoned_per_tool=tc.max_abandoned_per_tool,
-                                max_abandoned=tc.max_abandoned_threads,
-                                metadata=run_metadata, trust=run_trust, egress_approver=
-                                egress_approver, on_person_needed=on_person_needed,
-                                trusted_tools=self.config.egress.trusted_tools, fence=fence,
-                                budget=meter)
+                                max_abandoned=tc.max_abandoned_threads, fence=fence, budget=meter,
+                                trusted_tools=self.config.egress.trusted_tools, **parking.options)
         system_prompt = system if system is not None else (
             spec.instructions if spec is not None and spec.instructions else self.config.agent.system)
         context_text, sources, writers = self._memory_context(query, context)
@@ -405,7 +403,7 @@ class Jarvis:
         outcome = None
         try:
             if structured is None:
-                result = runner.run(query, history=history)
+                result = parking.run(runner, query, history)
             else:
                 from jarvis.agents.structured import run as run_structured
 
@@ -423,12 +421,9 @@ class Jarvis:
                                                     trust=run_trust.summary())),
                          status=status, error=f"{type(exc).__name__}: {exc}", started=started)
             raise
-        finally:
-            # Run-scoped tool resources (e.g. the repl tool's interpreter process) end with
-            # the run: see jarvis.resources.
-            from jarvis.resources import release_run
-
-            release_run(run_id)
+        finally:  # run-scoped tool resources (the repl's interpreter, ...) end with the run;
+            if "jarvis.resources.manager" in sys.modules:  # (none if it was never imported)
+                sys.modules["jarvis.resources.manager"].release_run(run_id)
         calls_by_id = {c["id"]: c for c in result.metadata.get("tool_calls", [])}
         tool_results = []
         for tr in result.tool_results:
@@ -465,6 +460,7 @@ class Jarvis:
         }
         if outcome is not None:
             out["parsed"] = outcome.parsed
+        status = out["status"] = parking.settle(out, status, result, record, runner)
         try:
             out["run_id"] = self._record(record, status=status, started=started, result=result,
                                          tool_results=tool_results, out=out,
@@ -480,6 +476,8 @@ class Jarvis:
         self.bus.publish(EventType.RUN_END, {"run_id": run_id, "status": status,
                                              "usage": out["usage"], "turns": out["turns"]})
         return out
+
+    from jarvis.approvals.parking import resume as resume  # Jarvis.resume(run_id, decisions)
 
     def _memory_context(self, query: str,
                         context: bool | None) -> tuple[str, list[str], list[str]]:

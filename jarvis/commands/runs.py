@@ -141,7 +141,11 @@ def show_run(run_id: str, as_json: bool) -> None:
         run = log.get(run_id)
     finally:
         log.close()
-    run["delivery"] = _delivery(load_cli_config(), run)
+    config = load_cli_config()
+    run["delivery"] = _delivery(config, run)
+    from jarvis.commands.approvals import approval_line, approvals_of_runs
+
+    run["approvals"] = approvals_of_runs(config, [run["id"]]).get(run["id"], [])
     if as_json:
         echo_json(run)
         return
@@ -159,6 +163,8 @@ def show_run(run_id: str, as_json: bool) -> None:
     if run.get("error"):
         echo(f"error:   {run['error']}")
     echo(f"delivery: {_delivery_line(run['delivery'])}")
+    for item in run["approvals"]:  # parked / approved / denied / expired (docs/approvals.md)
+        echo(approval_line(item))
     meta = run.get("metadata") or {}
     for line in _trust_lines(meta.get("trust")):
         echo(line)

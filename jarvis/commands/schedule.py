@@ -313,6 +313,10 @@ def run_task(task_id: str, runner: str | None, wait: bool, as_json: bool) -> Non
                            f"{run.delivery.get('status')}"
                            + ("" if sent else f" after {run.delivery.get('attempts')} "
                               f"attempt(s): {run.delivery.get('error')}")), err=True)
+    if run.status == "parked":
+        click.echo(visible(f"parked: {run.error}; `jarvis scheduler start` continues it once "
+                           f"you answer"), err=True)
+        sys.exit(1)
     if run.status != "succeeded":
         click.echo(visible(f"Error ({run.error_type or 'failed'}): {run.error}"), err=True)
         sys.exit(1)
@@ -334,9 +338,14 @@ def list_runs(task_id: str | None, limit: int, run_id: int | None, as_json: bool
     if run_id is not None:
         _show_run(run_id, as_json)
         return
-    runs = _scheduler().list_runs(task_id, limit=limit)
+    config = load_cli_config()
+    runs = _scheduler(config=config).list_runs(task_id, limit=limit)
+    from jarvis.commands.approvals import approvals_of_runs
+
+    asked = approvals_of_runs(config, [r.run_log_id for r in runs if r.parked_at is not None])
     if as_json:
-        echo_json([r.to_dict() for r in runs])
+        echo_json([dict(r.to_dict(), approvals=asked.get(r.run_log_id or "", []))
+                   for r in runs])
         return
     if not runs:
         click.echo("no runs recorded yet", err=True)
@@ -352,6 +361,8 @@ def list_runs(task_id: str | None, limit: int, run_id: int | None, as_json: bool
         took = f"{data['duration_seconds']:.2f}s" if data["duration_seconds"] is not None else "-"
         if run.delivery:
             detail += f"  [-> {run.delivery.get('channel')}: {run.delivery.get('status')}]"
+        for item in asked.get(run.run_log_id or "", []):  # parked / approved / denied / expired
+            detail += f"  [approval {item['id']}: {item['status']}]"
         click.echo(visible(f"#{run.id}  {run.task_id}  {run.status:<9}  for "
                            f"{data['scheduled_for']}  try {run.attempt}  {took:>7}  {detail}"))
 

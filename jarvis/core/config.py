@@ -349,6 +349,53 @@ class EgressConfig(_Section):
                                          "words or follow a link (the rest ask)")
 
 
+class ApprovalsConfig(_Section):
+    """[approvals]: a run with nobody to ask parks until you answer (docs/approvals.md)."""
+
+    notify: str = Field("", description="the channel each approval request is sent to "
+                        "(a [channels.NAME]); empty: none (`jarvis approvals list` shows them)")
+    link_base: str = Field("", description="the URL `jarvis serve` is reached at from where "
+                           "you read the channel, e.g. https://jarvis.example.net; empty: "
+                           "[serve] host and port when a server answers there")
+    expire_after: str = Field("24h", description="how long a request waits for you before "
+                              "its run ends recorded `expired`: seconds, or 90m, 24h, 7d")
+    db_path: str = Field("", description="the approvals database (parked runs, requests, "
+                         "grants); empty: JARVIS_HOME/approvals.db, or the scheduler's "
+                         "PostgreSQL ledger when [scheduler] store names one")
+
+    @field_validator("expire_after")
+    @classmethod
+    def _duration(cls, value: str) -> str:
+        from jarvis.core.durations import parse_duration
+
+        seconds = parse_duration(value)
+        if not 1 <= seconds <= 366 * 86400:
+            raise ValueError(f"expire_after {value!r} must be between 1 second and 366 days")
+        return value
+
+    @field_validator("notify")
+    @classmethod
+    def _channel(cls, value: str) -> str:
+        if value and not _CHANNEL_NAME.match(value):
+            raise ValueError(f"notify {value!r} is not a channel name (a [channels.NAME])")
+        return value
+
+    @field_validator("link_base")
+    @classmethod
+    def _link(cls, value: str) -> str:
+        value = value.strip().rstrip("/")
+        if value and not re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?", value):
+            raise ValueError(f"link_base {value!r} must be an http:// or https:// URL without "
+                             f"a query")
+        return value
+
+    @property
+    def expire_seconds(self) -> float:
+        from jarvis.core.durations import parse_duration
+
+        return parse_duration(self.expire_after)
+
+
 class WorkspaceConfig(_Section):
     tools_dir: str = "tools"
     agents_dir: str = "agents"
@@ -444,6 +491,7 @@ class JarvisConfig(_Section):
     channels: dict[str, ChannelConfig] = Field(default_factory=dict)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     egress: EgressConfig = Field(default_factory=EgressConfig)
+    approvals: ApprovalsConfig = Field(default_factory=ApprovalsConfig)
 
     # Not part of the file: where it came from, for relative paths and `config show`.
     _source: Path | None = None
@@ -509,7 +557,8 @@ def _set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
 # the config file's folder, never the current folder (e.g. [tools.file_read] allowed_dirs).
 PATH_SETTING_SUFFIXES: tuple[str, ...] = ("_dir", "_dirs", "_path", "_paths", "_file", "_files")
 # State files and folders given in the file, resolved the same way.
-PATH_KEYS: tuple[str, ...] = ("memory.db_path", "scheduler.db_path", "runs.db_path")
+PATH_KEYS: tuple[str, ...] = ("memory.db_path", "scheduler.db_path", "runs.db_path",
+                              "approvals.db_path")
 
 
 def _leaves(data: dict[str, Any], prefix: str = "") -> list[str]:

@@ -25,6 +25,7 @@ from jarvis.scheduler.runner import RunOutcome, start_run
 from jarvis.scheduler.schedules import iso
 from jarvis.scheduler.store import Claim
 from jarvis.scheduler.store_common import StoreUnavailable
+from jarvis.scheduler.threads import RUN_THREADS, Job
 
 log = logging.getLogger("jarvis.scheduler")
 
@@ -58,9 +59,11 @@ class SchedulerDaemon:
         while True:
             threads = {run_id: t for run_id, t in threads.items() if t.is_alive()}
             free = self.max_workers - len(threads) - self._held_by_orphans()
-            claims = self.store.claim_due(now=self.clock(), owner=self.owner,
-                                          lease_seconds=self.lease_seconds, limit=free,
-                                          default_grace=self.grace_seconds) if free > 0 else []
+            claims = self._continuations(free) if free > 0 else []
+            free -= len(claims)
+            claims += self.store.claim_due(now=self.clock(), owner=self.owner,
+                                           lease_seconds=self.lease_seconds, limit=free,
+                                           default_grace=self.grace_seconds) if free > 0 else []
             for claim in claims:
                 self._log_start(claim)
                 thread = threading.Thread(target=work, args=(claim,), daemon=True,
@@ -167,7 +170,9 @@ class SchedulerDaemon:
         returns what was sent."""
         self._recover()
         self._prune()
-        return self._claim_and_send()
+        continued = self._continuations(None)
+        self._send_all(continued)
+        return continued + self._claim_and_send()
 
     def _claim_and_send(self) -> list[Claim]:
         sent: list[Claim] = []
@@ -216,15 +221,27 @@ class SchedulerDaemon:
         with self._active_lock:
             free = self.max_workers - len(self._active)
         free -= self._held_by_orphans()
+        for claim in self._continuations(free):
+            self._spawn(claim)
+            free -= 1
         claims: list[Claim] = []
-        wake_at = self.store.next_wake()
+        # next_wake only decides whether to claim and how long to sleep; claim_due decides
+        # what runs. So when the last tick saw something due, claim at once (a claim that
+        # finds nothing then asks next_wake); and after a claim that took a run for every
+        # free worker, more is likely due: the next tick claims again (a burst of due runs
+        # costs one claim per tick instead of two next_wake and a claim).
+        wake_at = self._last_wake
+        if wake_at is None or wake_at > self.clock() or free <= 0:
+            wake_at = self.store.next_wake()
         if free > 0 and wake_at is not None and wake_at <= self.clock():
             claims = self.store.claim_due(now=self.clock(), owner=self.owner,
                                           lease_seconds=self.lease_seconds, limit=free,
                                           default_grace=self.grace_seconds)
             for claim in claims:
                 self._spawn(claim)
-            wake_at = self.store.next_wake()
+            if len(claims) < free:
+                wake_at = self.store.next_wake()
+        self._last_wake = wake_at
         idle_state = self._report_idle(idle_state, wake_at)
         timeout = self.poll_seconds
         if wake_at is not None and free - len(claims) > 0:
@@ -235,6 +252,7 @@ class SchedulerDaemon:
 
     def _dispatch_tick(self, idle_state: str | None) -> tuple[float, str]:
         """One wake-up with a dispatcher: send what is due; workers limit how much runs."""
+        self._send_all(self._continuations(None))
         wake_at = self.store.next_wake()
         if wake_at is not None and wake_at <= self.clock():
             self._claim_and_send()
@@ -252,16 +270,18 @@ class SchedulerDaemon:
 
         def work() -> None:
             try:
-                self._execute(claim)
+                self._execute(claim, pool=RUN_THREADS)
             finally:
                 with self._active_lock:
                     self._active.pop(claim.run.id, None)
                 self._wake.set()
 
-        thread = threading.Thread(target=work, daemon=True, name=f"jarvis-run-{claim.run.id}")
+        # The daemon's supervisors and calls run on reused threads (jarvis.scheduler.threads);
+        # `--once` passes (run_due) start their own, which end with the pass.
+        job = Job(f"jarvis-run-{claim.run.id}")
         with self._active_lock:
-            self._active[claim.run.id] = thread
-        thread.start()
+            self._active[claim.run.id] = job  # before the call: it may end at once
+        RUN_THREADS.submit(work, job.name, job)
 
     def _shutdown(self) -> None:
         deadline = time.monotonic() + self.shutdown_timeout
@@ -281,6 +301,7 @@ class SchedulerDaemon:
                                  if run_id not in given_up}, recorded, "the scheduler stopped")
         if self.dispatcher is not None:
             self.dispatcher.close()
+        self._close_approvals()
         log.info("scheduler %s stopped", self.owner)
 
     def _give_up(self, run_ids: list[int], cause: str) -> list[Run]:
@@ -333,6 +354,10 @@ class SchedulerDaemon:
     def _recover(self) -> None:
         # Our own runs are included: a worker renews its lease, so only a stuck one expires.
         for run in self.store.recover(now=self.clock()):
+            if run.status == "parked":
+                log.warning("task %s: the continuation of run %d stopped (%s died); it "
+                            "continues again", run.task_id, run.id, run.claimed_by or "its process")
+                continue
             log.warning("task %s: run %d (occurrence %s) was interrupted by a scheduler that "
                         "died (%s); recorded as failed, per the task's on_crash policy",
                         run.task_id, run.id, iso(run.scheduled_for), run.claimed_by)
@@ -376,8 +401,9 @@ class SchedulerDaemon:
         log.info("task %s: run %d started (%s, occurrence %s, attempt %d)", claim.task.id,
                  claim.run.id, claim.run.trigger, iso(claim.run.scheduled_for), claim.run.attempt)
 
-    def _execute(self, claim: Claim) -> Run:
-        """Run one claimed occurrence with its timeout, keep its lease alive, record it."""
+    def _execute(self, claim: Claim, pool: Any = None) -> Run:
+        """Run one claimed occurrence with its timeout, keep its lease alive, record it (its
+        call on a thread of `pool`, a ThreadPool, if given)."""
         with self._active_lock:
             self._executing[claim.run.id] = None
         bus = getattr(self, "bus", None)
@@ -388,7 +414,7 @@ class SchedulerDaemon:
                 bus.publish(EventType.SCHEDULER_TASK_START, {
                     "task_id": claim.task.id, "run_id": claim.run.id,
                     "prompt": claim.task.prompt, "trigger": claim.run.trigger})
-            run = self._execute_claim(claim)
+            run = self._execute_claim(claim, pool)
             if bus is not None:
                 bus.publish(EventType.SCHEDULER_TASK_END, {
                     "task_id": claim.task.id, "run_id": claim.run.id, "status": run.status,
@@ -401,13 +427,14 @@ class SchedulerDaemon:
                 self._given_up.discard(claim.run.id)
                 self._overdue.discard(claim.run.id)
 
-    def _execute_claim(self, claim: Claim) -> Run:
+    def _execute_claim(self, claim: Claim, pool: Any = None) -> Run:
         task, run = claim.task, claim.run
         started = time.monotonic()
         # The run's lease is checked before each of its engine and tool calls: a run another
         # daemon recovered (this one stalled past its lease) makes no further call.
         fence = ledger_fence(self.store, run, self.owner, self.lease_seconds, clock=self.clock)
-        worker, box = start_run(self.runner, task, run, f"jarvis-task-{task.id}", fence=fence)
+        worker, box = start_run(self.runner, task, run, f"jarvis-task-{task.id}", fence=fence,
+                                pool=pool)
         with self._active_lock:
             self._executing[run.id] = worker
         beat = max(self.lease_seconds / 4, 0.05)
@@ -446,6 +473,8 @@ class SchedulerDaemon:
             outcome = box.get("outcome")
             if not isinstance(outcome, RunOutcome):
                 outcome = RunOutcome(success=True, answer=None if outcome is None else str(outcome))
+        if outcome.parked:
+            return self._park(task, run, outcome)
         finished = self._record(run, outcome)
         if finished is None:
             log.warning("task %s: run %d finished, but another scheduler had taken it over "
@@ -460,6 +489,17 @@ class SchedulerDaemon:
         if task.notify:
             finished = self._deliver(task, finished)
         return finished
+
+    def _park(self, task: Task, run: Run, outcome: RunOutcome) -> Run:
+        parked = self.store.park_run(run.id, self.owner, now=self.clock(),
+                                     run_log_id=outcome.run_log_id, note=outcome.error or "")
+        if parked is None:
+            log.warning("task %s: run %d parked, but another scheduler had taken it over "
+                        "(lease expired); dropped", task.id, run.id)
+            return self.store.get_run(run.id)
+        log.info("task %s: run %d parked, waiting for approval %s", task.id, run.id,
+                 ", ".join(outcome.parked))
+        return parked
 
     def _held_by_orphans(self) -> int:
         """Workers held by calls given up on that still run (forgetting those that ended)."""

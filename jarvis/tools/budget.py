@@ -283,6 +283,18 @@ class BudgetMeter:
                 if result.cost_usd:
                     self._costs[spec.name].append(result.cost_usd)
 
+    def remaining(self) -> dict[str, Any] | None:
+        """The limits a continuation of this run gets (a parked run resumed later): dollars
+        and tool calls less what was spent; the time limit anew (the wait for a person is
+        not the run's time). None without limits."""
+        b = self.budget
+        if b.empty:
+            return None
+        with self._lock:
+            usd = None if b.usd is None else max(b.usd - self.tool_usd - self.engine_usd, 1e-9)
+            calls = None if b.tool_calls is None else max(b.tool_calls - self.tool_calls, 0)
+        return {"usd": usd, "seconds": b.seconds, "tool_calls": calls}
+
     def remaining_seconds(self) -> float | None:
         """Seconds left (for a tool's timeout), None without a time limit."""
         if self.budget.seconds is None:

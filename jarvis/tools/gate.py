@@ -86,6 +86,14 @@ def decide(executor: ToolExecutor, entry: _Entry, call_id: str,
             decision = None
     elif not needs_confirmation:
         return PASS
+    if decision is None and trust.rules.grants:
+        # A grant the person made for this tool and every destination of the call answers
+        # its confirmation too (docs/approvals.md).
+        shown = egress_for(entry, arguments) if entry.egress != "none" else []
+        grant = trust.rules.granted(name, shown)
+        if grant is not None:
+            trust.record_decision(_record(call_id, name, f"grant {grant.id}", shown))
+            return Gate(clean=clean)
     if decision is not None:
         request = ApprovalRequest(EGRESS, name, arguments, list(decision.egress),
                                   reason=decision.why, how_to_allow=decision.how_to_allow,
@@ -96,6 +104,19 @@ def decide(executor: ToolExecutor, entry: _Entry, call_id: str,
                                   reason=f"tool {name} requires confirmation",
                                   run_id=executor.run_id, call_id=call_id, spec=entry.spec)
     verdict, why = ask_person(executor, request)
+    if verdict is Verdict.APPROVE and request.kind == EGRESS and needs_confirmation \
+            and executor.on_person_needed is None \
+            and not getattr(executor.egress_approver, "covers_confirmation", False):
+        # Two approvers (the SDK's approver= and egress_approver=): the one that allowed
+        # where it goes has not confirmed the tool itself; that answer is the other's.
+        verdict, why = _ask_confirmation(executor, ApprovalRequest(
+            CONFIRMATION, name, arguments, list(request.egress),
+            reason=f"tool {name} requires confirmation", run_id=executor.run_id,
+            call_id=call_id, spec=entry.spec))
+        if verdict is not Verdict.APPROVE:
+            trust.record_decision(_record(call_id, name, verdict.value, request.egress))
+            return Gate(denial=why, clean=False, metadata={"approval": request.brief(),
+                                                           "person_needed": CONFIRMATION})
     if verdict is Verdict.APPROVE:
         if request.kind == EGRESS:
             trust.record_decision(_record(call_id, name, "approved", request.egress))
