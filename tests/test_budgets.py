@@ -388,3 +388,36 @@ def test_react_agent_stops_before_an_engine_call_that_would_overrun(jarvis_home,
         (usage["prompt_tokens"] * 1000 + usage["completion_tokens"] * 2000) / 1e6)
     assert len(engine.calls) == report["spent"]["engine_calls"]  # the refused one was not made
     assert all(r["success"] for r in result["tool_results"])
+
+
+def test_a_parked_run_continues_with_what_its_budget_left(jarvis_home, tmp_path, monkeypatch):
+    from approvals_support import Receiver, config_text, workspace
+
+    from jarvis.core.config import load_config
+
+    marked = tmp_path / "marked.txt"
+
+    def model(body: dict[str, Any]) -> Any:  # calculator first, then the gated tool, then done
+        told = [m for m in body.get("messages", []) if m.get("role") == "tool"]
+        if not told:
+            return reply(tool_calls=[tool_call("calculator", {"expression": "1 + 1"})])
+        if len(told) == 1:
+            return reply(tool_calls=[tool_call("danger", {"path": str(marked), "note": "x"})])
+        return f"tool said: {told[-1]['content']}"
+
+    monkeypatch.setenv("OPENAI_API_KEY", "test")
+    with FakeOpenAIServer(default=model) as engine, Receiver() as receiver:
+        workspace(Path.cwd())
+        (Path.cwd() / "config.toml").write_text(config_text(
+            engine.base_url, receiver, extra="[memory]\ncontext = false\n"))
+        with Jarvis(config=load_config(Path.cwd() / "config.toml")) as j:
+            parked = j.ask_full("go", tools=["calculator", "danger"], agent="orchestrator",
+                                on_approval="defer", budget={"tool_calls": 1, "seconds": 600})
+            assert parked["status"] == "parked", parked
+            assert parked["budget"]["spent"]["tool_calls"] == 1
+            (pending,) = parked["pending_approvals"]
+            done = j.resume(parked["run_id"], {pending["id"]: "approve"})
+    # The calculator call used the one tool call: the approved call is refused by the budget.
+    assert done["budget"]["limits"] == {"usd": None, "seconds": 600, "tool_calls": 0}
+    assert [r["error_type"] for r in done["tool_results"]][-1] == "budget"
+    assert not marked.exists()
