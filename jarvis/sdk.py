@@ -276,7 +276,7 @@ class Jarvis:
                  trust: Any = None, allow_egress: Sequence[str] | None = None,
                  egress_approver: Callable[[Any], bool] | None = None, on_approval: str | None = None,
                  on_person_needed: Callable[[Any], Any] | None = None, fence: Any = None,
-                 conversation: str | None = None) -> dict[str, Any]:
+                 budget: Any = None, conversation: str | None = None) -> dict[str, Any]:
         """Answer `query` and report how.
 
         Args:
@@ -308,13 +308,15 @@ class Jarvis:
                 denied, `approver` never answers them; on_approval="defer" parks them:
                 docs/approvals.md); the hook every person-needed decision goes through (jarvis.tools.gate).
             fence: a scheduled run's RunFence (jarvis.tools.fence): lease checks, effect keys.
+            budget: a Budget or {"usd", "seconds", "tool_calls"} (jarvis.tools.budget).
             conversation: a conversation id: answer as its next turn (jarvis.conversations).
 
         Returns a dict with content, usage (summed over turns), tool_results, turns, model,
         engine, agent, run_id, context_sources, trust (what the run read, when, by which
-        call; its egress decisions), metadata and status ("ok", or "incomplete" when the run
-        ended without an answer: max_turns, the loop guard, or no answer that matched
-        `output_schema`). A tainted run's answer has its self-fetching Markdown neutralized.
+        call; its egress decisions), budget (spend and limits), metadata and status ("ok", or
+        "incomplete" when the run ended without an answer: max_turns, the loop guard, the
+        budget, or no answer matching `output_schema`). A tainted run's answer has its
+        self-fetching Markdown neutralized.
         """
         if not isinstance(query, str) or not query.strip():
             raise UserError("the query is empty; pass a question to ask")
@@ -365,6 +367,7 @@ class Jarvis:
             set_sampling_engine(engine, use_model)
 
         from jarvis.approvals.parking import Parking
+        from jarvis.tools.budget import meter_for
         from jarvis.tools.executor import ToolExecutor
         from jarvis.trust import AnswerGuard
 
@@ -372,12 +375,13 @@ class Jarvis:
                           run_metadata, (on_person_needed, approver, egress_approver), _resume)
         run_id, run_trust = parking.check(structured), parking.trust
         tc = self.config.tools
+        meter = meter_for(self.config, spec, budget, engine=engine, model=use_model, log=self.runlog)
         executor = ToolExecutor(built, bus=self.bus, approver=_approver(approver, approved_tools),
                                 default_timeout=tc.default_timeout,
                                 max_output_chars=tc.max_output_chars, run_id=run_id,
                                 approved_tools=approved_tools or (),
                                 max_abandoned_per_tool=tc.max_abandoned_per_tool,
-                                max_abandoned=tc.max_abandoned_threads, fence=fence,
+                                max_abandoned=tc.max_abandoned_threads, fence=fence, budget=meter,
                                 trusted_tools=self.config.egress.trusted_tools, **parking.options)
         system_prompt = system if system is not None else (
             spec.instructions if spec is not None and spec.instructions else self.config.agent.system)
@@ -438,7 +442,9 @@ class Jarvis:
         metadata.update(run_metadata or {})
         if outcome is not None:
             metadata["structured"] = outcome.metadata()
-        stopped = bool(metadata.get("max_turns_exceeded") or metadata.get("loop_detected"))
+        metadata["budget"] = meter.report()
+        stopped = any(metadata.get(k) for k in ("max_turns_exceeded", "loop_detected",
+                                                "budget_exceeded"))
         status = "incomplete" if stopped or (outcome is not None and outcome.status != "ok") \
             else "ok"
         result.content = answer.finish(result.content)
@@ -454,6 +460,7 @@ class Jarvis:
             "run_id": None,
             "context_sources": sources,
             "trust": metadata["trust"],
+            "budget": metadata["budget"],
             "metadata": metadata,
             "duration_seconds": time.time() - started,
             "status": status,
@@ -552,9 +559,7 @@ class Jarvis:
         import queue
         import threading
 
-        cancel = kwargs.pop("cancel", None)
-        if cancel is None:
-            cancel = threading.Event()
+        cancel = kwargs.pop("cancel", None) or threading.Event()
         pieces: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
 
         def run() -> None:
@@ -598,9 +603,7 @@ class Jarvis:
         import asyncio
         import threading
 
-        cancel = kwargs.pop("cancel", None)
-        if cancel is None:
-            cancel = threading.Event()
+        cancel = kwargs.pop("cancel", None) or threading.Event()
         if "on_token" in kwargs:
             raise UserError("aask_stream yields the pieces itself; use ask_full(on_token=...) "
                             "to get a callback")
@@ -633,9 +636,7 @@ class Jarvis:
         import asyncio
         import threading
 
-        cancel = kwargs.pop("cancel", None)
-        if cancel is None:
-            cancel = threading.Event()
+        cancel = kwargs.pop("cancel", None) or threading.Event()
         try:
             return await asyncio.to_thread(self.ask_full, query, cancel=cancel, **kwargs)
         except asyncio.CancelledError:
@@ -688,11 +689,9 @@ def _approver(approver: Approver | None, approved_tools: Sequence[str] | None) -
 
 
 def _decoded(arguments: Any) -> Any:
-    if isinstance(arguments, str):
-        import json
+    import json
 
-        try:
-            return json.loads(arguments)
-        except ValueError:
-            return arguments
-    return arguments
+    try:
+        return json.loads(arguments) if isinstance(arguments, str) else arguments
+    except ValueError:
+        return arguments

@@ -158,12 +158,17 @@ def _read_prompt(prompt: str | None, prompt_file: str | None) -> str:
               help="How late a missed run may still run (default: [scheduler] grace_seconds).")
 @click.option("--notify", "notify", default=None, metavar="CHANNEL",
               help="Send each run's answer (or failure) to this channel ([channels.CHANNEL]).")
+@click.option("--budget-usd", type=float, metavar="USD", help="Dollars each run may spend "
+              "(as `jarvis ask --budget-usd`).")
+@click.option("--budget-seconds", type=float, metavar="S", help="Seconds each run may take.")
+@click.option("--max-tool-calls", type=int, metavar="N", help="Tool calls each run may make.")
 @click.option("--json", "as_json", is_flag=True, help="Print the new task as JSON.")
 def add_task(prompt: str | None, prompt_file: str | None, cron: str | None, tz: str,
              every: float | None, at: str | None, agent: str | None, tools: str | None,
              approve_tools: str | None, timeout: float | None, retries: int,
              retry_backoff: float, on_crash: str, grace: float | None, notify: str | None,
-             as_json: bool) -> None:
+             budget_usd: float | None, budget_seconds: float | None,
+             max_tool_calls: int | None, as_json: bool) -> None:
     """Schedule PROMPT: exactly one of --cron, --every or --at.
 
     PROMPT `-` (or --prompt-file -) reads the prompt from stdin; --prompt-file PATH from a
@@ -190,7 +195,9 @@ def add_task(prompt: str | None, prompt_file: str | None, cron: str | None, tz: 
     task = scheduler.add(prompt, cron=cron, every=every, at=at, tz=tz, agent=agent,
                             tools=tools, approved_tools=approve_tools, timeout_seconds=timeout,
                             max_retries=retries, retry_backoff_seconds=retry_backoff,
-                            on_crash=on_crash, grace_seconds=grace, notify=notify)
+                            on_crash=on_crash, grace_seconds=grace, notify=notify,
+                            budget={"usd": budget_usd, "seconds": budget_seconds,
+                                    "tool_calls": max_tool_calls})
     for problem in problems:
         click.echo(f"Warning: {problem}; runs of task {task.id} will fail unless it is "
                    f"available where the scheduler runs", err=True)

@@ -67,6 +67,13 @@ class EngineHosts(_Section):
     openai: str = "https://api.openai.com/v1"
 
 
+class ModelPrice(_Section):
+    input: float = Field(ge=0, le=1_000_000, allow_inf_nan=False,
+                         description="USD per million prompt tokens")
+    output: float = Field(ge=0, le=1_000_000, allow_inf_nan=False,
+                          description="USD per million completion tokens")
+
+
 class EngineConfig(_Section):
     default: str = Field("", description="engine backend; empty means discover a local one")
     model: str = Field("", description="model name; empty means the engine's first model")
@@ -90,6 +97,9 @@ class EngineConfig(_Section):
         "image parts, else as text placeholders); auto: known vision models by name")
     vision_models: dict[str, bool] = Field(
         default_factory=dict, description="model names or globs -> true/false; wins over vision")
+    prices: dict[str, ModelPrice] = Field(
+        default_factory=dict, description="model names or globs -> USD per million input and "
+        "output tokens, for budgets and the spend report; local engines cost 0")
 
 
 class AgentConfig(_Section):
@@ -101,6 +111,13 @@ class AgentConfig(_Section):
                              "before the loop guard blocks them")
     max_tool_calls_per_turn: int = Field(32, ge=1, le=10_000, description="tool calls run from "
                                          "one model reply; the rest get a failed result")
+    # The default budget of every ask (jarvis.tools.budget); None: no limit.
+    budget_usd: float | None = Field(None, gt=0, le=1_000_000, allow_inf_nan=False,
+                                     description="USD one ask may spend (engine and tools)")
+    budget_seconds: float | None = Field(None, gt=0, le=30 * 24 * 3600, allow_inf_nan=False,
+                                         description="seconds one ask may take")
+    max_tool_calls: int | None = Field(None, ge=0, le=1_000_000,
+                                       description="tool calls one ask may make")
 
 
 class ToolsConfig(BaseModel):

@@ -82,6 +82,7 @@ class Task:
             "created_by": self.created_by,
             "notify": self.notify,
             "born_tainted": self.born_tainted,
+            "budget": (self.metadata or {}).get("budget"),  # each run's (jarvis.tools.budget)
         }
 
     @property
