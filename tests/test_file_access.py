@@ -122,7 +122,7 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("jarvis.approvals.tokens", "_read", "os.open"):
         "the approval links' signing key, in JARVIS_HOME (O_NOFOLLOW)",
     ("jarvis.approvals.tokens", "_write_new", "os.open"):
-        "creates the approval links' signing key in JARVIS_HOME (jarvis.approvals.tokens.key_path) 0600, O_EXCL",
+        "creates the approval links' signing key in JARVIS_HOME 0600, O_EXCL",
     ("jarvis.approvals.tokens", "_write_new", "os.link"):
         "publishes the new signing key in JARVIS_HOME without a race",
     ("jarvis.approvals.tokens", "_write_new", "os.replace"):
