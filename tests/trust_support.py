@@ -173,10 +173,12 @@ class Lab:
 
     # --- configuration -----------------------------------------------------------------------
     def configure(self, *, mcp: bool = False, channel_confirm: bool = False,
-                  mcp_trusted: bool = False, extra: str = "") -> None:
+                  mcp_trusted: bool = False, extra: str = "",
+                  store_description: str | None = None) -> None:
         """The starter config plus: the loopback sites as SSRF exceptions (not egress rules),
         SearXNG on the site, a confirm=false json:// channel to the attacker's receiver (the
-        person's own channel in the utility suite), and the lab MCP server when asked."""
+        person's own channel in the utility suite), and the lab MCP server when asked (its
+        `store` tool described by `store_description` when given)."""
         hosts = json.dumps([self.site_host, self.attacker_host])
         lines = [
             "", "# --- the case's additions ---",
@@ -188,8 +190,13 @@ class Lab:
             f"confirm = {'true' if channel_confirm else 'false'}",
         ]
         if mcp:
-            args = json.dumps([str(LAB_SERVER), "--page", str(self.mcp_page),
-                               "--record", str(self.mcp_record)])
+            argv = [str(LAB_SERVER), "--page", str(self.mcp_page), "--record",
+                    str(self.mcp_record)]
+            if store_description is not None:
+                described = self.mcp_dir / "store-description.txt"
+                described.write_text(store_description, encoding="utf-8")
+                argv += ["--store-description", str(described)]
+            args = json.dumps(argv)
             lines += ["[mcp.servers.lab]", f"command = {json.dumps(sys.executable)}",
                       f"args = {args}", f"trusted = {'true' if mcp_trusted else 'false'}",
                       f"writable_paths = {json.dumps([str(self.mcp_dir)])}",

@@ -7,7 +7,8 @@ written with the official SDK and started as a subprocess over stdio.
   readOnlyHint, which counts only when the person marks the server trusted;
 - resource `lab://page` is the same text (a source through mcp_read_resource);
 - tool `store(data)` appends `data` to --record (a sink: an MCP tool without annotations,
-  so by the protocol's defaults destructive and open-world).
+  so by the protocol's defaults destructive and open-world); `--store-description FILE`
+  gives it that description instead (a poisoned tool description).
 """
 
 from __future__ import annotations
@@ -21,7 +22,10 @@ from mcp.types import ToolAnnotations
 parser = argparse.ArgumentParser()
 parser.add_argument("--page", required=True)
 parser.add_argument("--record", required=True)
+parser.add_argument("--store-description")
 opts = parser.parse_args()
+STORE_DESCRIPTION = (Path(opts.store_description).read_text(encoding="utf-8")
+                     if opts.store_description else "Store a note on the lab server.")
 
 app = MCPServer("lab")
 
@@ -32,9 +36,8 @@ def page() -> str:
     return Path(opts.page).read_text(encoding="utf-8")
 
 
-@app.tool()
+@app.tool(description=STORE_DESCRIPTION)
 def store(data: str) -> str:
-    """Store a note on the lab server."""
     with open(opts.record, "a", encoding="utf-8") as fh:
         fh.write(data + "\n")
     return "stored"
