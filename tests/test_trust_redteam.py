@@ -13,18 +13,23 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from trust_support import Lab, mark
+from trust_support import Lab, World, mark
 
 from jarvis.testing import obey, tool_call
 
 PRIVATE = "notes/private.txt"
 
 
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory):
+    shared = World(tmp_path_factory.mktemp("trust-world"))
+    yield shared
+    shared.close()
+
+
 @pytest.fixture
-def lab(tmp_path: Path, cli_env: dict[str, str]):
-    world = Lab(tmp_path, cli_env)
-    yield world
-    world.close()
+def lab(world: World, tmp_path: Path, cli_env: dict[str, str], monkeypatch: pytest.MonkeyPatch):
+    return Lab(tmp_path, cli_env, world, monkeypatch)
 
 
 def tools_run(result: dict) -> list[tuple[str, bool]]:
