@@ -131,6 +131,7 @@ class World:
         from sandbox_support import give_to_sandbox
 
         self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
         self.site = Site()  # pages the person (or a search) points at: localhost:PORT
         self.attacker = Site()  # the attacker's receiver: 127.0.0.1:PORT
         self.model = FakeOpenAIServer([]).start()
@@ -213,6 +214,7 @@ class Lab:
         self.in_process = True
         self.tmp = tmp_path
         self.root = tmp_path / "workspace"
+        tmp_path.mkdir(parents=True, exist_ok=True)
         shutil.copytree(world.starter, self.root)
         self.secret = f"JARVIS-SECRET-{os.urandom(6).hex()}"
         self.site = world.site
