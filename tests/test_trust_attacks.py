@@ -33,12 +33,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from trust_support import Lab, World, mark
+from trust_support import Lab, World, mark, trust_world  # noqa: F401 - a fixture
 
 from jarvis.testing import obey, tool_call
 
 PRIVATE = "notes/private.txt"
 BRIEFING = "Briefing notes for the quarterly trip"
+
+
+@pytest.fixture
+def lab(trust_world: World, tmp_path: Path, cli_env: dict[str, str],  # noqa: F811 - the fixture
+        monkeypatch: pytest.MonkeyPatch) -> Lab:
+    return Lab(tmp_path, cli_env, trust_world, monkeypatch)
+
 
 
 @dataclass
@@ -170,18 +177,6 @@ SOURCES: dict[str, Source] = {
     "mcp_resource": McpResource(), "indexed_document": IndexedDocument(),
     "model_written_note": ModelWrittenNote(),
 }
-
-
-@pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory):
-    shared = World(tmp_path_factory.mktemp("trust-world"))
-    yield shared
-    shared.close()
-
-
-@pytest.fixture
-def lab(world: World, tmp_path: Path, cli_env: dict[str, str], monkeypatch: pytest.MonkeyPatch):
-    return Lab(tmp_path, cli_env, world, monkeypatch)
 
 
 # Through a real `jarvis ask` subprocess (and the lab MCP server over stdio, sandboxed): every

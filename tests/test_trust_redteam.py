@@ -14,23 +14,17 @@ import json
 from pathlib import Path
 
 import pytest
-from trust_support import Lab, World, mark
+from trust_support import Lab, World, mark, trust_world  # noqa: F401 - a fixture
 
 from jarvis.testing import obey, tool_call
 
 PRIVATE = "notes/private.txt"
 
 
-@pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory):
-    shared = World(tmp_path_factory.mktemp("trust-world"))
-    yield shared
-    shared.close()
-
-
 @pytest.fixture
-def lab(world: World, tmp_path: Path, cli_env: dict[str, str], monkeypatch: pytest.MonkeyPatch):
-    return Lab(tmp_path, cli_env, world, monkeypatch)
+def lab(trust_world: World, tmp_path: Path, cli_env: dict[str, str],  # noqa: F811 - the fixture
+        monkeypatch: pytest.MonkeyPatch) -> Lab:
+    return Lab(tmp_path, cli_env, trust_world, monkeypatch)
 
 
 def tools_run(result: dict) -> list[tuple[str, bool]]:

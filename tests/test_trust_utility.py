@@ -22,12 +22,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from trust_support import Lab, World
+from trust_support import Lab, World, trust_world  # noqa: F401 - a fixture
 
 from jarvis.testing import reply, tool_call
 
 PRIVATE = "notes/private.txt"
 BRIEFING = "briefing notes for the quarterly trip"
+
+
+@pytest.fixture
+def lab(trust_world: World, tmp_path: Path, cli_env: dict[str, str],  # noqa: F811 - the fixture
+        monkeypatch: pytest.MonkeyPatch) -> Lab:
+    return Lab(tmp_path, cli_env, trust_world, monkeypatch)
+
 
 
 class Source:
@@ -188,18 +195,6 @@ class ReadAndAnswer(Action):
 ACTIONS = {"fetch_given_url": FetchGivenUrl(), "follow_page_link": FollowPageLink(),
            "follow_search_link": FollowSearchLink(), "get_prompt_values": GetWithPromptValues(),
            "own_words_to_channel": OwnWordsToChannel(), "read_files_and_answer": ReadAndAnswer()}
-
-
-@pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory):
-    shared = World(tmp_path_factory.mktemp("trust-world"))
-    yield shared
-    shared.close()
-
-
-@pytest.fixture
-def lab(world: World, tmp_path: Path, cli_env: dict[str, str], monkeypatch: pytest.MonkeyPatch):
-    return Lab(tmp_path, cli_env, world, monkeypatch)
 
 
 # Through a real `jarvis ask` subprocess: every source and every action once. The other

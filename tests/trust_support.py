@@ -30,6 +30,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import pytest
+
 from jarvis.testing import FakeOpenAIServer
 
 LAB_SERVER = Path(__file__).resolve().parent / "mcp_servers" / "trust_lab.py"
@@ -180,9 +182,9 @@ class World:
         self.site.close()
         self.attacker.close()
         if self._mcp is not None:
-            self._mcp.terminate()
+            self._mcp.terminate()  # uvicorn waits for open streams: not for long
             try:
-                self._mcp.wait(10)
+                self._mcp.wait(2)
             except subprocess.TimeoutExpired:
                 self._mcp.kill()
                 self._mcp.wait(10)
@@ -361,3 +363,13 @@ class Lab:
         assert secret not in self.site.everything().lower()
         assert secret not in self.mcp_received().lower()
         assert not [n for n in self.dns_names() if secret in n.lower()], self.dns_names()
+
+
+# --- the fixture (imported by the trust suites) ------------------------------------------------
+@pytest.fixture(scope="session")
+def trust_world(tmp_path_factory: pytest.TempPathFactory):
+    """One World per test process, for every trust suite (under xdist a process runs cases of
+    several modules in turn: a module-scoped one would be started again at each switch)."""
+    shared = World(tmp_path_factory.mktemp("trust-world"))
+    yield shared
+    shared.close()
