@@ -17,11 +17,17 @@ def load_extensions(config: Any) -> None:
     Called by the SDK and the CLI before they build tools by name. Each source that fails is
     reported by its own loader and never stops the others.
     """
-    from jarvis.mcp.manager import register_mcp_tools
+    import sys
+
     from jarvis.plugins import load_plugins
     from jarvis.workspace.tools import check_tool_settings, load_workspace_tools
 
     load_plugins()
     load_workspace_tools(config)
-    register_mcp_tools(config)
+    # With no server configured, and the manager never imported (so it has registered
+    # nothing to undo), the MCP client (asyncio, ssl, the SDK's types) is not imported at all.
+    if config.mcp.servers or "jarvis.mcp.manager" in sys.modules:
+        from jarvis.mcp.manager import register_mcp_tools
+
+        register_mcp_tools(config)
     check_tool_settings(config)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
@@ -418,12 +419,9 @@ class Jarvis:
                                                     trust=run_trust.summary())),
                          status=status, error=f"{type(exc).__name__}: {exc}", started=started)
             raise
-        finally:
-            # Run-scoped tool resources (e.g. the repl tool's interpreter process) end with
-            # the run: see jarvis.resources.
-            from jarvis.resources import release_run
-
-            release_run(run_id)
+        finally:  # run-scoped tool resources (the repl's interpreter, ...) end with the run;
+            if "jarvis.resources.manager" in sys.modules:  # (none if it was never imported)
+                sys.modules["jarvis.resources.manager"].release_run(run_id)
         calls_by_id = {c["id"]: c for c in result.metadata.get("tool_calls", [])}
         tool_results = []
         for tr in result.tool_results:

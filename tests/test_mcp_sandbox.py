@@ -33,6 +33,9 @@ NPM = Path(__file__).resolve().parent / "mcp_servers" / "npm"
 
 def manager_for(folder: Path, servers: dict, mechanism: str) -> McpManager:
     extra = f'[sandbox]\nisolation = "{mechanism}"\n'
+    # What is tested is what a server reaches, not how fast it starts on a loaded machine (the
+    # unprivileged run starts these beside the whole suite): a generous connect bound.
+    servers = {name: {"connect_timeout": 60, **table} for name, table in servers.items()}
     return McpManager(load_config(write_config(folder, servers, extra=extra)))
 
 

@@ -443,8 +443,11 @@ def test_mcp_tool_provider_discovers_a_real_servers_tools_and_they_run_in_an_exe
         # only its own claims; docs/trust.md), so without an approver even `add` is denied.
         assert ToolExecutor(tools.values()).execute(
             {"name": "add", "arguments": {"a": 2, "b": 3}}).error_type.value == "denied"
+        # Its results are private and untrusted, so each later call that sends to it is an
+        # egress the person approves too (egress_approver; `approver` never answers those).
         executor = ToolExecutor(tools.values(),
-                                approver=lambda spec, args: spec.name != "delete_everything")
+                                approver=lambda spec, args: spec.name != "delete_everything",
+                                egress_approver=lambda request: True)
         assert executor.execute({"name": "add", "arguments": {"a": 2, "b": 3}}).content == "5"
         failed = executor.execute({"name": "fail", "arguments": {"message": "nope"}})
         assert not failed.success and "Error executing tool fail" in failed.content

@@ -116,7 +116,7 @@ def test_workspace_tools_in_tools_folder_declare_neutral(tmp_path):
         assert spec.output_labels == frozenset() and spec.egress == "none", name
 
 
-def test_undeclared_tools_are_untrusted_and_private_and_may_send_anything():
+def test_undeclared_tools_are_untrusted_and_may_send_anything():
     @tool(register=False)
     def plugin(text: str) -> str:
         """A tool that says nothing."""
@@ -140,8 +140,8 @@ def test_undeclared_tools_are_untrusted_and_private_and_may_send_anything():
     assert Typed().spec.output_labels == {"untrusted"} and Typed().spec.egress == "network"
     executor = ToolExecutor([plugin, mine])
     executor.execute(call("plugin", {"text": "x"}))
-    # Anyone's text about anything of the person's (an inbox): both, so the run is guarded.
-    assert executor.trust.tainted and executor.trust.private
+    # Untrusted only: a person's own undeclared tools chain without asking (docs/trust.md).
+    assert executor.trust.tainted and not executor.trust.private
     (egress,) = plugin.egress_of({"text": SECRET})
     assert egress.kind == "unknown" and SECRET in egress.payload
     from jarvis.errors import ToolDefinitionError
@@ -210,16 +210,36 @@ def test_a_confirmation_tool_that_also_needs_the_guard_asks_once():
             spec.requires_confirmation = True
             return spec
 
+    class Person:
+        """One person who sees the whole call (like the terminal prompt): asked once."""
+
+        covers_confirmation = True
+
+        def __call__(self, request):
+            asked.append(request.kind)
+            return True
+
+    def exposed(approver, egress_approver):
+        executor = ToolExecutor([Loud(), Reader("page", ["untrusted"]), Reader("note", ["private"])],
+                                trust=RunTrust(), approver=approver, egress_approver=egress_approver)
+        executor.execute(call("page", {}))
+        executor.execute(call("note", {}))
+        return executor.execute(call("sender", {"url": "https://e.example", "data": "x"}))
+
     asked: list = []
-    loud = Loud()
-    trust = RunTrust()
-    executor = ToolExecutor([loud, Reader("page", ["untrusted"]), Reader("note", ["private"])],
-                            trust=trust, approver=lambda spec, args: asked.append("confirm"),
-                            egress_approver=lambda request: asked.append(request.kind) or True)
-    executor.execute(call("page", {}))
-    executor.execute(call("note", {}))
-    assert executor.execute(call("sender", {"url": "https://e.example", "data": "x"})).success
+    assert exposed(lambda spec, args: asked.append("confirm"), Person()).success
     assert asked == [EGRESS]
+    # Two approvers (SDK): the egress one allowing where it goes does not confirm the tool;
+    # the confirmation approver's no still stands.
+    asked.clear()
+    refused = exposed(lambda spec, args: asked.append("confirm"),
+                      lambda request: asked.append(request.kind) or True)
+    assert not refused.success and asked == [EGRESS, "confirm"]
+    assert "denied by the user" in refused.content
+    asked.clear()
+    assert exposed(lambda spec, args: asked.append("confirm") or True,
+                   lambda request: asked.append(request.kind) or True).success
+    assert asked == [EGRESS, "confirm"]
     # Not exposed: the static confirmation asks, as before, with the request's form.
     plain = ToolExecutor([Loud()], approver=lambda spec, args: asked.append("plain") or True)
     assert plain.execute(call("sender", {"url": "https://e.example"})).success

@@ -53,6 +53,9 @@ class TerminalPerson:
     first, then how much it sends and its hash, why, and a preview of the arguments;
     `[y/N/v]`, where v shows everything (escapes visible) and asks again."""
 
+    # The prompt shows the whole call: allowing where it goes also confirms the tool.
+    covers_confirmation = True
+
     def __call__(self, spec: Any, arguments: dict[str, Any]) -> bool:
         from jarvis.trust.request import CONFIRMATION, ApprovalRequest
 

@@ -89,7 +89,7 @@ def show_tool(name: str, as_json: bool) -> None:
     click.echo(f"latency estimate: {spec['latency_estimate']:g} s")
     click.echo(f"requires confirmation: {'yes' if spec['requires_confirmation'] else 'no'}")
     labels = spec["output_labels"]
-    click.echo("results: " + ("not declared (counted as untrusted and private)" if labels is None
+    click.echo("results: " + ("not declared (counted as untrusted)" if labels is None
                               else ", ".join(labels) or "neutral"))
     click.echo("sends data out: " + ("not declared (counted as able to send any argument "
                                      "anywhere)" if spec["egress"] is None else spec["egress"]))

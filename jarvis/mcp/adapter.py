@@ -72,9 +72,28 @@ class McpAdapterTool(BaseTool):
     def egress_of(self, arguments: dict[str, Any]) -> list[Any]:
         from jarvis.trust.labels import Egress
 
+        proxy = self._known_proxy(str(arguments.get("server") or ""),
+                                  str(arguments.get("tool") or ""))
+        # What the bridge will not call sends nothing: a listing, a tool that asks first (the
+        # bridge refuses it), a tool that declares it sends nothing (trusted, read-only,
+        # closed-world). Anything not known yet is judged as sending to the server.
+        if proxy is not None and (proxy.spec.requires_confirmation or proxy.spec.egress == "none"):
+            return []
+        if not arguments.get("tool") and arguments.get("server"):
+            return []
         return [Egress.of("mcp", str(arguments.get("server") or ""),
                           method=str(arguments.get("tool") or ""),
                           payload=[arguments.get("arguments")])]
+
+    def _known_proxy(self, server: str, tool: str) -> McpTool | None:
+        """The registered proxy of `server`'s `tool` when it is known already (no start)."""
+        manager = self._manager()
+        state = manager.servers.get(server) if manager is not None else None
+        if state is None or not tool:
+            return None
+        local = {remote: name for name, remote in state.registered.items()}.get(tool)
+        proxy = ToolRegistry._entries.get(local) if local else None
+        return proxy if isinstance(proxy, McpTool) else None
 
     def _manager(self) -> Any:
         from jarvis.mcp.manager import active_manager, register_mcp_tools
@@ -113,7 +132,11 @@ class McpAdapterTool(BaseTool):
                 note = (f" [requires confirmation: call it as {by_remote[name]}]"
                         if isinstance(proxy, McpTool) and proxy.spec.requires_confirmation else "")
                 lines.append(f"{name}: {_first_line(remote_tools[name].description)}{note}")
-            return ToolResult(tool_name="mcp_adapter", content="\n".join(lines) or "(no tools)")
+            from jarvis.trust.labels import UNTRUSTED
+
+            # Descriptions are the server's words, not the person's data: untrusted only.
+            return ToolResult(tool_name="mcp_adapter", content="\n".join(lines) or "(no tools)",
+                              labels=frozenset({UNTRUSTED}))
         local = by_remote.get(tool)
         if local is None:
             return ToolResult.failure("mcp_adapter", f"MCP server {server!r} offers no tool "

@@ -25,6 +25,7 @@ from jarvis.scheduler.runner import RunOutcome, start_run
 from jarvis.scheduler.schedules import iso
 from jarvis.scheduler.store import Claim
 from jarvis.scheduler.store_common import StoreUnavailable
+from jarvis.scheduler.threads import RUN_THREADS, Job
 
 log = logging.getLogger("jarvis.scheduler")
 
@@ -217,14 +218,23 @@ class SchedulerDaemon:
             free = self.max_workers - len(self._active)
         free -= self._held_by_orphans()
         claims: list[Claim] = []
-        wake_at = self.store.next_wake()
+        # next_wake only decides whether to claim and how long to sleep; claim_due decides
+        # what runs. So when the last tick saw something due, claim at once (a claim that
+        # finds nothing then asks next_wake); and after a claim that took a run for every
+        # free worker, more is likely due: the next tick claims again (a burst of due runs
+        # costs one claim per tick instead of two next_wake and a claim).
+        wake_at = self._last_wake
+        if wake_at is None or wake_at > self.clock() or free <= 0:
+            wake_at = self.store.next_wake()
         if free > 0 and wake_at is not None and wake_at <= self.clock():
             claims = self.store.claim_due(now=self.clock(), owner=self.owner,
                                           lease_seconds=self.lease_seconds, limit=free,
                                           default_grace=self.grace_seconds)
             for claim in claims:
                 self._spawn(claim)
-            wake_at = self.store.next_wake()
+            if len(claims) < free:
+                wake_at = self.store.next_wake()
+        self._last_wake = wake_at
         idle_state = self._report_idle(idle_state, wake_at)
         timeout = self.poll_seconds
         if wake_at is not None and free - len(claims) > 0:
@@ -252,16 +262,18 @@ class SchedulerDaemon:
 
         def work() -> None:
             try:
-                self._execute(claim)
+                self._execute(claim, pool=RUN_THREADS)
             finally:
                 with self._active_lock:
                     self._active.pop(claim.run.id, None)
                 self._wake.set()
 
-        thread = threading.Thread(target=work, daemon=True, name=f"jarvis-run-{claim.run.id}")
+        # The daemon's supervisors and calls run on reused threads (jarvis.scheduler.threads);
+        # `--once` passes (run_due) start their own, which end with the pass.
+        job = Job(f"jarvis-run-{claim.run.id}")
         with self._active_lock:
-            self._active[claim.run.id] = thread
-        thread.start()
+            self._active[claim.run.id] = job  # before the call: it may end at once
+        RUN_THREADS.submit(work, job.name, job)
 
     def _shutdown(self) -> None:
         deadline = time.monotonic() + self.shutdown_timeout
@@ -376,8 +388,9 @@ class SchedulerDaemon:
         log.info("task %s: run %d started (%s, occurrence %s, attempt %d)", claim.task.id,
                  claim.run.id, claim.run.trigger, iso(claim.run.scheduled_for), claim.run.attempt)
 
-    def _execute(self, claim: Claim) -> Run:
-        """Run one claimed occurrence with its timeout, keep its lease alive, record it."""
+    def _execute(self, claim: Claim, pool: Any = None) -> Run:
+        """Run one claimed occurrence with its timeout, keep its lease alive, record it (its
+        call on a thread of `pool`, a ThreadPool, if given)."""
         with self._active_lock:
             self._executing[claim.run.id] = None
         bus = getattr(self, "bus", None)
@@ -388,7 +401,7 @@ class SchedulerDaemon:
                 bus.publish(EventType.SCHEDULER_TASK_START, {
                     "task_id": claim.task.id, "run_id": claim.run.id,
                     "prompt": claim.task.prompt, "trigger": claim.run.trigger})
-            run = self._execute_claim(claim)
+            run = self._execute_claim(claim, pool)
             if bus is not None:
                 bus.publish(EventType.SCHEDULER_TASK_END, {
                     "task_id": claim.task.id, "run_id": claim.run.id, "status": run.status,
@@ -401,13 +414,14 @@ class SchedulerDaemon:
                 self._given_up.discard(claim.run.id)
                 self._overdue.discard(claim.run.id)
 
-    def _execute_claim(self, claim: Claim) -> Run:
+    def _execute_claim(self, claim: Claim, pool: Any = None) -> Run:
         task, run = claim.task, claim.run
         started = time.monotonic()
         # The run's lease is checked before each of its engine and tool calls: a run another
         # daemon recovered (this one stalled past its lease) makes no further call.
         fence = ledger_fence(self.store, run, self.owner, self.lease_seconds, clock=self.clock)
-        worker, box = start_run(self.runner, task, run, f"jarvis-task-{task.id}", fence=fence)
+        worker, box = start_run(self.runner, task, run, f"jarvis-task-{task.id}", fence=fence,
+                                pool=pool)
         with self._active_lock:
             self._executing[run.id] = worker
         beat = max(self.lease_seconds / 4, 0.05)

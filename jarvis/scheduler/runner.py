@@ -142,11 +142,12 @@ class SdkRunner:
 
 
 def start_run(runner: TaskRunner, task: Task, run: Run, name: str,
-              fence: Any = None) -> tuple[threading.Thread, dict[str, Any]]:
-    """`runner.run(task, run)` on a daemon thread named `name`, started, with `fence` (the
-    run's RunFence) as that thread's current fence; the box gets its "outcome", or the
-    "error" it raised (recorded, never allowed to stop a daemon or worker). Python cannot
-    stop a thread: the caller waits on it with its own lease and timeout."""
+              fence: Any = None, pool: Any = None) -> tuple[Any, dict[str, Any]]:
+    """`runner.run(task, run)` on a daemon thread named `name`, started (a new one, or one of
+    `pool`, a jarvis.scheduler.threads.ThreadPool), with `fence` (the run's RunFence) as that
+    thread's current fence; the box gets its "outcome", or the "error" it raised (recorded,
+    never allowed to stop a daemon or worker). Python cannot stop a thread: the caller waits
+    on the returned handle (is_alive, join) with its own lease and timeout."""
     box: dict[str, Any] = {}
 
     def call() -> None:
@@ -159,6 +160,8 @@ def start_run(runner: TaskRunner, task: Task, run: Run, name: str,
         except BaseException as exc:  # noqa: BLE001 - the caller records it
             box["error"] = exc
 
+    if pool is not None:
+        return pool.submit(call, name), box
     thread = threading.Thread(target=call, daemon=True, name=name)
     thread.start()
     return thread, box

@@ -115,6 +115,7 @@ class TaskScheduler(TaskOperations, SchedulerDaemon, ResultDelivery):
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._active: dict[int, threading.Thread] = {}
+        self._last_wake: float | None = None  # the daemon's last next_wake (daemon._tick)
         self._overdue: set[int] = set()  # runs past their timeout whose call still runs
         self._given_up: set[int] = set()  # runs recorded before their call ended
         # Runs whose _execute is under way. Each of these sets only ever holds such runs (or

@@ -109,6 +109,19 @@ def decide(executor: ToolExecutor, entry: _Entry, call_id: str,
                                   reason=f"tool {name} requires confirmation",
                                   run_id=executor.run_id, call_id=call_id, spec=entry.spec)
     verdict, why = ask_person(executor, request)
+    if verdict is Verdict.APPROVE and request.kind == EGRESS and needs_confirmation \
+            and executor.on_person_needed is None \
+            and not getattr(executor.egress_approver, "covers_confirmation", False):
+        # Two approvers (the SDK's approver= and egress_approver=): the one that allowed
+        # where it goes has not confirmed the tool itself; that answer is the other's.
+        verdict, why = _ask_confirmation(executor, ApprovalRequest(
+            CONFIRMATION, name, arguments, list(request.egress),
+            reason=f"tool {name} requires confirmation", run_id=executor.run_id,
+            call_id=call_id, spec=entry.spec))
+        if verdict is not Verdict.APPROVE:
+            trust.record_decision(_record(call_id, name, verdict.value, request.egress))
+            return Gate(denial=why, clean=False, metadata={"approval": request.brief(),
+                                                           "person_needed": CONFIRMATION})
     if verdict is Verdict.APPROVE:
         if request.kind == EGRESS:
             trust.record_decision(_record(call_id, name, "approved", request.egress))

@@ -47,13 +47,23 @@ METHOD_OVERRIDE_HEADERS = frozenset({"x-http-method-override", "x-http-method",
 # The encodings of the WHATWG Encoding Standard (what browsers decode), by Python codec name.
 # A server's charset names any Python codec otherwise: `punycode` decodes in quadratic time
 # (minutes of CPU for 1 MB), `undefined` and `idna` raise instead of replacing.
-WEB_ENCODINGS = frozenset(codecs.lookup(name).name for name in (
+WEB_ENCODING_NAMES: tuple[str, ...] = (
     "utf-8", "utf-16-le", "utf-16-be", "utf-16", "utf-32", "ascii", "latin-1", "cp866",
     "iso8859-2", "iso8859-3", "iso8859-4", "iso8859-5", "iso8859-6", "iso8859-7", "iso8859-8",
     "iso8859-10", "iso8859-13", "iso8859-14", "iso8859-15", "iso8859-16", "koi8-r", "koi8-u",
     "mac-roman", "mac-cyrillic", "cp874", "cp1250", "cp1251", "cp1252", "cp1253", "cp1254",
     "cp1255", "cp1256", "cp1257", "cp1258", "gbk", "gb2312", "gb18030", "big5", "big5hkscs",
-    "cp950", "euc-jp", "iso2022-jp", "shift_jis", "cp932", "euc-kr", "cp949"))
+    "cp950", "euc-jp", "iso2022-jp", "shift_jis", "cp932", "euc-kr", "cp949")
+_web_encodings: frozenset[str] | None = None
+
+
+def web_encodings() -> frozenset[str]:
+    """WEB_ENCODING_NAMES as Python codec names (looked up on first use: importing every
+    codec costs ~10 ms, which `jarvis ask` should not pay when no page is fetched)."""
+    global _web_encodings
+    if _web_encodings is None:
+        _web_encodings = frozenset(codecs.lookup(name).name for name in WEB_ENCODING_NAMES)
+    return _web_encodings
 
 
 class NetTool(BaseTool):
@@ -121,7 +131,7 @@ def decode(body: bytes, charset: str | None) -> str:
         codec = codecs.lookup(charset or "utf-8").name
     except (LookupError, TypeError, ValueError):  # an unknown charset name from the server
         codec = "utf-8"
-    return body.decode(codec if codec in WEB_ENCODINGS else "utf-8", errors="replace")
+    return body.decode(codec if codec in web_encodings() else "utf-8", errors="replace")
 
 
 def describe_binary(content_type: str, size: int, truncated: bool, body: bytes) -> str:

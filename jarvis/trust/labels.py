@@ -23,10 +23,11 @@ PRIVATE = "private"
 UNTRUSTED = "untrusted"
 NEUTRAL: frozenset[str] = frozenset()
 LABELS = frozenset({PRIVATE, UNTRUSTED})
-# A tool that said nothing about its results: they may be anyone's text (an email from a
-# stranger) about anything of the person's (their inbox): both, so a run that reads them is
-# guarded whichever it turns out to be.
-UNDECLARED_LABELS = frozenset({PRIVATE, UNTRUSTED})
+# A tool that said nothing about its results: untrusted (they may be anyone's text). Not also
+# private: a person's own in-process tools (the documented `@tool` examples) then chain
+# without a person; a tool that returns the person's data declares "private" (docs/trust.md).
+# MCP servers and bridges, which front mailboxes and file systems, are both (jarvis.mcp).
+UNDECLARED_LABELS = frozenset({UNTRUSTED})
 
 # What a tool may declare in ToolSpec.egress; "unknown" is what an undeclared tool gets.
 EGRESS_KINDS = ("none", "network", "channel", "mcp", "persist")
