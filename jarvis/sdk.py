@@ -271,12 +271,12 @@ class Jarvis:
                  on_token: Callable[[str], Any] | None = None,
                  history: Sequence[Message] | None = None, temperature: float | None = None,
                  max_tokens: int | None = None, run_metadata: dict[str, Any] | None = None,
-                 cancel: Any = None, output_schema: Any = None,
+                 cancel: Any = None, output_schema: Any = None, _resume: Any = None,
                  schema_retries: int | None = None, schema_mode: str = "auto",
                  trust: Any = None, allow_egress: Sequence[str] | None = None,
-                 egress_approver: Callable[[Any], bool] | None = None,
-                 on_person_needed: Callable[[Any], Any] | None = None,
-                 fence: Any = None) -> dict[str, Any]:
+                 egress_approver: Callable[[Any], bool] | None = None, on_approval: str | None = None,
+                 on_person_needed: Callable[[Any], Any] | None = None, fence: Any = None,
+                 budget: Any = None, conversation: str | None = None) -> dict[str, Any]:
         """Answer `query` and report how.
 
         Args:
@@ -305,18 +305,25 @@ class Jarvis:
                 starting RunTrust (default: `query` and `history`'s user messages are the
                 person's words); "HOST", "channel:NAME", "mcp:SERVER" allowed beside
                 `[egress]`; `fn(ApprovalRequest) -> bool` for calls the guard holds (else
-                denied; `approver` never answers them); the hook every person-needed
-                decision goes through (jarvis.tools.gate).
+                denied, `approver` never answers them; on_approval="defer" parks them:
+                docs/approvals.md); the hook every person-needed decision goes through (jarvis.tools.gate).
             fence: a scheduled run's RunFence (jarvis.tools.fence): lease checks, effect keys.
+            budget: a Budget or {"usd", "seconds", "tool_calls"} (jarvis.tools.budget).
+            conversation: a conversation id: answer as its next turn (jarvis.conversations).
 
         Returns a dict with content, usage (summed over turns), tool_results, turns, model,
         engine, agent, run_id, context_sources, trust (what the run read, when, by which
-        call; its egress decisions), metadata and status ("ok", or "incomplete" when the run
-        ended without an answer: max_turns, the loop guard, or no answer that matched
-        `output_schema`). A tainted run's answer has its self-fetching Markdown neutralized.
+        call; its egress decisions), budget (spend and limits), metadata and status ("ok", or
+        "incomplete" when the run ended without an answer: max_turns, the loop guard, the
+        budget, or no answer matching `output_schema`). A tainted run's answer has its
+        self-fetching Markdown neutralized.
         """
         if not isinstance(query, str) or not query.strip():
             raise UserError("the query is empty; pass a question to ask")
+        if conversation is not None:
+            options = {k: v for k, v in locals().items() if k not in ("self", "query", "conversation")}
+            from jarvis.conversations import ask_in_conversation
+            return ask_in_conversation(self, conversation, query, **options)
         if max_turns is not None and (isinstance(max_turns, bool) or not isinstance(max_turns, int)
                                       or max_turns < 1):
             raise UserError(f"max_turns must be a whole number of at least 1, not {max_turns!r}")
@@ -328,7 +335,9 @@ class Jarvis:
             structured = OutputSchema.of(output_schema)  # a bad schema fails before any work
             schema_retries = DEFAULT_RETRIES if schema_retries is None else schema_retries
         tool_names = _split_names(tools)
-        invalid = _invalid_text(query, system, history)
+        from jarvis.core.text import ask_problem
+
+        invalid = ask_problem(query, system, history)
         if invalid is not None:
             # Refused before any engine call, yet in `jarvis runs list` like every ask.
             self._refuse(invalid, query=query, source=source, tools=tool_names, started=started)
@@ -357,23 +366,23 @@ class Jarvis:
             # MCP servers allowed to sample (`sampling = true`) get this run's engine and model.
             set_sampling_engine(engine, use_model)
 
-        from jarvis.runlog import new_run_id
+        from jarvis.approvals.parking import Parking
+        from jarvis.tools.budget import meter_for
         from jarvis.tools.executor import ToolExecutor
-        from jarvis.trust import AnswerGuard, RunTrust
+        from jarvis.trust import AnswerGuard
 
-        run_id = new_run_id()
-        run_trust = RunTrust.for_ask(self.config, query, history=history, run_id=run_id,
-                                     given=trust, allow_egress=allow_egress)
+        parking = Parking(self, query, history, trust, allow_egress, on_approval, approved_tools,
+                          run_metadata, (on_person_needed, approver, egress_approver), _resume)
+        run_id, run_trust = parking.check(structured), parking.trust
         tc = self.config.tools
+        meter = meter_for(self.config, spec, budget, engine=engine, model=use_model, log=self.runlog)
         executor = ToolExecutor(built, bus=self.bus, approver=_approver(approver, approved_tools),
                                 default_timeout=tc.default_timeout,
                                 max_output_chars=tc.max_output_chars, run_id=run_id,
                                 approved_tools=approved_tools or (),
                                 max_abandoned_per_tool=tc.max_abandoned_per_tool,
-                                max_abandoned=tc.max_abandoned_threads,
-                                metadata=run_metadata, trust=run_trust, egress_approver=
-                                egress_approver, on_person_needed=on_person_needed,
-                                trusted_tools=self.config.egress.trusted_tools, fence=fence)
+                                max_abandoned=tc.max_abandoned_threads, fence=fence, budget=meter,
+                                trusted_tools=self.config.egress.trusted_tools, **parking.options)
         system_prompt = system if system is not None else (
             spec.instructions if spec is not None and spec.instructions else self.config.agent.system)
         context_text, sources, writers = self._memory_context(query, context)
@@ -401,7 +410,7 @@ class Jarvis:
         outcome = None
         try:
             if structured is None:
-                result = runner.run(query, history=history)
+                result = parking.run(runner, query, history)
             else:
                 from jarvis.agents.structured import run as run_structured
 
@@ -433,7 +442,9 @@ class Jarvis:
         metadata.update(run_metadata or {})
         if outcome is not None:
             metadata["structured"] = outcome.metadata()
-        stopped = bool(metadata.get("max_turns_exceeded") or metadata.get("loop_detected"))
+        metadata["budget"] = meter.report()
+        stopped = any(metadata.get(k) for k in ("max_turns_exceeded", "loop_detected",
+                                                "budget_exceeded"))
         status = "incomplete" if stopped or (outcome is not None and outcome.status != "ok") \
             else "ok"
         result.content = answer.finish(result.content)
@@ -449,12 +460,14 @@ class Jarvis:
             "run_id": None,
             "context_sources": sources,
             "trust": metadata["trust"],
+            "budget": metadata["budget"],
             "metadata": metadata,
             "duration_seconds": time.time() - started,
             "status": status,
         }
         if outcome is not None:
             out["parsed"] = outcome.parsed
+        status = out["status"] = parking.settle(out, status, result, record, runner)
         try:
             out["run_id"] = self._record(record, status=status, started=started, result=result,
                                          tool_results=tool_results, out=out,
@@ -470,6 +483,8 @@ class Jarvis:
         self.bus.publish(EventType.RUN_END, {"run_id": run_id, "status": status,
                                              "usage": out["usage"], "turns": out["turns"]})
         return out
+
+    from jarvis.approvals.parking import resume as resume  # Jarvis.resume(run_id, decisions)
 
     def _memory_context(self, query: str,
                         context: bool | None) -> tuple[str, list[str], list[str]]:
@@ -544,9 +559,7 @@ class Jarvis:
         import queue
         import threading
 
-        cancel = kwargs.pop("cancel", None)
-        if cancel is None:
-            cancel = threading.Event()
+        cancel = kwargs.pop("cancel", None) or threading.Event()
         pieces: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
 
         def run() -> None:
@@ -575,6 +588,11 @@ class Jarvis:
             if not finished:  # the caller stopped early: nobody wants the rest
                 cancel.set()
 
+    def conversation(self, conversation_id: str | None = None, **defaults: Any) -> Any:
+        """`with j.conversation() as c: c.ask_full(...)`: turns that share history."""
+        from jarvis.conversations import Conversation
+        return Conversation(self, conversation_id, **defaults)
+
     async def aask_stream(self, query: str, **kwargs: Any) -> AsyncIterator[str]:
         """Async `ask_stream`: `async for piece in j.aask_stream(...)` (the loop stays free).
 
@@ -585,9 +603,7 @@ class Jarvis:
         import asyncio
         import threading
 
-        cancel = kwargs.pop("cancel", None)
-        if cancel is None:
-            cancel = threading.Event()
+        cancel = kwargs.pop("cancel", None) or threading.Event()
         if "on_token" in kwargs:
             raise UserError("aask_stream yields the pieces itself; use ask_full(on_token=...) "
                             "to get a callback")
@@ -620,9 +636,7 @@ class Jarvis:
         import asyncio
         import threading
 
-        cancel = kwargs.pop("cancel", None)
-        if cancel is None:
-            cancel = threading.Event()
+        cancel = kwargs.pop("cancel", None) or threading.Event()
         try:
             return await asyncio.to_thread(self.ask_full, query, cancel=cancel, **kwargs)
         except asyncio.CancelledError:
@@ -675,24 +689,9 @@ def _approver(approver: Approver | None, approved_tools: Sequence[str] | None) -
 
 
 def _decoded(arguments: Any) -> Any:
-    if isinstance(arguments, str):
-        import json
+    import json
 
-        try:
-            return json.loads(arguments)
-        except ValueError:
-            return arguments
-    return arguments
-
-
-def _invalid_text(query: str, system: str | None, history: Sequence[Message] | None
-                  ) -> str | None:
-    """Why the question, system prompt or history is not valid Unicode text (a lone
-    surrogate: see jarvis.core.text), or None."""
-    from jarvis.core.text import find_problem, problem
-
-    found = problem(query, "the question") or problem(system, "the system prompt")
-    for i, message in enumerate(history or ()):
-        found = found or find_problem(getattr(message, "content", None),
-                                      f"message {i + 1} of the history")
-    return found
+    try:
+        return json.loads(arguments) if isinstance(arguments, str) else arguments
+    except ValueError:
+        return arguments

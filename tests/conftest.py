@@ -77,26 +77,72 @@ def redis_server():
     server.stop()
 
 
-# --- the code sandbox's tests (test_sandbox*.py) ---------------------------------------------
+# --- the order tests run in -------------------------------------------------------------------
 UNPRIVILEGED_RUN = "tests/test_sandbox_unprivileged.py::"
+
+# The longest tests (node id prefix -> seconds in a full run on a loaded 2-core machine, as
+# relative weights; why each takes its time: README's "The slowest tests"). They start first,
+# spread over the two halves of the collection that `--dist worksteal` gives the two test
+# processes, so that none starts late and runs on alone at the end (a process that runs out of
+# tests steals from the end of the other's queue).
+SLOWEST: dict[str, float] = {
+    UNPRIVILEGED_RUN: 210,
+    "tests/test_scheduler_celery_chaos.py::test_kill_9_workers_and_daemons": 85,
+    "tests/test_mcp_beyond_tools.py::test_resources_read_and_prompts_on_the_cli": 75,
+    "tests/test_scheduler_celery.py::test_misconfiguration_is_one_clear_line": 40,
+    "tests/test_mcp_hostile_text.py::test_a_servers_escape_sequences_never_reach": 38,
+    "tests/test_url_keys.py::test_keys_in_mcp_urls_never_reach_the_screen": 36,
+    "tests/test_scheduler_celery.py::test_worker_runs_through_ask_full": 35,
+    "tests/test_scheduler_namespaces.py::test_kill_9_chaos_across_pid_namespaces": 32,
+    "tests/test_mcp_defects.py::test_junk_on_stdout_is_one_line_not_a_traceback": 31,
+    "tests/test_mcp_cli.py::test_tools_commands_start_servers_only_when_needed": 28,
+    "tests/test_scheduler_namespaces.py::test_a_daemon_killed_in_either_namespace": 26,
+    "tests/test_scheduler_cli.py::test_schedule_commands_end_to_end": 25,
+    "tests/test_mcp_sandbox.py::test_unsandboxed_servers_are_named_in_mcp_list": 25,
+    "tests/test_mcp_sandbox.py::test_real_servers_work_in_the_sandbox": 23,
+    "tests/test_mcp_defects.py::test_timed_out_server_tree_is_killed": 22,
+    "tests/test_private_state.py::test_everything_jarvis_makes_is_private": 21,
+    "tests/test_http_tools.py::test_cli_lists_and_runs_the_new_tools": 20,
+    "tests/test_mcp_cli.py::test_mcp_list_hides_secrets_in_targets_and_errors": 20,
+    "tests/test_serve_guard.py::test_a_client_that_never_reads_its_answers": 15,
+    "tests/test_serve_guard.py::test_300_half_open_requests_do_not_stop_health": 16,
+}
+
+
+def _expected(item: pytest.Item) -> float:
+    return next((s for prefix, s in SLOWEST.items() if item.nodeid.startswith(prefix)), 0.0)
+
+
+def slowest_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """`items` reordered: the slowest start each half of the list (the longest first, each
+    put in the half with less slow time so far); the others keep their order."""
+    slow = sorted((item for item in items if _expected(item)), key=_expected, reverse=True)
+    if not slow:
+        return items
+    chosen = set(map(id, slow))
+    rest = [item for item in items if id(item) not in chosen]
+    halves: tuple[list[pytest.Item], list[pytest.Item]] = ([], [])
+    for item in slow:
+        min(halves, key=lambda half: sum(map(_expected, half))).append(item)
+    cut = max(0, len(items) // 2 - len(halves[0]))
+    return halves[0] + rest[:cut] + halves[1] + rest[cut:]
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked root_only (jarvis run as root, or set up as root) test what does not exist
     when the suite runs as a normal user: deselected then, never skipped (see
-    tests/test_sandbox_unprivileged.py, which runs the sandbox modules as both). That test,
-    the suite's longest, goes first: started late it ran minutes past everything else."""
-    first = [item for item in items if item.nodeid.startswith(UNPRIVILEGED_RUN)]
-    if first:
-        items[:] = first + [item for item in items if item not in first]
-    if os.geteuid() == 0:
-        return
-    dropped = [item for item in items if item.get_closest_marker("root_only")]
-    if dropped:
-        config.hook.pytest_deselected(items=dropped)
-        items[:] = [item for item in items if not item.get_closest_marker("root_only")]
+    tests/test_sandbox_unprivileged.py, which runs the sandbox modules as both). The slowest
+    tests (SLOWEST; the run as another user is the longest) go first: started late, one ran
+    minutes past everything else."""
+    if os.geteuid() != 0:
+        dropped = [item for item in items if item.get_closest_marker("root_only")]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = [item for item in items if not item.get_closest_marker("root_only")]
+    items[:] = slowest_first(items)
 
 
-
+# --- the code sandbox's tests (test_sandbox*.py) ---------------------------------------------
 @pytest.fixture(params=["bwrap", "namespaces"])
 def mechanism(request: pytest.FixtureRequest) -> str:
     """Each sandbox mechanism in turn: bubblewrap and jarvis's own launcher."""

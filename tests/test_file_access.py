@@ -114,6 +114,10 @@ ALLOWED: dict[tuple[str, str, str], str] = {
         "creates the run log database 0600 (its folder 0700) before it is opened",
     ("jarvis.runlog", "RunLog._connect", "sqlite3.connect"):
         "the run log database: [runs] db_path / JARVIS_RUNS_DB, or JARVIS_HOME/runs.db",
+    ("jarvis.conversations.store", "ConversationStore._connection", "sqlite3.connect"):
+        "conversations, beside the run log: [runs] db_path / JARVIS_RUNS_DB, or JARVIS_HOME",
+    ("jarvis.inbound.mailread", "_attachments", ".walk"):
+        "email.message.Message.walk: the parts of a parsed mail in memory, not a folder",
     # --- MCP client: jarvis's own logs, caches and /proc ------------------------------------
     # Server names are config keys checked by jarvis.core.server_names (letters, digits, '-',
     # '_'): no '/' or '..' can reach these file names.

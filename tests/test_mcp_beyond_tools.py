@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from mcp_support import approve_all, cli, features_server, write_config
+from mcp_support import HttpFeatures, approve_all, cli, features_server, write_config
 
 from jarvis.core.config import load_config
 from jarvis.core.events import EventBus, EventType
@@ -86,8 +86,18 @@ def test_progress_is_shown_on_stderr_by_the_cli(tmp_path: Path, cli_env) -> None
 
 
 # --- resources and prompts -----------------------------------------------------------------
-def test_resources_read_and_prompts_on_the_cli(tmp_path: Path, cli_env) -> None:
-    write_config(tmp_path, {"f": features_server()})
+@pytest.fixture(scope="module")
+def http_features(tmp_path_factory: pytest.TempPathFactory):
+    """The features server over streamable HTTP, started once: the CLI tests below start
+    `jarvis` a dozen times, and a stdio server would start with each (the stdio path of
+    resources and prompts is the `manager` fixture's)."""
+    server = HttpFeatures(tmp_path_factory.mktemp("features-http"))
+    yield server
+    server.close()
+
+
+def test_resources_read_and_prompts_on_the_cli(tmp_path: Path, cli_env, http_features) -> None:
+    write_config(tmp_path, {"f": {"url": http_features.url}})
     listed = cli(["mcp", "resources", "f"], cli_env, tmp_path)
     assert listed.returncode == 0, listed.stderr
     assert "notes://readme (text/plain)  The read-me note." in listed.stdout

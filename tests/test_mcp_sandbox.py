@@ -119,9 +119,11 @@ def test_a_server_sees_the_paths_listed_for_it(mechanism: str, tmp_path: Path) -
 
 @pytest.mark.same_for_every_uid
 def test_unsandboxed_servers_are_named_in_mcp_list_and_doctor(tmp_path: Path, cli_env) -> None:
-    write_config(tmp_path, {"boxed": {"command": sys.executable, "args": [str(HOSTILE)]},
+    # A loaded machine (the unprivileged re-run beside the suite) starts them slowly.
+    write_config(tmp_path, {"boxed": {"command": sys.executable, "args": [str(HOSTILE)],
+                                      "connect_timeout": 60},
                             "trusted": {"command": sys.executable, "args": [str(HOSTILE)],
-                                        "sandbox": False}})
+                                        "sandbox": False, "connect_timeout": 60}})
 
     def jarvis(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "jarvis.cli", *args], env=cli_env,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import signal
+import sqlite3
 import time
 from pathlib import Path
 
@@ -94,22 +95,31 @@ def test_confirmation_gated_tools_need_explicit_approval(cli_env, tmp_path, work
             f'[engine.hosts]\nopenai = "{server.base_url}"\n')
         env = daemon_env(cli_env, db, tmp_path / "unused.log")
         env["OPENAI_API_KEY"] = "test"
-        at = iso(time.time() + 1)
+        # Due in an hour, then made due now: a time a second ahead was in the past by the
+        # second `schedule add` on a loaded machine (the CLI refuses a time in the past).
+        at = iso(time.time() + 3600)
         for path, extra in ((denied_file, []), (approved_file, ["--approve-tools", "danger"])):
             out = jarvis(env, "schedule", "add", f"write {path}", "--at", at, "--tools", "danger",
                          "--agent", "orchestrator", *extra)
             assert out.returncode == 0, out.stderr
+        with sqlite3.connect(db) as conn:
+            assert conn.execute("UPDATE tasks SET next_run = ?", (time.time() - 1,)).rowcount == 2
+        conn.close()
         daemon = Daemon(env, "--poll", "0.2", runner=None, cwd=str(workspace))
         try:
-            rows = wait_for(lambda: len(r := query(db, "SELECT answer FROM runs WHERE status = "
-                                                   "'succeeded'")) == 2 and r, what="both runs")
+            rows = wait_for(lambda: len(r := query(
+                db, "SELECT status, answer, error FROM runs WHERE status IN ('succeeded', "
+                "'parked') ORDER BY status")) == 2 and r, what="both runs")
         finally:
             assert daemon.stop() == 0
-    answers = sorted(a for (a,) in rows)
+    # The approved tool ran; the other call waits for the person (docs/approvals.md): the run
+    # is parked, its tool has not run.
+    (parked, _, waiting), (succeeded, answer, _) = rows
     assert approved_file.read_text() == "written"
     assert not denied_file.exists()
-    assert any("requires confirmation" in a or "denied" in a for a in answers), answers
-    assert any(a == f"tool said: wrote {approved_file}" for a in answers), answers
+    assert (parked, succeeded) == ("parked", "succeeded")
+    assert waiting.startswith("waiting for your approval of danger"), waiting
+    assert answer == f"tool said: wrote {approved_file}"
 
 
 def test_a_run_that_fails_mid_ask_links_to_its_run_log(tmp_path):

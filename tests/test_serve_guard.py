@@ -201,11 +201,12 @@ def test_oversized_headers_are_refused_and_the_server_keeps_serving() -> None:
 
 # --- slow clients, against the real `jarvis serve` -------------------------------------------
 @contextmanager
-def jarvis_serve(cli_env: dict[str, str], folder: Path, serve_toml: str) -> Iterator[str]:
+def jarvis_serve(cli_env: dict[str, str], folder: Path, serve_toml: str,
+                 tools: str = "think") -> Iterator[str]:
     folder.mkdir(exist_ok=True)
     (folder / "config.toml").write_text(f"[serve]\n{serve_toml}\n")
     proc = subprocess.Popen([sys.executable, "-m", "jarvis.cli", "serve", "--port", "0",
-                             "--tools", "think"], env=cli_env, cwd=folder,
+                             "--tools", tools], env=cli_env, cwd=folder,
                             stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stderr is not None
@@ -520,32 +521,48 @@ def _established(port: int) -> int:
     return count
 
 
-@pytest.mark.slow
+# A workspace tool whose description makes each /jarvis/tools answer ~200 KB: the buffers
+# between a server and a client that does not read hold a few MB (the kernel grows the
+# server's send buffer to tcp_wmem's maximum), so with small answers the server had to
+# answer ~13 000 pipelined requests before it waited to write (minutes of CPU on a loaded
+# machine); with these, a few dozen.
+BIG_TOOL = '''
+from jarvis.tools.base import tool
+
+
+@tool
+def big() -> str:
+    """{text}"""
+    return ""
+'''.replace("{text}", "A long description. " * 10_000)
+
+
 def test_a_client_that_never_reads_its_answers_is_cut_off(cli_env, tmp_path: Path) -> None:
-    """A slow reader: thousands of pipelined requests, answers never read. The answers fill
-    the socket buffers and the server waits to write; without a send deadline the connection
-    (and its request task) lived forever. With `send_timeout` it is closed."""
-    with jarvis_serve(cli_env, tmp_path / "ws",
-                      "header_timeout = 2\nbody_timeout = 2\nsend_timeout = 6\n") as url:
+    """A slow reader: pipelined requests, answers never read. The answers fill the socket
+    buffers and the server waits to write; without a send deadline the connection (and its
+    request task) lived forever. With `send_timeout` it is closed, not before its time (the
+    header deadline, shorter, is not what closes it)."""
+    send_timeout = 4.0
+    (tmp_path / "ws" / "tools").mkdir(parents=True)
+    (tmp_path / "ws" / "tools" / "big.py").write_text(BIG_TOOL)
+    with jarvis_serve(cli_env, tmp_path / "ws", "header_timeout = 2\nbody_timeout = 2\n"
+                      f"send_timeout = {send_timeout}\n", tools="think,big") as url:
         port = _port(url)
         s = socket.create_connection(("127.0.0.1", port), timeout=5)
         try:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-            s.setblocking(False)
             auth = f"Authorization: {owner_headers(cli_env)['Authorization']}\r\n".encode()
             request = b"GET /jarvis/tools HTTP/1.1\r\nHost: 127.0.0.1\r\n" + auth + b"\r\n"
-            request *= 50
             started = time.monotonic()
-            while time.monotonic() - started < 3:
-                try:
-                    s.send(request)
-                except BlockingIOError:
-                    break  # the server stopped reading: it is stuck writing to us
-            # Still connected (a send deadline of 6 s: time for this check on a loaded
-            # machine)...
-            assert _established(port) == 1
-            wait_for(lambda: _established(port) == 0, timeout=30,
+            s.sendall(request * 200)  # ~40 MB of answers: far more than the buffers hold
+            if time.monotonic() - started < send_timeout:  # (always, on a quiet machine)
+                assert _established(port) == 1, "cut off before its send deadline"
+            wait_for(lambda: _established(port) == 0, timeout=120,
                      what="the server letting go of a client that does not read")
-            assert _health(url) < 3.0
+            # The deadline runs from when the server began waiting, after `started`.
+            assert time.monotonic() - started >= send_timeout, "cut off before its send deadline"
+            assert _health(url) >= 0  # and the server serves on, answers as big as meant
+            tools = httpx.get(url + "/jarvis/tools", headers=owner_headers(cli_env), timeout=30)
+            assert len(tools.content) > 150_000
         finally:
             s.close()

@@ -29,6 +29,7 @@ from jarvis.engine.base import (
     stream_reply,
 )
 from jarvis.tools.base import BaseTool
+from jarvis.tools.budget import BudgetExhausted
 from jarvis.tools.executor import ToolExecutor
 
 TokenHandler = Callable[[str], Any]
@@ -102,12 +103,78 @@ class BaseAgent:
         state = _RunState(LoopGuard(self.max_repeats))
         state.query = query
         messages = self._initial_messages(query, history, context)
-        content = self._loop(messages, state)
+        try:
+            content = self._loop(messages, state)
+        except BudgetExhausted as stop:  # the run cannot go on inside its budget
+            state.flags["budget_exceeded"] = True
+            content = f"Stopped: the budget ran out before a final answer ({stop.message})."
         metadata = state.metadata()
         if context is not None and context.metadata:
             metadata["context"] = dict(context.metadata)
         return AgentResult(content=content, tool_results=state.tool_results, turns=state.turns,
                            usage=state.usage, messages=messages, metadata=metadata)
+
+    def resume(self, messages: list[Message], run: dict[str, Any],
+               pending: Sequence[dict[str, Any]]) -> AgentResult:
+        """Continue a run that parked (jarvis.approvals): `messages` is its transcript, `run`
+        its state then (turns, usage, tool_results as ToolResults, tool_calls, flags, model,
+        inference_seconds, query), `pending` the calls it parked on ({call_id, tool,
+        arguments, message_index}). They are run again through the executor, whose
+        person-needed hook now has the person's answers (approved: the call runs; denied:
+        the model reads a `denied` result), their answers replace the placeholders, and the
+        loop goes on with the turns left."""
+        state = _RunState(LoopGuard(self.max_repeats))
+        state.query = str(run.get("query") or "")
+        state.turns = int(run.get("turns") or 0)
+        state.usage.update(run.get("usage") or {})
+        state.model = str(run.get("model") or "")
+        state.flags.update(run.get("flags") or {})
+        state.inference_seconds = list(run.get("inference_seconds") or [])
+        state.tool_results = list(run.get("tool_results") or [])
+        state.tool_calls = list(run.get("tool_calls") or [])
+        calls = [ToolCall(id=str(p["call_id"]), name=str(p["tool"]), arguments=p["arguments"])
+                 for p in pending]
+        self._check_cancelled()
+        results = self.executor.execute_many(calls)
+        for item, call, result in zip(pending, calls, results, strict=True):
+            index = item.get("message_index")
+            if isinstance(index, int) and 0 <= index < len(messages):
+                old = messages[index]
+                text = observation_text(result)
+                messages[index] = Message(role=old.role, content=(
+                    text if old.role == "tool" else f"Observation: {text}"),
+                    tool_call_id=old.tool_call_id, name=old.name)
+            for i, earlier in enumerate(state.tool_results):
+                if earlier.call_id == call.id:
+                    state.tool_results[i] = result
+                    break
+            else:
+                state.record(call, result)
+        content = "" if self._park(messages, state) else self._loop(messages, state)
+        return AgentResult(content=content, tool_results=state.tool_results, turns=state.turns,
+                           usage=state.usage, messages=messages, metadata=state.metadata())
+
+    def _park(self, messages: list[Message], state: _RunState) -> bool:
+        """After a turn: whether a call of it was parked (its person-needed hook answered
+        PARK); then the run stops here, and `state.flags["parked"]` lists those calls with
+        where their answers go in `messages` (the caller keeps the run to continue it)."""
+        pending = []
+        for result, call in zip(state.tool_results, state.tool_calls, strict=False):
+            if result.success or not result.metadata.get("parked"):
+                continue
+            index = None
+            for i in range(len(messages) - 1, -1, -1):
+                message = messages[i]
+                if (message.role == "tool" and message.tool_call_id == result.call_id) or (
+                        message.role == "user" and message.text.startswith("Observation:")):
+                    index = i
+                    break
+            pending.append({"call_id": result.call_id or call["id"], "tool": call["name"],
+                            "arguments": call["arguments"], "message_index": index,
+                            "approval": result.metadata.get("approval")})
+        if pending:
+            state.flags["parked"] = pending
+        return bool(pending)
 
     def _initial_messages(self, query: str, history: Sequence[Message] | None,
                           context: Any = None) -> list[Message]:
@@ -139,6 +206,9 @@ class BaseAgent:
         fence = getattr(self.executor, "fence", None)
         if fence is not None:  # a scheduled run that lost its lease calls its model no more
             fence.check()
+        budget = getattr(self.executor, "budget", None)
+        if budget is not None:  # raises BudgetExhausted when the call would overrun
+            budget.before_engine(messages)
         state.turns += 1
         bus = self.bus
         if bus is not None:
@@ -160,6 +230,8 @@ class BaseAgent:
                                   **kwargs)
         add_usage(state.usage, result.usage)
         state.inference_seconds.append(time.perf_counter() - start)
+        if budget is not None:
+            budget.after_engine(result.usage, state.inference_seconds[-1])
         if result.model:
             state.model = result.model
         if bus is not None:

@@ -66,7 +66,7 @@ class OrchestratorAgent(BaseAgent):
         tools = self.executor.get_openai_tools() or None
         last_text = ""
         streamed_before = False  # text already streamed by an earlier turn that called tools
-        for _ in range(self.max_turns):
+        for _ in range(self.max_turns - state.turns):  # a continued run has fewer left
             emit = self.on_token
             if emit is not None and streamed_before:
                 emit = _Separated(emit)
@@ -90,6 +90,8 @@ class OrchestratorAgent(BaseAgent):
             streamed_before = streamed_before or (emit is not None and bool(result.content))
             ran = self._run_calls(result.tool_calls, messages, state, max(excess, 0))
             self._end_turn(state)
+            if self._park(messages, state):  # a call waits for the person: the run stops
+                return ""
             answer = final_answer(self)  # a structured answer was given: the run is done
             if answer is not None:
                 return answer

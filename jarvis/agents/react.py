@@ -126,7 +126,7 @@ class ReActAgent(BaseAgent):
 
     def _loop(self, messages: list[Message], state: _RunState) -> str:
         last_text = ""
-        for _ in range(self.max_turns):
+        for _ in range(self.max_turns - state.turns):  # a continued run has fewer left
             stream = _AnswerStream(self.on_token) if self.on_token is not None else None
             result = self._generate(messages, state, emit=stream)
             step = parse_react(result.content)
@@ -167,6 +167,8 @@ class ReActAgent(BaseAgent):
                 last_text = step.text
             messages.append(Message(role="user", content=f"Observation: {observation}"))
             self._end_turn(state)
+            if self._park(messages, state):  # the call waits for the person: the run stops
+                return ""
             if state.flags.get("loop_detected"):
                 return "Stopped: the model kept repeating the same tool call without an answer."
         state.flags["max_turns_exceeded"] = True

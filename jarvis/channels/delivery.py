@@ -26,6 +26,10 @@ def run_message(task: Any, run: Any) -> tuple[str, str]:
     if run.status == "succeeded":
         title = f"jarvis: task {task.id} done"
         body = run.answer or "(the run succeeded with an empty answer)"
+    elif run.status == "expired":
+        title = f"jarvis: task {task.id} expired"
+        body = ("The run waited for your approval and nobody answered in time, so it ended "
+                "without doing what it asked for.")
     else:
         title = f"jarvis: task {task.id} failed"
         body = f"The run failed ({run.error_type or 'error'}): {run.error or 'no details'}"

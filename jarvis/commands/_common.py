@@ -51,7 +51,15 @@ def terminal_egress_approver() -> Any:
 class TerminalPerson:
     """A person answering approval requests on the terminal (stderr): where the call goes
     first, then how much it sends and its hash, why, and a preview of the arguments;
-    `[y/N/v]`, where v shows everything (escapes visible) and asks again."""
+    `[y/N/v]`, where v shows everything (escapes visible) and asks again. For a call whose
+    destinations are hosts, channels or MCP servers, `a` ("always") approves it and makes a
+    grant for this tool and those destinations (docs/approvals.md): later calls there, in
+    this run and the next ones, do not ask. End of input is no; so is Ctrl-C, unless
+    `interrupt_stops` (then KeyboardInterrupt goes on up: `jarvis chat` stops the answer)."""
+
+    def __init__(self, *, interrupt_stops: bool = False) -> None:
+        self.always: set[tuple[str, str, str]] = set()  # (tool, egress kind, destination)
+        self.interrupt_stops = interrupt_stops
 
     # The prompt shows the whole call: allowing where it goes also confirms the tool.
     covers_confirmation = True
@@ -64,16 +72,23 @@ class TerminalPerson:
             spec=spec))
 
     def approve_request(self, request: Any) -> bool:
+        from jarvis.approvals.grants import grantable
         from jarvis.core.terminal import visible
 
+        wanted = {(request.tool, d["kind"], d["destination"]) for d in request.destinations}
+        if wanted and wanted <= self.always:
+            return True  # answered "always" earlier in this run
         click.echo(request.summary(), err=True)
         name = visible(request.tool, 100, one_line=True)
+        offer = grantable(request.to_dict())
         while True:
             try:
-                answer = click.prompt(f"Allow tool {name}? [y/N/v]", default="",
-                                      show_default=False, err=True)
-            except click.Abort:  # end of input: nobody said yes
+                answer = click.prompt(f"Allow tool {name}? [y/N/{'a/' if offer else ''}v]",
+                                      default="", show_default=False, err=True)
+            except click.Abort as exc:  # end of input or Ctrl-C: nobody said yes
                 click.echo("", err=True)
+                if self.interrupt_stops and isinstance(exc.__context__, KeyboardInterrupt):
+                    raise KeyboardInterrupt from None
                 return False
             answer = answer.strip().lower()
             if answer in ("y", "yes"):
@@ -81,7 +96,27 @@ class TerminalPerson:
             if answer in ("v", "view"):
                 click.echo(request.full_text(), err=True)
                 continue
+            if offer and answer in ("a", "always"):
+                self._grant(request)
+                self.always |= wanted
+                return True
             return False
+
+    def _grant(self, request: Any) -> None:
+        """Store a grant for the tool and each destination of `request` (said on stderr)."""
+        from jarvis.approvals.grants import grants_for_request
+        from jarvis.approvals.stores import open_approvals
+        from jarvis.core.terminal import visible
+
+        made = grants_for_request(request.to_dict(), created_by="prompt")
+        store = open_approvals(load_cli_config())
+        try:
+            for grant in made:
+                store.add_grant(grant)
+                click.echo(visible(f"grant {grant.id}: {grant.describe()} (`jarvis grants "
+                                   f"revoke {grant.id}` ends it)"), err=True)
+        finally:
+            store.close()
 
 
 def load_cli_config() -> Any:

@@ -40,8 +40,12 @@ def doctor(as_json: bool) -> None:
 
     bare = unsandboxed(config)
     state = _state()
+    from jarvis.commands.grants import doctor_line, doctor_report
+
+    grants = doctor_report(config)
     if as_json:
-        echo_json({"sandbox": info, "tools": tools, "mcp_unsandboxed": bare, "state": state})
+        echo_json({"sandbox": info, "tools": tools, "mcp_unsandboxed": bare, "state": state,
+                   "grants": grants})
     else:
         yes_no = {True: "yes", False: "no"}
         click.echo(f"sandbox: {describe(info)}")
@@ -66,6 +70,7 @@ def doctor(as_json: bool) -> None:
         if bare:
             click.echo(f"MCP servers not sandboxed (sandbox = false): {', '.join(bare)}")
         click.echo(f"state: {_describe_state(state)}")
+        click.echo(doctor_line(grants))
     if info["mechanism"] is None or any(own["mechanism"] is None for own in tools.values()):
         sys.exit(1)
 

@@ -141,7 +141,11 @@ def show_run(run_id: str, as_json: bool) -> None:
         run = log.get(run_id)
     finally:
         log.close()
-    run["delivery"] = _delivery(load_cli_config(), run)
+    config = load_cli_config()
+    run["delivery"] = _delivery(config, run)
+    from jarvis.commands.approvals import approval_line, approvals_of_runs
+
+    run["approvals"] = approvals_of_runs(config, [run["id"]]).get(run["id"], [])
     if as_json:
         echo_json(run)
         return
@@ -159,6 +163,8 @@ def show_run(run_id: str, as_json: bool) -> None:
     if run.get("error"):
         echo(f"error:   {run['error']}")
     echo(f"delivery: {_delivery_line(run['delivery'])}")
+    for item in run["approvals"]:  # parked / approved / denied / expired (docs/approvals.md)
+        echo(approval_line(item))
     meta = run.get("metadata") or {}
     for line in _trust_lines(meta.get("trust")):
         echo(line)
@@ -166,6 +172,12 @@ def show_run(run_id: str, as_json: bool) -> None:
         echo("stopped: at max_turns, before a final answer")
     elif meta.get("loop_detected"):
         echo("stopped: the model kept repeating the same tool call")
+    elif meta.get("budget_exceeded"):
+        echo("stopped: at the budget, before a final answer")
+    if isinstance(meta.get("budget"), dict):
+        from jarvis.tools.budget import spend_line
+
+        echo(f"budget:  {spend_line(meta['budget'])}")
     for call in run["tool_calls"]:
         state = "ok" if call["success"] else f"FAILED ({call['error_type']})"
         echo(f"tool:    {call['tool_name']} {json.dumps(call['arguments'], ensure_ascii=False)}"

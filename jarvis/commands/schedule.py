@@ -158,12 +158,17 @@ def _read_prompt(prompt: str | None, prompt_file: str | None) -> str:
               help="How late a missed run may still run (default: [scheduler] grace_seconds).")
 @click.option("--notify", "notify", default=None, metavar="CHANNEL",
               help="Send each run's answer (or failure) to this channel ([channels.CHANNEL]).")
+@click.option("--budget-usd", type=float, metavar="USD", help="Dollars each run may spend "
+              "(as `jarvis ask --budget-usd`).")
+@click.option("--budget-seconds", type=float, metavar="S", help="Seconds each run may take.")
+@click.option("--max-tool-calls", type=int, metavar="N", help="Tool calls each run may make.")
 @click.option("--json", "as_json", is_flag=True, help="Print the new task as JSON.")
 def add_task(prompt: str | None, prompt_file: str | None, cron: str | None, tz: str,
              every: float | None, at: str | None, agent: str | None, tools: str | None,
              approve_tools: str | None, timeout: float | None, retries: int,
              retry_backoff: float, on_crash: str, grace: float | None, notify: str | None,
-             as_json: bool) -> None:
+             budget_usd: float | None, budget_seconds: float | None,
+             max_tool_calls: int | None, as_json: bool) -> None:
     """Schedule PROMPT: exactly one of --cron, --every or --at.
 
     PROMPT `-` (or --prompt-file -) reads the prompt from stdin; --prompt-file PATH from a
@@ -190,7 +195,9 @@ def add_task(prompt: str | None, prompt_file: str | None, cron: str | None, tz: 
     task = scheduler.add(prompt, cron=cron, every=every, at=at, tz=tz, agent=agent,
                             tools=tools, approved_tools=approve_tools, timeout_seconds=timeout,
                             max_retries=retries, retry_backoff_seconds=retry_backoff,
-                            on_crash=on_crash, grace_seconds=grace, notify=notify)
+                            on_crash=on_crash, grace_seconds=grace, notify=notify,
+                            budget={"usd": budget_usd, "seconds": budget_seconds,
+                                    "tool_calls": max_tool_calls})
     for problem in problems:
         click.echo(f"Warning: {problem}; runs of task {task.id} will fail unless it is "
                    f"available where the scheduler runs", err=True)
@@ -306,6 +313,10 @@ def run_task(task_id: str, runner: str | None, wait: bool, as_json: bool) -> Non
                            f"{run.delivery.get('status')}"
                            + ("" if sent else f" after {run.delivery.get('attempts')} "
                               f"attempt(s): {run.delivery.get('error')}")), err=True)
+    if run.status == "parked":
+        click.echo(visible(f"parked: {run.error}; `jarvis scheduler start` continues it once "
+                           f"you answer"), err=True)
+        sys.exit(1)
     if run.status != "succeeded":
         click.echo(visible(f"Error ({run.error_type or 'failed'}): {run.error}"), err=True)
         sys.exit(1)
@@ -327,9 +338,14 @@ def list_runs(task_id: str | None, limit: int, run_id: int | None, as_json: bool
     if run_id is not None:
         _show_run(run_id, as_json)
         return
-    runs = _scheduler().list_runs(task_id, limit=limit)
+    config = load_cli_config()
+    runs = _scheduler(config=config).list_runs(task_id, limit=limit)
+    from jarvis.commands.approvals import approvals_of_runs
+
+    asked = approvals_of_runs(config, [r.run_log_id for r in runs if r.parked_at is not None])
     if as_json:
-        echo_json([r.to_dict() for r in runs])
+        echo_json([dict(r.to_dict(), approvals=asked.get(r.run_log_id or "", []))
+                   for r in runs])
         return
     if not runs:
         click.echo("no runs recorded yet", err=True)
@@ -345,6 +361,8 @@ def list_runs(task_id: str | None, limit: int, run_id: int | None, as_json: bool
         took = f"{data['duration_seconds']:.2f}s" if data["duration_seconds"] is not None else "-"
         if run.delivery:
             detail += f"  [-> {run.delivery.get('channel')}: {run.delivery.get('status')}]"
+        for item in asked.get(run.run_log_id or "", []):  # parked / approved / denied / expired
+            detail += f"  [approval {item['id']}: {item['status']}]"
         click.echo(visible(f"#{run.id}  {run.task_id}  {run.status:<9}  for "
                            f"{data['scheduled_for']}  try {run.attempt}  {took:>7}  {detail}"))
 
@@ -435,7 +453,13 @@ def start(once: bool, runner: str | None, max_workers: int | None, poll: float |
         sched.dispatcher.check(sched.store)
     _sync_agents(sched, config)
     if not once:
-        sched.run_forever()
+        from jarvis.commands.listen import listen_beside
+
+        stop_listening = listen_beside(config)  # [scheduler] listen = true
+        try:
+            sched.run_forever()
+        finally:
+            stop_listening()
         return
     if sched.dispatcher is not None:
         sent = sched.dispatch_due()

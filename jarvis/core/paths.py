@@ -129,6 +129,19 @@ def private_database(path: str | os.PathLike[str]) -> Path:
     if path.parent != path:
         private_dir(path.parent)
     try:
+        info = os.lstat(path)
+    except OSError:
+        info = None
+    if (info is not None and stat.S_ISREG(info.st_mode) and info.st_uid == os.geteuid()
+            and not stat.S_IMODE(info.st_mode) & 0o077):
+        # Private already: not opened here. Closing any descriptor of a database file drops
+        # every POSIX lock this process holds on it, so a connection already open in this
+        # process (a daemon's store while its run opens another) would lose its locks, and
+        # another process could checkpoint and remove the WAL under it (stale reads).
+        for suffix in SQLITE_SIDE_FILES:
+            tighten(Path(str(path) + suffix))
+        return path
+    try:
         with open(path, "rb") as fh:
             header = fh.read(16)
     except FileNotFoundError:

@@ -59,9 +59,11 @@ class SchedulerDaemon:
         while True:
             threads = {run_id: t for run_id, t in threads.items() if t.is_alive()}
             free = self.max_workers - len(threads) - self._held_by_orphans()
-            claims = self.store.claim_due(now=self.clock(), owner=self.owner,
-                                          lease_seconds=self.lease_seconds, limit=free,
-                                          default_grace=self.grace_seconds) if free > 0 else []
+            claims = self._continuations(free) if free > 0 else []
+            free -= len(claims)
+            claims += self.store.claim_due(now=self.clock(), owner=self.owner,
+                                           lease_seconds=self.lease_seconds, limit=free,
+                                           default_grace=self.grace_seconds) if free > 0 else []
             for claim in claims:
                 self._log_start(claim)
                 thread = threading.Thread(target=work, args=(claim,), daemon=True,
@@ -168,7 +170,9 @@ class SchedulerDaemon:
         returns what was sent."""
         self._recover()
         self._prune()
-        return self._claim_and_send()
+        continued = self._continuations(None)
+        self._send_all(continued)
+        return continued + self._claim_and_send()
 
     def _claim_and_send(self) -> list[Claim]:
         sent: list[Claim] = []
@@ -217,6 +221,9 @@ class SchedulerDaemon:
         with self._active_lock:
             free = self.max_workers - len(self._active)
         free -= self._held_by_orphans()
+        for claim in self._continuations(free):
+            self._spawn(claim)
+            free -= 1
         claims: list[Claim] = []
         # next_wake only decides whether to claim and how long to sleep; claim_due decides
         # what runs. So when the last tick saw something due, claim at once (a claim that
@@ -245,6 +252,7 @@ class SchedulerDaemon:
 
     def _dispatch_tick(self, idle_state: str | None) -> tuple[float, str]:
         """One wake-up with a dispatcher: send what is due; workers limit how much runs."""
+        self._send_all(self._continuations(None))
         wake_at = self.store.next_wake()
         if wake_at is not None and wake_at <= self.clock():
             self._claim_and_send()
@@ -293,6 +301,7 @@ class SchedulerDaemon:
                                  if run_id not in given_up}, recorded, "the scheduler stopped")
         if self.dispatcher is not None:
             self.dispatcher.close()
+        self._close_approvals()
         log.info("scheduler %s stopped", self.owner)
 
     def _give_up(self, run_ids: list[int], cause: str) -> list[Run]:
@@ -345,6 +354,10 @@ class SchedulerDaemon:
     def _recover(self) -> None:
         # Our own runs are included: a worker renews its lease, so only a stuck one expires.
         for run in self.store.recover(now=self.clock()):
+            if run.status == "parked":
+                log.warning("task %s: the continuation of run %d stopped (%s died); it "
+                            "continues again", run.task_id, run.id, run.claimed_by or "its process")
+                continue
             log.warning("task %s: run %d (occurrence %s) was interrupted by a scheduler that "
                         "died (%s); recorded as failed, per the task's on_crash policy",
                         run.task_id, run.id, iso(run.scheduled_for), run.claimed_by)
@@ -460,6 +473,8 @@ class SchedulerDaemon:
             outcome = box.get("outcome")
             if not isinstance(outcome, RunOutcome):
                 outcome = RunOutcome(success=True, answer=None if outcome is None else str(outcome))
+        if outcome.parked:
+            return self._park(task, run, outcome)
         finished = self._record(run, outcome)
         if finished is None:
             log.warning("task %s: run %d finished, but another scheduler had taken it over "
@@ -474,6 +489,17 @@ class SchedulerDaemon:
         if task.notify:
             finished = self._deliver(task, finished)
         return finished
+
+    def _park(self, task: Task, run: Run, outcome: RunOutcome) -> Run:
+        parked = self.store.park_run(run.id, self.owner, now=self.clock(),
+                                     run_log_id=outcome.run_log_id, note=outcome.error or "")
+        if parked is None:
+            log.warning("task %s: run %d parked, but another scheduler had taken it over "
+                        "(lease expired); dropped", task.id, run.id)
+            return self.store.get_run(run.id)
+        log.info("task %s: run %d parked, waiting for approval %s", task.id, run.id,
+                 ", ".join(outcome.parked))
+        return parked
 
     def _held_by_orphans(self) -> int:
         """Workers held by calls given up on that still run (forgetting those that ended)."""

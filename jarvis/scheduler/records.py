@@ -10,8 +10,10 @@ from jarvis.scheduler.schedules import Schedule, iso
 
 TASK_STATUSES: tuple[str, ...] = ("active", "paused", "completed", "cancelled")
 # "dispatched": sent to a Celery worker that has not started it yet (PostgreSQL ledger only).
-RUN_STATUSES: tuple[str, ...] = ("pending", "dispatched", "running", "succeeded", "failed",
-                                 "skipped")
+# "parked": stopped before a call that needs the person (jarvis.approvals); it holds its task
+# (no other run of it starts) until it continues, or ends "expired" when nobody answered.
+RUN_STATUSES: tuple[str, ...] = ("pending", "dispatched", "running", "parked", "succeeded",
+                                 "failed", "expired", "skipped")
 CRASH_POLICIES: tuple[str, ...] = ("retry", "fail")
 
 
@@ -80,6 +82,7 @@ class Task:
             "created_by": self.created_by,
             "notify": self.notify,
             "born_tainted": self.born_tainted,
+            "budget": (self.metadata or {}).get("budget"),  # each run's (jarvis.tools.budget)
         }
 
     @property
@@ -124,6 +127,10 @@ class Run:
     # How sending the outcome to the task's channel went: {channel, status, attempts, error, at}
     delivery: dict[str, Any] | None = None
     epoch: int = 0
+    # When it last parked waiting for the person (None: never). A claimed run with one is a
+    # continuation: its runner resumes it from the parked state instead of starting over.
+    parked_at: float | None = None
+    resumes: int = 0  # continuations claimed (bounds re-continuing one whose process died)
 
     @property
     def idempotency_key(self) -> str:
@@ -162,4 +169,5 @@ class Run:
             "skipped_until": iso(self.skipped_until),
             "delivery": None if self.delivery is None else
             {**self.delivery, "at": iso(self.delivery.get("at"))},
+            "parked_at": iso(self.parked_at),
         }

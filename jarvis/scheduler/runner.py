@@ -36,6 +36,9 @@ class RunOutcome:
     error_type: str | None = None
     run_log_id: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    # The run stopped before calls that need the person (jarvis.approvals): these requests.
+    # It is recorded "parked", and a continuation is claimed once they are answered.
+    parked: list[str] = field(default_factory=list)
 
     @classmethod
     def failed(cls, error: str, error_type: str = "execution", **metadata: Any) -> RunOutcome:
@@ -44,7 +47,10 @@ class RunOutcome:
 
 @runtime_checkable
 class TaskRunner(Protocol):
-    """Runs one occurrence of a task. May raise: the scheduler records that as a failure."""
+    """Runs one occurrence of a task. May raise: the scheduler records that as a failure.
+
+    A runner that can park runs (the SdkRunner) also has `resume(task, occurrence)`: it
+    continues the occurrence's parked run (`occurrence.parked_at` is set) where it stopped."""
 
     def run(self, task: Task, occurrence: Run) -> RunOutcome: ...
 
@@ -94,6 +100,20 @@ class SdkRunner:
             self._idle.put(system)
 
     def run(self, task: Task, occurrence: Run) -> RunOutcome:
+        return self._ask(task, occurrence, lambda system, fenced: system.ask_full(
+            task.prompt, agent=task.agent or None, tools=task_tools(task),
+            approved_tools=list(task.approved_tools), source="scheduler",
+            run_metadata=run_metadata(occurrence), trust=task_trust(task),
+            on_approval="defer", **fenced, **task_budget(task)))
+
+    def resume(self, task: Task, occurrence: Run) -> RunOutcome:
+        """Continue the occurrence's parked run where it stopped (the ledger gave this
+        process its continuation; the approvals store hands over the state, once)."""
+        return self._ask(task, occurrence, lambda system, fenced: system.resume(
+            str(occurrence.run_log_id), _scheduled=True, **fenced))
+
+    def _ask(self, task: Task, occurrence: Run,
+             ask: Callable[[Any, dict[str, Any]], Any]) -> RunOutcome:
         system = self._acquire()
         # A run that fails mid-way is still in the run log; remember its id (from RUN_START,
         # published on this thread) so the failed run record links to it.
@@ -115,11 +135,7 @@ class SdkRunner:
         # call, and its keys for side effects. Passed only when there is one.
         fenced = {"fence": fence} if (fence := current_fence()) is not None else {}
         try:
-            result = system.ask_full(task.prompt, agent=task.agent or None,
-                                     tools=task_tools(task),
-                                     approved_tools=list(task.approved_tools),
-                                     source="scheduler", run_metadata=run_metadata(occurrence),
-                                     trust=task_trust(task), **fenced)
+            result = ask(system, fenced)
         except Exception as exc:
             if started:
                 with contextlib.suppress(AttributeError, TypeError):
@@ -150,13 +166,15 @@ def start_run(runner: TaskRunner, task: Task, run: Run, name: str,
     on the returned handle (is_alive, join) with its own lease and timeout."""
     box: dict[str, Any] = {}
 
+    resume = getattr(runner, "resume", None) if run.parked_at is not None else None
+
     def call() -> None:
         if fence is not None:
             from jarvis.scheduler.fencing import set_fence
 
             set_fence(fence)
         try:
-            box["outcome"] = runner.run(task, run)
+            box["outcome"] = resume(task, run) if resume is not None else runner.run(task, run)
         except BaseException as exc:  # noqa: BLE001 - the caller records it
             box["error"] = exc
 
@@ -174,6 +192,13 @@ def task_tools(task: Task) -> list[str] | None:
     if task.created_by == "model":
         return list(task.tools)
     return list(task.tools) or None
+
+
+def task_budget(task: Task) -> dict[str, Any]:
+    """`budget=` for ask_full when the task has one (jarvis.tools.budget); else nothing, so a
+    custom system without budgets still runs it."""
+    budget = task.metadata.get("budget") if isinstance(task.metadata, dict) else None
+    return {"budget": budget} if budget else {}
 
 
 def task_trust(task: Task) -> Any:
@@ -220,6 +245,14 @@ def outcome_from_result(result: Any) -> RunOutcome:
                     if isinstance(r, dict) and not r.get("success", True)]
     if failed_tools:
         metadata["failed_tools"] = failed_tools
+    if result.get("status") == "parked":
+        waiting = [a.get("id") for a in result.get("pending_approvals") or []]
+        where = "; ".join(f"{a.get('tool')} -> {a.get('where')}"
+                          for a in result.get("pending_approvals") or [])[:500]
+        return RunOutcome(success=False, error=f"waiting for your approval of {where} "
+                          f"(`jarvis approvals show {' / '.join(waiting)}`)", error_type="parked",
+                          run_log_id=None if run_id is None else str(run_id), metadata=metadata,
+                          parked=[str(a) for a in waiting])
     return RunOutcome(success=True, answer=str(result.get("content") or ""),
                       run_log_id=None if run_id is None else str(run_id), metadata=metadata)
 

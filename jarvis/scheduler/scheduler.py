@@ -5,10 +5,11 @@
     task = scheduler.create_task("Summarize the news", "cron", "0 8 * * *")
     scheduler.run_forever()          # foreground daemon (what `jarvis scheduler start` runs)
 
-The class is assembled here from its three parts: the task operations
+The class is assembled here from its parts: the task operations
 (jarvis.scheduler.operations), the daemon loop that claims, runs and records what is due
-(jarvis.scheduler.daemon) and the delivery of finished runs to channels
-(jarvis.scheduler.delivery); `__init__` below sets the state they share.
+(jarvis.scheduler.daemon), the delivery of finished runs to channels
+(jarvis.scheduler.delivery) and the runs that wait for the person (jarvis.scheduler.parked);
+`__init__` below sets the state they share.
 
 With a `dispatcher` (jarvis.scheduler.dispatch, e.g. Celery workers) injected, the daemon runs
 nothing itself: it claims due runs as "dispatched" in the shared ledger and sends them, and
@@ -33,6 +34,7 @@ from jarvis.scheduler.operations import MAX_RETRIES as MAX_RETRIES
 from jarvis.scheduler.operations import MAX_TIMEOUT_SECONDS as MAX_TIMEOUT_SECONDS
 from jarvis.scheduler.operations import MAX_TOOLS as MAX_TOOLS
 from jarvis.scheduler.operations import TaskOperations
+from jarvis.scheduler.parked import ParkedRuns
 from jarvis.scheduler.records import Run, Task
 from jarvis.scheduler.runner import FunctionRunner, SdkRunner, TaskRunner
 from jarvis.scheduler.store import owner_id
@@ -46,7 +48,7 @@ def _settings(config: Any) -> Any:
     return getattr(config, "scheduler", config)
 
 
-class TaskScheduler(TaskOperations, SchedulerDaemon, ResultDelivery):
+class TaskScheduler(TaskOperations, SchedulerDaemon, ResultDelivery, ParkedRuns):
     """Create, inspect and run scheduled tasks; `run_forever()` is the daemon."""
 
     def __init__(self, store: SchedulerLedger | None = None, system: Any = None, *,

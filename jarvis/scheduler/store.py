@@ -32,6 +32,7 @@ from jarvis.errors import UserError
 from jarvis.scheduler.records import Run, Task
 from jarvis.scheduler.store_common import (  # "X as X": callers import X from here
     FINISHED,
+    HOLDING,
     MAX_ANSWER_CHARS,
     MAX_ERROR_CHARS,
     Claim,
@@ -94,8 +95,15 @@ def _migration_4(db: Any) -> None:
     db.execute("CREATE INDEX effects_run ON effects (run_id)")
 
 
+def _migration_5(db: Any) -> None:
+    # Runs that park waiting for the person (jarvis.approvals): when, and how often a
+    # continuation of it was claimed.
+    db["runs"].add_column("parked_at", float)
+    db["runs"].add_column("resumes", int, not_null_default=0)
+
+
 MIGRATIONS: tuple[Callable[[Any], None], ...] = (_migration_1, _migration_2, _migration_3,
-                                                   _migration_4)
+                                                   _migration_4, _migration_5)
 
 
 
@@ -292,10 +300,10 @@ class SchedulerStore(StoreBase):
         rows = self._query(
             "SELECT next_run AS t FROM tasks WHERE status = 'active' AND next_run IS NOT NULL "
             "AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.task_id = tasks.id "
-            "AND r.status = 'running') ORDER BY next_run LIMIT 1")
+            f"AND r.status IN {HOLDING}) ORDER BY next_run LIMIT 1")
         rows += self._query(
             "SELECT run_after AS t FROM runs WHERE status = 'pending' AND NOT EXISTS "
-            "(SELECT 1 FROM runs r WHERE r.task_id = runs.task_id AND r.status = 'running') "
+            f"(SELECT 1 FROM runs r WHERE r.task_id = runs.task_id AND r.status IN {HOLDING}) "
             "ORDER BY run_after LIMIT 1")
         times = [r["t"] for r in rows if r["t"] is not None]
         return min(times) if times else None
@@ -309,8 +317,8 @@ class SchedulerStore(StoreBase):
         with self.immediate() as conn:
             retry_rows = self._query(
                 "SELECT * FROM runs WHERE status = 'pending' AND run_after <= ? AND NOT EXISTS "
-                "(SELECT 1 FROM runs r WHERE r.task_id = runs.task_id AND r.status = 'running') "
-                "ORDER BY run_after LIMIT ?", (now, limit))
+                f"(SELECT 1 FROM runs r WHERE r.task_id = runs.task_id AND r.status IN "
+                f"{HOLDING}) ORDER BY run_after LIMIT ?", (now, limit))
             for row in retry_rows:
                 if any(c.task.id == row["task_id"] for c in claims):
                     continue  # one run per task at a time
@@ -326,7 +334,7 @@ class SchedulerStore(StoreBase):
                 return claims
             task_rows = self._query(
                 "SELECT * FROM tasks WHERE status = 'active' AND next_run <= ? AND NOT EXISTS "
-                "(SELECT 1 FROM runs r WHERE r.task_id = tasks.id AND r.status = 'running') "
+                f"(SELECT 1 FROM runs r WHERE r.task_id = tasks.id AND r.status IN {HOLDING}) "
                 "ORDER BY next_run LIMIT ?", (now, room + len(claims)))
             for row in task_rows:
                 if len(claims) >= limit:
@@ -372,7 +380,7 @@ class SchedulerStore(StoreBase):
         Raises TaskBusyError while a run of the task is going on (the same no-overlap rule as
         scheduled runs, checked in the same transaction as the claim)."""
         with self.immediate() as conn:
-            busy = self._query("SELECT * FROM runs WHERE task_id = ? AND status = 'running' "
+            busy = self._query(f"SELECT * FROM runs WHERE task_id = ? AND status IN {HOLDING} "
                                "ORDER BY id LIMIT 1", (task.id,))
             if busy:
                 raise TaskBusyError(task.id, _run(busy[0]))
@@ -438,6 +446,9 @@ class SchedulerStore(StoreBase):
                 if not (expired or is_dead(run.claimed_by)):
                     continue
                 why = "its lease expired" if expired else "its process is gone"
+                if self._repark(conn, run, now, why):
+                    recovered.append(self.get_run(run.id))
+                    continue
                 conn.execute(
                     "UPDATE runs SET status = 'failed', finished_at = ?, error_type = 'crashed', "
                     "error = ?, lease_until = NULL WHERE id = ? AND status = 'running'",
@@ -447,6 +458,80 @@ class SchedulerStore(StoreBase):
                 self._after_attempt(conn, run, now=now, retry=True, crashed=True)
                 recovered.append(run)
         return recovered
+
+    # --- runs that wait for the person (jarvis.approvals) -----------------------------------
+    def park_run(self, run_id: int, owner: str, *, now: float, run_log_id: str | None,
+                 note: str, epoch: int | None = None, log_entry: Any = None) -> Run | None:
+        """The run this owner holds stopped before a call that needs the person: "parked"
+        (it keeps its task: nothing else of the task starts) until a continuation is claimed
+        (`claim_parked`) or it expires (`expire_run`). None: it is no longer ours."""
+        with self.immediate() as conn:
+            cursor = conn.execute(
+                "UPDATE runs SET status = 'parked', parked_at = ?, lease_until = NULL, "
+                "run_log_id = ?, error = ?, error_type = 'parked' WHERE id = ? AND "
+                "claimed_by = ? AND status = 'running'",
+                (now, run_log_id, _clip(note, MAX_ERROR_CHARS), run_id, owner))
+            if cursor.rowcount != 1:
+                return None
+            run = self.get_run(run_id)
+            conn.execute("UPDATE tasks SET last_outcome = 'parked', updated_at = ? WHERE id = ?",
+                         (now, run.task_id))
+            return run
+
+    def parked_runs(self, limit: int = 500) -> list[Run]:
+        """Runs waiting for the person, oldest first."""
+        rows = self._query("SELECT * FROM runs WHERE status = 'parked' ORDER BY parked_at "
+                           "LIMIT ?", (limit,))
+        return [_run(r) for r in rows]
+
+    def claim_parked(self, run_id: int, *, now: float, owner: str, lease_seconds: float,
+                     dispatch: bool = False) -> Claim | None:
+        """Claim the continuation of a parked run whose requests are answered, once: a
+        compare-and-set "parked" -> "running" for `owner`. None: another process took it (or
+        it expired). A run of a cancelled task is not continued (recorded skipped)."""
+        with self.immediate() as conn:
+            cursor = conn.execute(
+                "UPDATE runs SET status = 'running', claimed_by = ?, lease_until = ?, "
+                "error = NULL, error_type = NULL, resumes = resumes + 1 WHERE id = ? AND "
+                "status = 'parked'", (owner, now + lease_seconds, run_id))
+            if cursor.rowcount != 1:
+                return None
+            run = self.get_run(run_id)
+            task = self._locked_task(conn, run.task_id)
+            if task is None or task.status == "cancelled":
+                conn.execute("UPDATE runs SET status = 'skipped', finished_at = ?, error = "
+                             "'not continued: task cancelled while it waited for approval', "
+                             "lease_until = NULL WHERE id = ?", (now, run_id))
+                return None
+            return Claim(task, run)
+
+    def expire_run(self, run_id: int, *, now: float, error: str) -> Run | None:
+        """A parked run nobody answered in time ends "expired" (never retried). None: it is
+        not parked (continued, or expired by another process)."""
+        with self.immediate() as conn:
+            cursor = conn.execute(
+                "UPDATE runs SET status = 'expired', finished_at = ?, error = ?, "
+                "error_type = 'expired', lease_until = NULL WHERE id = ? AND status = 'parked'",
+                (now, _clip(error, MAX_ERROR_CHARS), run_id))
+            if cursor.rowcount != 1:
+                return None
+            run = self.get_run(run_id)
+            self._after_attempt(conn, run, now=now, retry=False, crashed=False)
+            return run
+
+    def _repark(self, conn: Any, run: Run, now: float, why: str) -> bool:
+        """A continuation whose process died goes back to "parked", to be claimed again (its
+        answers are kept), while the task's on_crash is "retry" and it has not been
+        re-continued more than its retries allow; else it is recorded crashed as usual."""
+        if run.parked_at is None:
+            return False
+        task = self._locked_task(conn, run.task_id)
+        if task is None or task.on_crash != "retry" or run.resumes > 1 + task.max_retries:
+            return False
+        conn.execute("UPDATE runs SET status = 'parked', claimed_by = NULL, lease_until = NULL, "
+                     "error = ?, error_type = 'parked' WHERE id = ? AND status = 'running'",
+                     (f"its continuation stopped ({why}); it continues again", run.id))
+        return True
 
     def record_delivery(self, run_id: int, delivery: dict[str, Any]) -> Run:
         """Store how sending a finished run to its task's channel went."""

@@ -64,7 +64,9 @@ class TaskBusyError(JarvisError):
         self.run = run
         from jarvis.scheduler.schedules import iso
 
-        how = (f"started {iso(run.started_at)} by {run.claimed_by}" if run.started_at
+        how = ("parked, waiting for your approval (`jarvis approvals list`)"
+               if run.status == "parked" else
+               f"started {iso(run.started_at)} by {run.claimed_by}" if run.started_at
                else f"sent to a worker by {run.claimed_by}")
         super().__init__(f"task {task_id} is running now (run #{run.id}, {run.trigger}, "
                          f"{how}); nothing was run: retry "
@@ -248,7 +250,9 @@ def retry_delay(task: Task, run: Run, *, crashed: bool) -> float | None:
     return None
 
 
-FINISHED = "status IN ('succeeded', 'failed', 'skipped')"  # runs that will not change
+FINISHED = "status IN ('succeeded', 'failed', 'expired', 'skipped')"  # runs that will not change
+# A task with a run in one of these is not started again (one run of a task at a time).
+HOLDING = "('running', 'parked')"
 
 
 class StoreBase:

@@ -48,10 +48,10 @@ from jarvis.scheduler.store_common import (
     quota_refused,
     storable,
 )
+from jarvis.scheduler.store_postgres_parked import NOW, PostgresParkedRuns
 
-# The database clock as a POSIX timestamp: leases are set and judged with it.
-NOW = "EXTRACT(EPOCH FROM now())::float8"
-ACTIVE = "('running', 'dispatched')"  # a task with a run in one of these is not started again
+# A task with a run in one of these is not started again ("parked": waiting for the person).
+ACTIVE = "('running', 'dispatched', 'parked')"
 MAX_LOG_ENTRY_CHARS = 1_000_000
 
 MIGRATIONS: tuple[str, ...] = (
@@ -103,6 +103,11 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX jarvis_effects_run ON jarvis_effects (run_id);
     """,
+    # Runs that park waiting for the person (jarvis.approvals).
+    """
+    ALTER TABLE jarvis_runs ADD COLUMN parked_at float8;
+    ALTER TABLE jarvis_runs ADD COLUMN resumes integer NOT NULL DEFAULT 0;
+    """,
 )
 _MIGRATION_LOCK = 0x6A61727669730001  # pg_advisory_xact_lock key: "jarvis" + 1
 _QUOTA_LOCK = 0x6A61727669730002  # serializes quota-checked task inserts
@@ -139,7 +144,7 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
 
 
-class PostgresStore(StoreBase):
+class PostgresStore(PostgresParkedRuns, StoreBase):
     """Tasks and runs in PostgreSQL; one connection per process, shared by its threads."""
 
     TASKS, RUNS, EFFECTS, MARK = "jarvis_tasks", "jarvis_runs", "jarvis_effects", "%s"
@@ -493,6 +498,10 @@ class PostgresStore(StoreBase):
             cur.execute(f"SELECT id FROM jarvis_runs WHERE status = 'running' AND lease_until < "
                         f"{NOW} ORDER BY id FOR UPDATE SKIP LOCKED")
             for row in cur.fetchall():
+                if self._repark(cur, row["id"]):
+                    cur.execute("SELECT * FROM jarvis_runs WHERE id = %s", (row["id"],))
+                    recovered.append(_run(cur.fetchone()))
+                    continue
                 cur.execute(
                     "UPDATE jarvis_runs SET status = 'failed', finished_at = %s, epoch = epoch + 1, "
                     "error_type = 'crashed', error = 'interrupted: ' || coalesce(claimed_by, '?') "
@@ -633,11 +642,19 @@ class PostgresStore(StoreBase):
                 text = json.dumps(log_entry, ensure_ascii=False, default=str)
                 if len(text) > MAX_LOG_ENTRY_CHARS:
                     text = _slim_entry(log_entry, len(text))
-                text = storable(text)  # a transcript with a lone surrogate still gets stored
-                cur.execute("INSERT INTO jarvis_run_logs (id, run_id, created_at, entry) "
-                            f"VALUES (%s, %s, {NOW}, %s) ON CONFLICT (id) DO NOTHING",
-                            (run_log_id, run_id, text))
+                self._store_log_entry(cur, run_id, run_log_id, log_entry)
             return run
+
+    def _store_log_entry(self, cur: Any, run_id: int, run_log_id: str,
+                         log_entry: dict[str, Any]) -> None:
+        text = json.dumps(log_entry, ensure_ascii=False, default=str)
+        if len(text) > MAX_LOG_ENTRY_CHARS:
+            text = _slim_entry(log_entry, len(text))
+        text = storable(text)  # a transcript with a lone surrogate still gets stored
+        # A run that parked and then went on has its entry stored twice: the last one wins.
+        cur.execute("INSERT INTO jarvis_run_logs (id, run_id, created_at, entry) "
+                    f"VALUES (%s, %s, {NOW}, %s) ON CONFLICT (id) DO UPDATE SET "
+                    "entry = EXCLUDED.entry", (run_log_id, run_id, text))
 
     def get_log_entry(self, run_log_id: str) -> dict[str, Any] | None:
         """The run log entry a worker stored for `run_log_id` (None if there is none)."""

@@ -137,6 +137,8 @@ class Worker:
         overran = thread.is_alive()
         outcome = self._outcome(thread, box, task)
         entry = outcome.metadata.get("log_entry") if isinstance(outcome.metadata, dict) else None
+        if outcome.parked and not overran:
+            return self._park(store, task, run, outcome, entry)
         finished = None
         for attempt_no in range(5):
             try:
@@ -174,6 +176,21 @@ class Worker:
         if task.notify:
             self._deliver(store, task, finished)
         return finished.status
+
+    def _park(self, store: Any, task: Any, run: Any, outcome: RunOutcome, entry: Any) -> str:
+        """The run stopped before calls that need the person: recorded "parked" with the same
+        fence as a finish (id, epoch, running, this worker); a daemon continues it once they
+        are answered."""
+        parked = store.park_run(run.id, self._owner, now=time.time(),
+                                run_log_id=outcome.run_log_id, note=outcome.error or "",
+                                epoch=run.epoch, log_entry=entry)
+        if parked is None:
+            log.warning("task %s: run %d parked, but it is no longer this worker's; dropped",
+                        task.id, run.id)
+            return "lost"
+        log.info("task %s: run %d parked, waiting for approval %s", task.id, run.id,
+                 ", ".join(outcome.parked))
+        return "parked"
 
     def _deliver(self, store: Any, task: Any, run: Any) -> None:
         """Send the recorded run to the task's channel and record how it went (as the local

@@ -173,9 +173,12 @@ def build_app(settings: ServeSettings | None = None, *, config: Any = None, tool
     async def environments(request: Request) -> Response:
         return JSONResponse([env.name])
 
+    from jarvis.server.approvals import ApprovalRoutes
+
     routes = [
         # The busiest route first: Starlette tries them in order (no other one overlaps it).
         Route("/v1/chat/completions", chat.completions, methods=["POST"]),
+        *ApprovalRoutes(config).routes(),  # before /{env}/...: the owner's API and link page
         Route("/health", health, methods=["GET"]),
         Route("/list_environments", environments, methods=["GET"]),
         Route("/create_session", env.create_session, methods=["POST"]),
@@ -226,9 +229,15 @@ def build_app(settings: ServeSettings | None = None, *, config: Any = None, tool
                     log.exception("ending idle sessions failed")
 
         task = asyncio.create_task(reaper())
+        from jarvis.approvals.served import ServedRuns, parks
+
+        # Chat runs that parked go on once answered (docs/approvals.md).
+        served = ServedRuns(jarvis).start() if parks(jarvis.config) else None
         try:
             yield
         finally:
+            if served is not None:
+                await asyncio.to_thread(served.stop)
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task

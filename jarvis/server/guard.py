@@ -13,7 +13,9 @@ POST). So, before any route runs:
 - a POST with a body must say `Content-Type: application/json` (a cross-site form can only
   send text/plain, form-urlencoded or multipart without a preflight), and so must an empty
   POST that says one of those form types (a form with no fields); a second Origin or
-  Content-Type header is a 400;
+  Content-Type header is a 400. The one exception is an approval page's own form
+  (form-urlencoded, to /jarvis/approve/ID), which carries a signed single-use token and must
+  come from the page itself (jarvis.server.approvals);
 - WebSocket handshakes get the same Host and Origin checks (the same-origin policy does not
   cover them);
 - a request with both Content-Length and Transfer-Encoding is refused and its connection
@@ -39,7 +41,7 @@ from urllib.parse import urlsplit
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from jarvis.server.http import error_response
+from jarvis.server.http import TOKEN_PATHS, error_response
 
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 # What a cross-site HTML form (or a no-cors fetch) may send without a CORS preflight.
@@ -177,7 +179,11 @@ class RequestGuard:
         # that leaves Origin out would otherwise get it through). Clients that say
         # application/octet-stream on an empty POST (aiohttp) are no browser form.
         if scope.get("method") == "POST" and (_has_body(scope) or ctype in FORM_TYPES):
-            if ctype != "application/json":
+            # An approval page's own form (jarvis.server.approvals checks its token, Origin
+            # and cookie); every other POST is JSON.
+            link_form = (ctype == "application/x-www-form-urlencoded"
+                         and scope["path"].startswith(TOKEN_PATHS))
+            if ctype != "application/json" and not link_form:
                 return 415, (f"Content-Type must be application/json, got "
                              f"{ctype or 'nothing'!r}")
         return None

@@ -19,6 +19,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 log = logging.getLogger("jarvis.server")
 
 OPEN_PATHS = frozenset({"/health"})
+# Approval link pages answer to the link's signed, single-use token instead of the key
+# (a phone's browser has no owner token): jarvis.server.approvals.
+TOKEN_PATHS = ("/jarvis/approve/",)
 
 
 def dumps(value: Any) -> str:
@@ -114,7 +117,8 @@ class ApiKeyMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
-        if kind not in ("http", "websocket") or (kind == "http" and scope["path"] in OPEN_PATHS):
+        if kind not in ("http", "websocket") or (kind == "http" and (
+                scope["path"] in OPEN_PATHS or scope["path"].startswith(TOKEN_PATHS))):
             await self.app(scope, receive, send)
             return
         given = b""

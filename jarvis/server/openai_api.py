@@ -142,6 +142,10 @@ class ChatAPI:
                                    "tools": self._tools_for(model),
                                    "system": "\n\n".join(system) if system else None,
                                    "approver": self.approver, "source": "serve"}
+        from jarvis.approvals.served import parks
+
+        if parks(self.jarvis.config):  # a call needing the person waits for them (docs/approvals.md)
+            options["on_approval"] = "defer"
         temperature = body.get("temperature")
         if temperature is not None:
             if not isinstance(temperature, (int, float)) or not 0 <= temperature <= 2:
@@ -178,7 +182,12 @@ class ChatAPI:
     def _ask(self, query: str, options: dict[str, Any]) -> dict[str, Any]:
         with self._engine_lock:  # build (or discover) the engine once, not per racing request
             self.jarvis.engine  # noqa: B018 - the property builds it
-        return self.jarvis.ask_full(query, **options)
+        out = self.jarvis.ask_full(query, **options)
+        if out.get("status") == "parked":
+            from jarvis.approvals.served import parked_reply
+
+            out["content"] = parked_reply(out, self.jarvis.config)
+        return out
 
     async def completions(self, request: Request) -> Response:
         body = require_object(await read_json(request, self.max_body_bytes))
@@ -287,7 +296,7 @@ class ChatAPI:
             yield f"data: {dumps(body)}\n\n"
             return
         out = job.result()
-        if not streamed and out["content"]:
+        if out["content"] and (not streamed or out.get("status") == "parked"):
             yield chunk({"content": out["content"]})
         yield chunk({}, "stop", jarvis=_summary(out))
         if parsed["include_usage"]:
@@ -327,11 +336,15 @@ def _usage(out: dict[str, Any]) -> dict[str, int]:
 
 def _summary(out: dict[str, Any]) -> dict[str, Any]:
     """jarvis extras next to the OpenAI fields (clients ignore unknown keys)."""
-    return {"agent": out.get("agent"), "engine": out.get("engine"), "turns": out.get("turns"),
+    summary = {"agent": out.get("agent"), "engine": out.get("engine"), "turns": out.get("turns"),
             "run_id": out.get("run_id"),
             "tool_results": [{k: r.get(k) for k in ("tool_name", "success", "content",
                                                      "latency_seconds", "error_type")}
                              for r in out.get("tool_results", [])]}
+    if out.get("status") == "parked":  # waiting for the person: which requests
+        summary["status"] = "parked"
+        summary["pending_approvals"] = out.get("pending_approvals")
+    return summary
 
 
 def _as_api_error(exc: BaseException) -> ApiError:

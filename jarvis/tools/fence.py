@@ -205,6 +205,20 @@ class RunFence:
             self._positions[(tool, target)] = n
             return n
 
+    def positions(self) -> list[list[Any]]:
+        """Where this run's effects stand ([tool, target, count] each, JSON-safe): a parked
+        run keeps them, so its continuation's next effect gets the next key, not the first."""
+        with self._lock:
+            return [[tool, target, n] for (tool, target), n in self._positions.items()]
+
+    def restore_positions(self, saved: Any) -> None:
+        """Continue from `positions()` of the run this one continues (a parked run)."""
+        with self._lock:
+            for item in saved or []:
+                tool, target, n = item
+                key = (str(tool), str(target))
+                self._positions[key] = max(self._positions.get(key, 0), int(n))
+
     def effect_key(self, tool: str, target: str, position: int) -> str:
         """The key of the `position`-th effect of `tool` on `target` in this occurrence: the
         same for every attempt (an opaque 32-hex-digit string)."""

@@ -99,6 +99,14 @@ def decide(executor: ToolExecutor, entry: _Entry, call_id: str,
             decision = None
     elif not needs_confirmation:
         return PASS
+    if decision is None and trust.rules.grants:
+        # A grant the person made for this tool and every destination of the call answers
+        # its confirmation too (docs/approvals.md).
+        shown = egress_for(entry, arguments) if entry.egress != "none" else []
+        grant = trust.rules.granted(name, shown)
+        if grant is not None:
+            trust.record_decision(_record(call_id, name, f"grant {grant.id}", shown))
+            return Gate(clean=clean)
     if decision is not None:
         request = ApprovalRequest(EGRESS, name, arguments, list(decision.egress),
                                   reason=decision.why, how_to_allow=decision.how_to_allow,

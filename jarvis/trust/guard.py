@@ -114,7 +114,7 @@ def check(trust: RunTrust, tool: str, egress: Sequence[Egress]) -> Decision:
         return NOT_EXPOSED
     unconfirmed = False
     for e in egress:
-        if e.kind == "none" or trust.rules.allows(e):
+        if e.kind == "none" or trust.rules.allows(e, tool):
             continue
         if covered(e, trust):
             unconfirmed = True

@@ -35,11 +35,47 @@ MAX_MARKS = 100  # tainted_by / private_by entries kept (the first ones: they sa
 MAX_DECISIONS = 200  # egress decisions kept in the run's record
 
 
+GRANT_KINDS = {"host": "network", "channel": "channel", "server": "mcp"}
+
+
+def host_matches(entry: str, hostport: str) -> bool:
+    """Whether a host rule (`example.com`: any port, `example.com:8443`, `*.example.com`:
+    its subdomains, not itself) covers a destination `host[:port]`."""
+    host, _, port = hostport.rpartition(":") if hostport.count(":") == 1 else (
+        hostport, "", "")
+    host = host or hostport
+    if entry.startswith("*."):
+        return host.endswith(entry[1:]) and host != entry[2:]
+    return entry == hostport or entry == host
+
+
+@dataclass(slots=True, frozen=True)
+class GrantRule:
+    """A grant the person made (`jarvis grants add`, "always" at a prompt, the approval page):
+    `tool` may send to the host / channel / MCP server `value` without asking (docs/
+    approvals.md). Only the person's commands make them; the executor only reads them."""
+
+    id: str
+    tool: str
+    kind: str  # "host" | "channel" | "server"
+    value: str
+
+    def covers(self, tool: str, egress: Egress) -> bool:
+        if tool != self.tool or GRANT_KINDS.get(self.kind) != egress.kind:
+            return False
+        if self.kind == "host":
+            return host_matches(self.value, egress.destination)
+        return egress.destination == self.value
+
+    def to_dict(self) -> dict[str, str]:
+        return {"id": self.id, "tool": self.tool, "kind": self.kind, "value": self.value}
+
+
 @dataclass(slots=True, frozen=True)
 class EgressRules:
     """Destinations the person allows a tainted run holding private data to send to, without
     asking: `[egress] allow_hosts / allow_channels / allow_mcp_servers` in config.toml, a
-    per-ask `--allow-egress`, and (issue 22) grants.
+    per-ask `--allow-egress`, and grants (`GrantRule`: one tool to one destination).
 
     A host entry is `example.com` (any port), `example.com:8443`, or `*.example.com` (its
     subdomains, not itself).
@@ -48,13 +84,15 @@ class EgressRules:
     hosts: tuple[str, ...] = ()
     channels: tuple[str, ...] = ()
     mcp_servers: tuple[str, ...] = ()
+    grants: tuple[GrantRule, ...] = ()
 
     @classmethod
     def make(cls, hosts: Iterable[str] = (), channels: Iterable[str] = (),
-             mcp_servers: Iterable[str] = ()) -> EgressRules:
+             mcp_servers: Iterable[str] = (), grants: Iterable[GrantRule] = ()) -> EgressRules:
         return cls(tuple(dict.fromkeys(h.strip().lower() for h in hosts if h.strip())),
                    tuple(dict.fromkeys(c.strip() for c in channels if c.strip())),
-                   tuple(dict.fromkeys(s.strip() for s in mcp_servers if s.strip())))
+                   tuple(dict.fromkeys(s.strip() for s in mcp_servers if s.strip())),
+                   tuple(dict.fromkeys(grants)))
 
     @classmethod
     def parse(cls, entries: Iterable[str]) -> EgressRules:
@@ -84,21 +122,17 @@ class EgressRules:
         if other is None:
             return self
         return EgressRules.make(self.hosts + other.hosts, self.channels + other.channels,
-                                self.mcp_servers + other.mcp_servers)
+                                self.mcp_servers + other.mcp_servers,
+                                self.grants + other.grants)
 
     def allows_host(self, hostport: str) -> bool:
-        host, _, port = hostport.rpartition(":") if hostport.count(":") == 1 else (
-            hostport, "", "")
-        host = host or hostport
-        for entry in self.hosts:
-            if entry.startswith("*."):
-                if host.endswith(entry[1:]) and host != entry[2:]:
-                    return True
-            elif entry == hostport or entry == host:
-                return True
-        return False
+        return any(host_matches(entry, hostport) for entry in self.hosts)
 
-    def allows(self, egress: Egress) -> bool:
+    def allows(self, egress: Egress, tool: str | None = None) -> bool:
+        """Whether a rule lets this egress through: a config rule for any tool, or a grant
+        for `tool`."""
+        if tool is not None and any(g.covers(tool, egress) for g in self.grants):
+            return True
         if egress.kind == "network":
             return self.allows_host(egress.destination)
         if egress.kind == "channel":
@@ -107,15 +141,33 @@ class EgressRules:
             return any(fnmatch.fnmatchcase(egress.destination, s) for s in self.mcp_servers)
         return False
 
-    def to_dict(self) -> dict[str, list[str]]:
+    def granted(self, tool: str, egress: Iterable[Egress]) -> GrantRule | None:
+        """The grant that lets a call of `tool` through without asking for its confirmation:
+        one exists when every destination of the call is covered by a grant for this tool
+        (None for a call that names no destination: grants are per destination)."""
+        found = None
+        for e in egress:
+            if e.kind == "none":
+                continue
+            grant = next((g for g in self.grants if g.covers(tool, e)), None)
+            if grant is None:
+                return None
+            found = found or grant
+        return found
+
+    def to_dict(self) -> dict[str, Any]:
         return {"hosts": list(self.hosts), "channels": list(self.channels),
-                "mcp_servers": list(self.mcp_servers)}
+                "mcp_servers": list(self.mcp_servers),
+                "grants": [g.to_dict() for g in self.grants]}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> EgressRules:
         data = data or {}
+        grants = [GrantRule(str(g.get("id", "")), str(g.get("tool", "")), str(g.get("kind", "")),
+                            str(g.get("value", ""))) for g in data.get("grants") or ()
+                  if isinstance(g, dict)]
         return cls.make(data.get("hosts") or (), data.get("channels") or (),
-                        data.get("mcp_servers") or ())
+                        data.get("mcp_servers") or (), grants)
 
 
 def _mark(reason: str, call_id: str | None, tool: str | None) -> dict[str, Any]:
