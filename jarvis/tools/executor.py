@@ -228,7 +228,7 @@ class ToolExecutor:
         else:
             validate = tool.validate_arguments
         is_async = bool(tool.is_async)
-        labels, egress = gate.declared(tool, spec, spec.name in self.trusted_tools)
+        labels, egress = gate.declared(tool, spec, spec.name in self.trusted_tools, self.trust)
         self._entries[spec.name] = _Entry(
             tool=tool, spec=spec, validate=validate, inline=bool(tool.inline) and not is_async,
             is_async=is_async, wants_context=_wants_context(tool),
