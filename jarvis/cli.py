@@ -35,6 +35,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "worker": ("jarvis.commands.worker:worker", "Run a Celery worker that executes scheduled runs."),
     "serve": ("jarvis.commands.serve:serve", "Serve tools (ORS) and agents (OpenAI API) over HTTP."),
     "doctor": ("jarvis.commands.doctor:doctor", "Check the host and the code sandbox in force."),
+    "chat": ("jarvis.commands.chat:chat", "Talk with jarvis: a conversation at the terminal."),
+    "conversations": ("jarvis.commands.conversations:conversations",
+                      "List, show and delete conversations."),
+    "listen": ("jarvis.commands.listen:listen", "Answer messages from Telegram and e-mail "
+               "([inbound.NAME])."),
     "approvals": ("jarvis.commands.approvals:approvals",
                   "Requests of runs waiting for you: list, show, approve, deny."),
     "grants": ("jarvis.commands.grants:grants",

@@ -65,6 +65,8 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX IF NOT EXISTS tool_calls_run ON tool_calls(run_id);
     """,
+    # A tool's recent calls, for the budget's estimates (tool_history).
+    "CREATE INDEX IF NOT EXISTS tool_calls_tool ON tool_calls(tool_name, id)",
 ]
 
 
@@ -297,6 +299,18 @@ class RunLog:
             names = ["id", "created_at", "duration_seconds", "source", "query", "agent", "model",
                      "engine", "status", "error", "turns", "total_tokens", "tool_calls"]
         return [dict(zip(names, r, strict=True)) for r in rows]
+
+    def tool_history(self, tool_name: str, limit: int = 50) -> list[tuple[Any, Any]]:
+        """(latency_seconds, cost_usd) of the tool's last `limit` calls that ran (newest first):
+        what budgets estimate a call by, across processes (jarvis.tools.budget)."""
+        with self._lock:
+            conn = self._open(create=False)
+            if conn is None:
+                return []
+            return conn.execute(
+                "SELECT latency_seconds, cost_usd FROM tool_calls WHERE tool_name = ? AND "
+                "(error_type IS NULL OR error_type IN ('timeout', 'execution', 'transport')) "
+                "ORDER BY id DESC LIMIT ?", [tool_name, int(limit)]).fetchall()
 
     def get(self, run_id: str) -> dict[str, Any]:
         """One run with its transcript and tool calls; an unambiguous id prefix is enough."""

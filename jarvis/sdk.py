@@ -280,7 +280,8 @@ class Jarvis:
                  schema_retries: int | None = None, schema_mode: str = "auto",
                  trust: Any = None, allow_egress: Sequence[str] | None = None,
                  egress_approver: Callable[[Any], bool] | None = None, on_approval: str | None = None,
-                 on_person_needed: Callable[[Any], Any] | None = None, fence: Any = None) -> dict[str, Any]:
+                 on_person_needed: Callable[[Any], Any] | None = None, fence: Any = None,
+                 budget: Any = None, conversation: str | None = None) -> dict[str, Any]:
         """Answer `query` and report how.
 
         Args:
@@ -312,17 +313,23 @@ class Jarvis:
                 denied, `approver` never answers them; on_approval="defer" parks them:
                 docs/approvals.md); the hook every person-needed decision goes through (jarvis.tools.gate).
             fence: a scheduled run's RunFence (jarvis.tools.fence): lease checks, effect keys.
+            budget: a Budget or {"usd", "seconds", "tool_calls"} (jarvis.tools.budget).
+            conversation: a conversation id: answer as its next turn (jarvis.conversations).
 
         Returns a dict with content, usage (summed over turns), tool_results, turns, model,
         engine, agent, run_id, context_sources, trust (what the run read, when, by which
-        call; its egress decisions), metadata, and status: "ok", or "incomplete" for a run
-        that ended without an answer (stop_reason "max_turns", "loop_guard", or "schema" when
-        no answer matched `output_schema`; stop_message says so; for max_turns and the loop
-        guard content is empty). The run log records it as incomplete. A tainted run's
-        answer has its self-fetching Markdown neutralized.
+        call; its egress decisions), budget (spend and limits), metadata, and status: "ok",
+        or "incomplete" for a run that ended without an answer (stop_reason "max_turns",
+        "loop_guard", "budget", or "schema" when no answer matched `output_schema`;
+        stop_message says so; content is then empty but for "schema"). The run log records it
+        as incomplete. A tainted run's answer has its self-fetching Markdown neutralized.
         """
         if not isinstance(query, str) or not query.strip():
             raise UserError("the query is empty; pass a question to ask")
+        if conversation is not None:
+            options = {k: v for k, v in locals().items() if k not in ("self", "query", "conversation")}
+            from jarvis.conversations import ask_in_conversation
+            return ask_in_conversation(self, conversation, query, **options)
         if max_turns is not None and (isinstance(max_turns, bool) or not isinstance(max_turns, int)
                                       or max_turns < 1):
             raise UserError(f"max_turns must be a whole number of at least 1, not {max_turns!r}")
@@ -334,7 +341,9 @@ class Jarvis:
             structured = OutputSchema.of(output_schema)  # a bad schema fails before any work
             schema_retries = DEFAULT_RETRIES if schema_retries is None else schema_retries
         tool_names = _split_names(tools)
-        invalid = _invalid_text(query, system, history)
+        from jarvis.core.text import ask_problem
+
+        invalid = ask_problem(query, system, history)
         if invalid is not None:
             # Refused before any engine call, yet in `jarvis runs list` like every ask.
             self._refuse(invalid, query=query, source=source, tools=tool_names, started=started)
@@ -362,6 +371,7 @@ class Jarvis:
             set_sampling_engine(engine, use_model)
 
         from jarvis.approvals.parking import Parking
+        from jarvis.tools.budget import meter_for
         from jarvis.tools.executor import ToolExecutor
         from jarvis.trust import AnswerGuard
 
@@ -369,12 +379,13 @@ class Jarvis:
                           run_metadata, (on_person_needed, approver, egress_approver), _resume)
         run_id, run_trust = parking.check(structured), parking.trust
         tc = self.config.tools
+        meter = meter_for(self.config, spec, budget, engine=engine, model=use_model, log=self.runlog)
         executor = ToolExecutor(built, bus=self.bus, approver=_approver(approver, approved_tools),
                                 default_timeout=tc.default_timeout,
                                 max_output_chars=tc.max_output_chars, run_id=run_id,
                                 approved_tools=approved_tools or (),
                                 max_abandoned_per_tool=tc.max_abandoned_per_tool,
-                                max_abandoned=tc.max_abandoned_threads, fence=fence,
+                                max_abandoned=tc.max_abandoned_threads, fence=fence, budget=meter,
                                 trusted_tools=self.config.egress.trusted_tools, **parking.options)
         system_prompt = system if system is not None else (
             spec.instructions if spec is not None and spec.instructions else self.config.agent.system)
@@ -431,6 +442,7 @@ class Jarvis:
         metadata.update(run_metadata or {})
         if outcome is not None:
             metadata["structured"] = outcome.metadata()
+        metadata["budget"] = meter.report()
         stop_reason, stop_message = run_stop(result, outcome)
         status = "incomplete" if stop_reason else "ok"
         result.content = answer.finish(result.content)
@@ -438,7 +450,7 @@ class Jarvis:
         out = {
             # max_turns / the loop guard: the agent's note is no answer (a schema's failure
             # keeps the model's last text, which the validation error speaks of)
-            "content": "" if stop_reason in ("max_turns", "loop_guard") else result.content,
+            "content": "" if stop_reason in ("max_turns", "loop_guard", "budget") else result.content,
             "status": status,
             "stop_reason": stop_reason,
             "stop_message": stop_message,
@@ -451,6 +463,7 @@ class Jarvis:
             "run_id": None,
             "context_sources": sources,
             "trust": metadata["trust"],
+            "budget": metadata["budget"],
             "metadata": metadata,
             "duration_seconds": time.time() - started,
         }
@@ -549,9 +562,7 @@ class Jarvis:
         import queue
         import threading
 
-        cancel = kwargs.pop("cancel", None)
-        if cancel is None:
-            cancel = threading.Event()
+        cancel = kwargs.pop("cancel", None) or threading.Event()
         pieces: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
 
         def run() -> None:
@@ -580,6 +591,11 @@ class Jarvis:
             if not finished:  # the caller stopped early: nobody wants the rest
                 cancel.set()
 
+    def conversation(self, conversation_id: str | None = None, **defaults: Any) -> Any:
+        """`with j.conversation() as c: c.ask_full(...)`: turns that share history."""
+        from jarvis.conversations import Conversation
+        return Conversation(self, conversation_id, **defaults)
+
     async def aask_stream(self, query: str, **kwargs: Any) -> AsyncIterator[str]:
         """Async `ask_stream`: `async for piece in j.aask_stream(...)` (the loop stays free).
 
@@ -590,9 +606,7 @@ class Jarvis:
         import asyncio
         import threading
 
-        cancel = kwargs.pop("cancel", None)
-        if cancel is None:
-            cancel = threading.Event()
+        cancel = kwargs.pop("cancel", None) or threading.Event()
         if "on_token" in kwargs:
             raise UserError("aask_stream yields the pieces itself; use ask_full(on_token=...) "
                             "to get a callback")
@@ -625,9 +639,7 @@ class Jarvis:
         import asyncio
         import threading
 
-        cancel = kwargs.pop("cancel", None)
-        if cancel is None:
-            cancel = threading.Event()
+        cancel = kwargs.pop("cancel", None) or threading.Event()
         try:
             return await asyncio.to_thread(self.ask_full, query, cancel=cancel, **kwargs)
         except asyncio.CancelledError:
@@ -677,19 +689,6 @@ def _approver(approver: Approver | None, approved_tools: Sequence[str] | None) -
     from jarvis.tools.gate import NamedApprovals
 
     return NamedApprovals(approved, approver)
-
-
-def _invalid_text(query: str, system: str | None, history: Sequence[Message] | None
-                  ) -> str | None:
-    """Why the question, system prompt or history is not valid Unicode text (a lone
-    surrogate: see jarvis.core.text), or None."""
-    from jarvis.core.text import find_problem, problem
-
-    found = problem(query, "the question") or problem(system, "the system prompt")
-    for i, message in enumerate(history or ()):
-        found = found or find_problem(getattr(message, "content", None),
-                                      f"message {i + 1} of the history")
-    return found
 
 
 def _answer(out: dict[str, Any]) -> str:

@@ -1,5 +1,5 @@
 """How a run ended, as the SDK reports it: an answer, or no answer because it stopped on a
-limit (max_turns, the loop guard), which is `status = "incomplete"` in every record."""
+limit (max_turns, the loop guard, the budget), which is `status = "incomplete"` in every record."""
 
 from __future__ import annotations
 
@@ -15,6 +15,9 @@ def stop_of(result: Any) -> tuple[str | None, str | None]:
     if meta.get("loop_detected"):
         return "loop_guard", ("stopped because the model kept repeating the same tool call "
                               "without an answer")
+    if meta.get("budget_exceeded"):
+        return "budget", ("stopped at the budget without a final answer (its spend is in "
+                          "`budget`; raise --budget-usd, --budget-seconds or --max-tool-calls)")
     return None, None
 
 

@@ -111,10 +111,12 @@ class TerminalPerson:
     `[y/N/v]`, where v shows everything (escapes visible) and asks again. For a call whose
     destinations are hosts, channels or MCP servers, `a` ("always") approves it and makes a
     grant for this tool and those destinations (docs/approvals.md): later calls there, in
-    this run and the next ones, do not ask."""
+    this run and the next ones, do not ask. End of input is no; so is Ctrl-C, unless
+    `interrupt_stops` (then KeyboardInterrupt goes on up: `jarvis chat` stops the answer)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, interrupt_stops: bool = False) -> None:
         self.always: set[tuple[str, str, str]] = set()  # (tool, egress kind, destination)
+        self.interrupt_stops = interrupt_stops
 
     # The prompt shows the whole call: allowing where it goes also confirms the tool.
     covers_confirmation = True
@@ -140,8 +142,10 @@ class TerminalPerson:
             try:
                 answer = click.prompt(f"Allow tool {name}? [y/N/{'a/' if offer else ''}v]",
                                       default="", show_default=False, err=True)
-            except click.Abort:  # end of input: nobody said yes
+            except click.Abort as exc:  # end of input or Ctrl-C: nobody said yes
                 click.echo("", err=True)
+                if self.interrupt_stops and isinstance(exc.__context__, KeyboardInterrupt):
+                    raise KeyboardInterrupt from None
                 return False
             answer = answer.strip().lower()
             if answer in ("y", "yes"):

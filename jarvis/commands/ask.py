@@ -2,7 +2,8 @@
 results go to stderr as they happen; `--json` prints the whole ask_full dict instead.
 
 Exit codes: 0 answered; 1 failed (engine, run); 2 misuse (unknown tool, bad option);
-3 stopped without an answer (max_turns reached, or the loop guard stopped a repeating model).
+3 stopped without an answer (max_turns reached, the loop guard stopped a repeating model, or
+the budget ran out).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from jarvis.commands._common import (
 from jarvis.core.terminal import paint, visible
 
 PREVIEW_CHARS = 200
-STOPPED_EXIT_CODE = 3  # max_turns or the loop guard ended the run without an answer
+STOPPED_EXIT_CODE = 3  # max_turns, the loop guard or the budget ended the run without an answer
 MAX_STDIN_CHARS = 1_000_000
 
 
@@ -267,13 +268,26 @@ class _Stdout:
               help="Let this ask send to DEST even after it read untrusted content and holds "
                    "private data: HOST, channel:NAME or mcp:SERVER (repeatable; see "
                    "docs/trust.md). --yes does not cover such calls.")
+@click.option("-c", "--continue", "continue_last", is_flag=True, help="Continue the last "
+              "conversation (its earlier questions and answers go with this one).")
+@click.option("--conversation", "conversation_id", metavar="ID", help="Continue conversation "
+              "ID (`jarvis conversations list`).")
+@click.option("--budget-usd", type=float, metavar="USD", help="Dollars this ask may spend "
+              "(engine tokens priced from [engine.prices], tools' cost); default: [agent].")
+@click.option("--budget-seconds", type=float, metavar="S", help="Seconds this ask may take; "
+              "default: [agent].")
+@click.option("--max-tool-calls", type=int, metavar="N", help="Tool calls this ask may make; "
+              "default: [agent].")
 @click.pass_context
 def ask(ctx: click.Context, query: tuple[str, ...], agent: str | None, tools: str | None,
         model: str | None, engine: str | None, host: str | None, system: str | None,
         max_turns: int | None, yes: bool, as_json: bool, no_stream: bool,
-        no_context: bool, schema_file: str | None, allow_egress: tuple[str, ...]) -> None:
+        no_context: bool, schema_file: str | None, allow_egress: tuple[str, ...],
+        continue_last: bool, conversation_id: str | None, budget_usd: float | None,
+        budget_seconds: float | None, max_tool_calls: int | None) -> None:
     """Ask QUERY (or `-`, or nothing: read it from stdin); the answer goes to stdout, tool
-    activity to stderr. Exit code 3: stopped without an answer (max turns or loop guard).
+    activity to stderr. Exit code 3: stopped without an answer (max turns, loop guard or
+    budget: a call that would overrun it is not made).
 
     \b
     Examples:
@@ -281,8 +295,14 @@ def ask(ctx: click.Context, query: tuple[str, ...], agent: str | None, tools: st
       jarvis ask --tools calculator "What is 15% of 340?"
       jarvis ask -a react --tools calculator,think "Solve: 2x + 5 = 13"
       echo "What is 2+2?" | jarvis ask
+      jarvis ask -c "And in Celsius?"      # continue the last conversation
+      jarvis ask --tools web_search --budget-seconds 30 --max-tool-calls 5 "news?"
     """
+    from jarvis.commands.conversations import asker, chosen_conversation
     from jarvis.sdk import Jarvis
+    from jarvis.tools.budget import Budget
+
+    budget = Budget(budget_usd, budget_seconds, max_tool_calls)  # bad values: one line, exit 2
 
     question = _read_query(query)
     config_path = (ctx.obj or {}).get("config_path")
@@ -301,18 +321,20 @@ def ask(ctx: click.Context, query: tuple[str, ...], agent: str | None, tools: st
         with Jarvis(config_path=config_path, engine=engine, model=model, host=host,
                     default_client="http") as j:
             _show_events(j.bus, status, j, lines)
-            result = j.ask_full(question, agent=agent, tools=tools, system=system,
-                                max_turns=max_turns, approver=terminal_approver(yes),
-                                egress_approver=terminal_egress_approver(),
-                                allow_egress=list(allow_egress),
-                                context=False if no_context else None, source="cli",
-                                on_token=stdout if streaming else None,
-                                output_schema=output_schema)
+            record = chosen_conversation(j.config, continue_last, conversation_id)
+            answer = asker(j, record, source="cli", agent=agent, tools=tools)
+            result = answer(question, agent=agent, tools=tools, system=system,
+                            max_turns=max_turns, approver=terminal_approver(yes),
+                            egress_approver=terminal_egress_approver(),
+                            allow_egress=list(allow_egress),
+                            context=False if no_context else None, source="cli",
+                            on_token=stdout if streaming else None,
+                            output_schema=output_schema, budget=budget)
     finally:
         status.close()
         logging.getLogger("jarvis").removeHandler(handler)
         stdout.finish()  # text streamed before a failure still ends its line
-    stopped = result.get("stop_reason") in ("max_turns", "loop_guard")
+    stopped = result.get("stop_reason") in ("max_turns", "loop_guard", "budget")
     if output_schema is not None and not stopped:
         _structured_exit(ctx, result, as_json)
         return
@@ -326,6 +348,12 @@ def ask(ctx: click.Context, query: tuple[str, ...], agent: str | None, tools: st
     if result.get("stop_reason") == "max_turns":
         click.echo(f"{error} stopped at max_turns ({result['turns']} turns) without a final "
                    f"answer; raise it with --max-turns (exit code {STOPPED_EXIT_CODE})", err=True)
+    elif result.get("stop_reason") == "budget":
+        from jarvis.tools.budget import spend_line
+
+        why = visible(spend_line(result.get("budget") or {}), 600, one_line=True)
+        click.echo(f"{error} stopped at the budget without a final answer: {why} (exit code "
+                   f"{STOPPED_EXIT_CODE})", err=True)
     elif stopped:
         click.echo(f"{error} {result['stop_message']} (exit code {STOPPED_EXIT_CODE})", err=True)
     if stopped:

@@ -168,6 +168,12 @@ def show_run(run_id: str, as_json: bool) -> None:
         echo("stopped: at max_turns, before a final answer")
     elif run["status"] != "incomplete" and meta.get("loop_detected"):
         echo("stopped: the model kept repeating the same tool call")
+    elif meta.get("budget_exceeded"):
+        echo("stopped: at the budget, before a final answer")
+    if isinstance(meta.get("budget"), dict):
+        from jarvis.tools.budget import spend_line
+
+        echo(f"budget:  {spend_line(meta['budget'])}")
     for call in run["tool_calls"]:
         state = "ok" if call["success"] else f"FAILED ({call['error_type']})"
         echo(f"tool:    {call['tool_name']} {json.dumps(call['arguments'], ensure_ascii=False)}"

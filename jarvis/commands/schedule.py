@@ -161,12 +161,17 @@ def _read_prompt(prompt: str | None, prompt_file: str | None) -> str:
               "[scheduler] grace_seconds).")
 @click.option("--notify", "notify", default=None, metavar="CHANNEL",
               help="Send each run's answer (or failure) to this channel ([channels.CHANNEL]).")
+@click.option("--budget-usd", type=float, metavar="USD", help="Dollars each run may spend "
+              "(as `jarvis ask --budget-usd`).")
+@click.option("--budget-seconds", type=float, metavar="S", help="Seconds each run may take.")
+@click.option("--max-tool-calls", type=int, metavar="N", help="Tool calls each run may make.")
 @click.option("--json", "as_json", is_flag=True, help="Print the new task as JSON.")
 def add_task(prompt: str | None, prompt_file: str | None, cron: str | None, tz: str,
              every: float | None, at: str | None, agent: str | None, tools: str | None,
              approve_tools: str | None, timeout: float | None, retries: int,
              retry_backoff: float, on_crash: str, grace: float | None, notify: str | None,
-             as_json: bool) -> None:
+             budget_usd: float | None, budget_seconds: float | None,
+             max_tool_calls: int | None, as_json: bool) -> None:
     """Schedule PROMPT: exactly one of --cron, --every or --at.
 
     PROMPT `-` (or --prompt-file -) reads the prompt from stdin; --prompt-file PATH from a
@@ -194,7 +199,9 @@ def add_task(prompt: str | None, prompt_file: str | None, cron: str | None, tz: 
     task = scheduler.add(prompt, cron=cron, every=every, at=at, tz=tz, agent=agent,
                             tools=tools, approved_tools=approve_tools, timeout_seconds=timeout,
                             max_retries=retries, retry_backoff_seconds=retry_backoff,
-                            on_crash=on_crash, grace_seconds=grace, notify=notify)
+                            on_crash=on_crash, grace_seconds=grace, notify=notify,
+                            budget={"usd": budget_usd, "seconds": budget_seconds,
+                                    "tool_calls": max_tool_calls})
     data = task.to_dict()
     if as_json:
         echo_json(data)
@@ -457,7 +464,13 @@ def start(once: bool, runner: str | None, max_workers: int | None, poll: float |
         sched.dispatcher.check(sched.store)
     _sync_agents(sched, config)
     if not once:
-        sched.run_forever()
+        from jarvis.commands.listen import listen_beside
+
+        stop_listening = listen_beside(config)  # [scheduler] listen = true
+        try:
+            sched.run_forever()
+        finally:
+            stop_listening()
         return
     if sched.dispatcher is not None:
         sent = sched.dispatch_due()

@@ -24,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 
+from jarvis.core.inbound_config import ConversationsConfig, InboundConfig
 from jarvis.core.paths import jarvis_home
 from jarvis.errors import ConfigError
 
@@ -66,6 +67,13 @@ class EngineHosts(_Section):
     openai: str = "https://api.openai.com/v1"
 
 
+class ModelPrice(_Section):
+    input: float = Field(ge=0, le=1_000_000, allow_inf_nan=False,
+                         description="USD per million prompt tokens")
+    output: float = Field(ge=0, le=1_000_000, allow_inf_nan=False,
+                          description="USD per million completion tokens")
+
+
 class EngineConfig(_Section):
     default: str = Field("", description="engine backend; empty means discover a local one")
     model: str = Field("", description="model name; empty means the engine's first model")
@@ -89,6 +97,9 @@ class EngineConfig(_Section):
         "image parts, else as text placeholders); auto: known vision models by name")
     vision_models: dict[str, bool] = Field(
         default_factory=dict, description="model names or globs -> true/false; wins over vision")
+    prices: dict[str, ModelPrice] = Field(
+        default_factory=dict, description="model names or globs -> USD per million input and "
+        "output tokens, for budgets and the spend report; local engines cost 0")
 
 
 class AgentConfig(_Section):
@@ -100,6 +111,13 @@ class AgentConfig(_Section):
                              "before the loop guard blocks them")
     max_tool_calls_per_turn: int = Field(32, ge=1, le=10_000, description="tool calls run from "
                                          "one model reply; the rest get a failed result")
+    # The default budget of every ask (jarvis.tools.budget); None: no limit.
+    budget_usd: float | None = Field(None, gt=0, le=1_000_000, allow_inf_nan=False,
+                                     description="USD one ask may spend (engine and tools)")
+    budget_seconds: float | None = Field(None, gt=0, le=30 * 24 * 3600, allow_inf_nan=False,
+                                         description="seconds one ask may take")
+    max_tool_calls: int | None = Field(None, ge=0, le=1_000_000,
+                                       description="tool calls one ask may make")
 
 
 class ToolsConfig(BaseModel):
@@ -221,6 +239,8 @@ class SchedulerConfig(_Section):
                                        "by the daemon: 500 (per task), \"30d\", or "
                                        "{ days = 30, count = 500 }; unset keeps them all")
     celery: CeleryConfig = Field(default_factory=CeleryConfig)
+    listen: bool = Field(False, description="`jarvis scheduler start` also runs the enabled "
+                         "[inbound.NAME] listeners (as `jarvis listen` does)")
 
     @field_validator("keep_runs", mode="before")
     @classmethod
@@ -474,6 +494,8 @@ class JarvisConfig(_Section):
     channels: dict[str, ChannelConfig] = Field(default_factory=dict)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     egress: EgressConfig = Field(default_factory=EgressConfig)
+    conversations: ConversationsConfig = Field(default_factory=ConversationsConfig)
+    inbound: dict[str, InboundConfig] = Field(default_factory=dict)
     approvals: ApprovalsConfig = Field(default_factory=ApprovalsConfig)
 
     # Not part of the file: where it came from, for relative paths and `config show`.
@@ -486,6 +508,10 @@ class JarvisConfig(_Section):
         for name in self.channels:
             if not _CHANNEL_NAME.match(name):
                 raise ValueError(f"channels.{name}: a channel name is 1-64 letters, digits, "
+                                 f"'_' or '-'")
+        for name in self.inbound:
+            if not _CHANNEL_NAME.match(name):
+                raise ValueError(f"inbound.{name}: an inbound name is 1-64 letters, digits, "
                                  f"'_' or '-'")
 
     @property

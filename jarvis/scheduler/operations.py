@@ -46,13 +46,14 @@ class TaskOperations:
                     grace_seconds: float | None = None,
                     metadata: dict[str, Any] | None = None,
                     created_by: str = "person", notify: str | None = None,
-                    trust: dict[str, Any] | None = None) -> Task:
+                    trust: dict[str, Any] | None = None, budget: Any = None) -> Task:
         """Validate and store a new active task; raise UserError naming what is wrong.
 
         `created_by="model"` (what the schedule_task tool passes for a model's call) applies
         the [scheduler] model_* quotas, refusing with a QuotaError; it is recorded on the task.
         `trust` is what the creating run had read (docs/trust.md; the tool passes it): a task
-        born in a tainted run starts each of its runs tainted.
+        born in a tainted run starts each of its runs tainted. `budget` (a Budget or {"usd",
+        "seconds", "tool_calls"}) bounds each run (jarvis.tools.budget), kept in the metadata.
         """
         if created_by not in ("person", "model"):
             raise UserError(f"created_by must be 'person' or 'model', not {created_by!r}")
@@ -104,6 +105,9 @@ class TaskOperations:
         if grace_seconds is not None and not float(grace_seconds) >= 0:
             raise UserError(f"grace seconds must be 0 or more, got {grace_seconds}")
         notify = self._check_notify(notify)
+        from jarvis.tools.budget import Budget
+
+        limits = Budget.of(budget if budget is not None else (metadata or {}).get("budget"))
         task = Task(
             id="", prompt=prompt, schedule_type=schedule.type, schedule_value=schedule.value,
             timezone=schedule.timezone, agent=agent or None, tools=tool_names,
@@ -114,6 +118,9 @@ class TaskOperations:
             metadata=dict(metadata or {}), notify=notify, workspace=self._workspace(),
             trust=dict(trust) if trust else None,
         )
+        task.metadata.pop("budget", None)
+        if not limits.empty:
+            task.metadata["budget"] = limits.to_dict()
         if created_by == "model":
             task.metadata["created_by"] = "model"
         else:

@@ -97,6 +97,7 @@ class Task:
             "notify": self.notify,
             "born_tainted": self.born_tainted,
             "workspace": self.workspace,
+            "budget": (self.metadata or {}).get("budget"),  # each run's (jarvis.tools.budget)
         }
 
     @property

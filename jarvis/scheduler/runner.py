@@ -115,7 +115,7 @@ class SdkRunner:
             task.prompt, agent=task.agent or None, tools=task_tools(task),
             approved_tools=list(task.approved_tools), source="scheduler",
             run_metadata=run_metadata(occurrence), trust=task_trust(task),
-            on_approval="defer", **fenced))
+            on_approval="defer", **fenced, **task_budget(task)))
 
     def resume(self, task: Task, occurrence: Run) -> RunOutcome:
         """Continue the occurrence's parked run where it stopped (the ledger gave this
@@ -215,6 +215,13 @@ def task_tools(task: Task) -> list[str] | None:
     if task.created_by == "model":
         return list(task.tools)
     return list(task.tools) or None
+
+
+def task_budget(task: Task) -> dict[str, Any]:
+    """`budget=` for ask_full when the task has one (jarvis.tools.budget); else nothing, so a
+    custom system without budgets still runs it."""
+    budget = task.metadata.get("budget") if isinstance(task.metadata, dict) else None
+    return {"budget": budget} if budget else {}
 
 
 def task_trust(task: Task) -> Any:
