@@ -104,12 +104,13 @@ def test_setup_command_works_with_and_without_sudo(tmp_path: Path) -> None:
     without = subprocess.run(["/bin/bash", "-c", command], capture_output=True, text=True,
                              env={"PATH": str(bare)}, timeout=30)
     assert without.returncode == 0, without.stderr
-    assert without.stdout.splitlines() == ["apt-get update", "apt-get install -y bubblewrap",
+    assert without.stdout.splitlines() == ["apt-get update",
+                                           "apt-get install -y bubblewrap dovecot-imapd",
                                            "apt-get install -y nodejs npm"]  # no npm here
     (bare / "sudo").write_text('#!/bin/bash\necho "as root: $*"\n')
     (bare / "sudo").chmod(0o755)
     with_sudo = subprocess.run(["/bin/bash", "-c", command], capture_output=True, text=True,
                                env={"PATH": str(bare)}, timeout=30)
     assert with_sudo.stdout.splitlines() == ["as root: echo apt-get update",
-                                             "as root: echo apt-get install -y bubblewrap",
+                                             "as root: echo apt-get install -y bubblewrap dovecot-imapd",
                                              "as root: echo apt-get install -y nodejs npm"]

@@ -24,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 
+from jarvis.core.approvals_config import ApprovalsConfig
 from jarvis.core.inbound_config import ConversationsConfig, InboundConfig
 from jarvis.core.paths import jarvis_home
 from jarvis.errors import ConfigError
@@ -350,53 +351,6 @@ class EgressConfig(_Section):
     max_unconfirmed_per_run: int = Field(8, ge=0, le=1000, description="calls such a run may "
                                          "make without asking because they carry only your "
                                          "words or follow a link (the rest ask)")
-
-
-class ApprovalsConfig(_Section):
-    """[approvals]: a run with nobody to ask parks until you answer (docs/approvals.md)."""
-
-    notify: str = Field("", description="the channel each approval request is sent to "
-                        "(a [channels.NAME]); empty: none (`jarvis approvals list` shows them)")
-    link_base: str = Field("", description="the URL `jarvis serve` is reached at from where "
-                           "you read the channel, e.g. https://jarvis.example.net; empty: "
-                           "[serve] host and port when a server answers there")
-    expire_after: str = Field("24h", description="how long a request waits for you before "
-                              "its run ends recorded `expired`: seconds, or 90m, 24h, 7d")
-    db_path: str = Field("", description="the approvals database (parked runs, requests, "
-                         "grants); empty: JARVIS_HOME/approvals.db, or the scheduler's "
-                         "PostgreSQL ledger when [scheduler] store names one")
-
-    @field_validator("expire_after")
-    @classmethod
-    def _duration(cls, value: str) -> str:
-        from jarvis.core.durations import parse_duration
-
-        seconds = parse_duration(value)
-        if not 1 <= seconds <= 366 * 86400:
-            raise ValueError(f"expire_after {value!r} must be between 1 second and 366 days")
-        return value
-
-    @field_validator("notify")
-    @classmethod
-    def _channel(cls, value: str) -> str:
-        if value and not _CHANNEL_NAME.match(value):
-            raise ValueError(f"notify {value!r} is not a channel name (a [channels.NAME])")
-        return value
-
-    @field_validator("link_base")
-    @classmethod
-    def _link(cls, value: str) -> str:
-        value = value.strip().rstrip("/")
-        if value and not re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?", value):
-            raise ValueError(f"link_base {value!r} must be an http:// or https:// URL without "
-                             f"a query")
-        return value
-
-    @property
-    def expire_seconds(self) -> float:
-        from jarvis.core.durations import parse_duration
-
-        return parse_duration(self.expire_after)
 
 
 class WorkspaceConfig(_Section):
