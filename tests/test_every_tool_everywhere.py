@@ -193,12 +193,23 @@ def world(tmp_path: Path, jarvis_home: Path):
         yield made
 
 
-def check(results: dict[str, tuple[bool, str]], world: World, where: str) -> None:
-    """Every built-in answered with its expected text (success), nothing missing."""
+# A serve session or chat run is offered every configured tool, the untrusted feat server's
+# too: its descriptions are that server's words in the prompt, so the run is tainted from the
+# start and may not create or resume a scheduled task on its own (docs/trust.md).
+OFFERED_FEAT = {"schedule_task": "the description of tool feat__",
+                "resume_scheduled_task": "the description of tool feat__"}
+
+
+def check(results: dict[str, tuple[bool, str]], world: World, where: str,
+          refused: dict[str, str] | None = None) -> None:
+    """Every built-in answered with its expected text (success), nothing missing; those in
+    `refused` failed saying the text given there instead."""
     cases = world.cases()
+    refused = refused or {}
     assert sorted(results) == sorted(BUILTINS), f"{where}: missing {set(BUILTINS) - set(results)}"
     wrong = {name: got for name, got in results.items()
-             if not (got[0] and cases[name][1] in got[1])}
+             if not ((not got[0] and refused[name] in got[1]) if name in refused
+                     else (got[0] and cases[name][1] in got[1]))}
     assert not wrong, f"{where}: {json.dumps(wrong, indent=1)[:6000]}"
 
 
@@ -279,7 +290,7 @@ def test_jarvis_serve_ors_and_openai_api(world: World) -> None:
                 text = "\n".join(b.get("text", "") for b in output["blocks"])
                 failed = (output.get("metadata") or {}).get("error_type")
                 ors[name] = (not failed, text)
-            check(ors, world, "jarvis serve (ORS)")
+            check(ors, world, "jarvis serve (ORS)", refused=OFFERED_FEAT)
             world.prepare()
             chat = {}
             for name in world.cases():
@@ -289,7 +300,7 @@ def test_jarvis_serve_ors_and_openai_api(world: World) -> None:
                 assert answer.status_code == 200, (name, answer.text)
                 (tr,) = answer.json()["jarvis"]["tool_results"]
                 chat[name] = (tr["success"], tr["content"])
-            check(chat, world, "jarvis serve (OpenAI-compatible API)")
+            check(chat, world, "jarvis serve (OpenAI-compatible API)", refused=OFFERED_FEAT)
     finally:
         served.proc.terminate()
         served.proc.wait(20)
