@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # explicit imports for type checkers and IDEs
         EngineError,
         JarvisError,
         RunCancelled,
+        RunIncomplete,
         UserError,
     )
     from jarvis.sdk import Jarvis
@@ -61,6 +62,7 @@ _EXPORTS: dict[str, str] = {
     "JarvisError": "jarvis.errors",
     "Message": "jarvis.core.types",
     "RunCancelled": "jarvis.errors",
+    "RunIncomplete": "jarvis.errors",
     "TextBlock": "jarvis.core.types",
     "ToolCall": "jarvis.core.types",
     "ToolCallAction": "jarvis.core.types",
@@ -113,6 +115,7 @@ __all__ = [
     "JarvisError",
     "Message",
     "RunCancelled",
+    "RunIncomplete",
     "TextBlock",
     "ToolCall",
     "ToolCallAction",

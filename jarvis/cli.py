@@ -28,12 +28,18 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "init": ("jarvis.commands.init:init", "Create config.toml, tools/ and agents/ here."),
     "agents": ("jarvis.commands.agents:agents", "List and inspect workspace agents."),
     "plugins": ("jarvis.commands.plugins:plugins", "List tool plugins and what they added."),
-    "schedule": ("jarvis.commands.schedule:schedule", "Add, list and manage scheduled tasks."),
-    "scheduler": ("jarvis.commands.schedule:scheduler", "Run the daemon that runs scheduled tasks."),
+    "schedule": ("jarvis.commands.schedule:schedule", "Add, list and manage scheduled tasks; "
+                 "`start` runs the daemon."),
+    "scheduler": ("jarvis.commands.schedule:scheduler", "The same group as `schedule`."),
     "channels": ("jarvis.commands.channels:channels", "List notification channels; send a test."),
     "worker": ("jarvis.commands.worker:worker", "Run a Celery worker that executes scheduled runs."),
     "serve": ("jarvis.commands.serve:serve", "Serve tools (ORS) and agents (OpenAI API) over HTTP."),
     "doctor": ("jarvis.commands.doctor:doctor", "Check the host and the code sandbox in force."),
+    "chat": ("jarvis.commands.chat:chat", "Talk with jarvis: a conversation at the terminal."),
+    "conversations": ("jarvis.commands.conversations:conversations",
+                      "List, show and delete conversations."),
+    "listen": ("jarvis.commands.listen:listen", "Answer messages from Telegram and e-mail "
+               "([inbound.NAME])."),
     "approvals": ("jarvis.commands.approvals:approvals",
                   "Requests of runs waiting for you: list, show, approve, deny."),
     "grants": ("jarvis.commands.grants:grants",
@@ -92,8 +98,14 @@ class LazyGroup(click.Group):
         except JarvisError as exc:
             if os.environ.get("JARVIS_DEBUG"):
                 raise
-            click.echo(f"Error: {exc}", err=True)
-            if exc.details and (ctx.obj or {}).get("verbose"):
+            from jarvis.core.terminal import paint
+
+            verbose = (ctx.obj or {}).get("verbose")
+            message = str(exc)
+            if exc.details and not verbose:
+                message += " (--verbose shows details)"  # a CLI flag: only the CLI names it
+            click.echo(f"{paint('Error:', 'red', 'bold')} {message}", err=True)
+            if exc.details and verbose:
                 click.echo(exc.details, err=True)
             ctx.exit(exc.exit_code)
         except KeyboardInterrupt:

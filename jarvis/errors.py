@@ -9,8 +9,9 @@ JarvisError                 root of everything jarvis raises on purpose
 │   └── ConfigError         config.toml or an environment override is invalid
 ├── DependencyError         an optional dependency or service is missing
 ├── EngineError             an inference engine failed (unreachable, rejected tools, ...)
-└── RunCancelled            a run was stopped by its caller (a cancel event, a cancelled task)
-    └── RunFenced           a scheduled run lost its lease: another attempt may run now
+├── RunCancelled            a run was stopped by its caller (a cancel event, a cancelled task)
+│   └── RunFenced           a scheduled run lost its lease: another attempt may run now
+└── RunIncomplete           a run ended without an answer (max_turns, loop guard): Jarvis.ask
 
 Tool failures at run time are *not* exceptions: the ToolExecutor turns them into a failed
 ToolResult that the model can read. The CLI prints a JarvisError as one line and exits non-zero;
@@ -117,6 +118,20 @@ class RunFenced(RunCancelled):
     """A scheduled run's lease was taken from it (its worker stalled or lost the ledger past
     `lease_seconds`, and the run was recorded as crashed): it makes no further engine or tool
     call, and its result is dropped (jarvis.tools.fence)."""
+
+
+class RunIncomplete(JarvisError):
+    """A run ended without an answer: it reached max_turns, or the loop guard stopped a model
+    that kept repeating a tool call. `Jarvis.ask` raises it (an empty string would pass for an
+    answer); `ask_full` returns the result with status "incomplete" instead. `result` holds
+    that result, `reason` the stop reason ("max_turns", "loop_guard")."""
+
+    exit_code = 3
+
+    def __init__(self, message: str, reason: str = "", result: dict | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.result = result
 
 
 class ToolArgumentError(JarvisError):

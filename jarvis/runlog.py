@@ -65,6 +65,8 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX IF NOT EXISTS tool_calls_run ON tool_calls(run_id);
     """,
+    # A tool's recent calls, for the budget's estimates (tool_history).
+    "CREATE INDEX IF NOT EXISTS tool_calls_tool ON tool_calls(tool_name, id)",
 ]
 
 
@@ -136,13 +138,32 @@ class RunLog:
         except (sqlite3.DatabaseError, OSError) as exc:
             from jarvis.errors import ConfigError
 
+            if not create and self._read_only_folder():
+                # Reading (runs list/show) needs no write: open the file as it is.
+                return self._connect_read_only()
             off = "or turn logging off with [runs] enabled = false in config.toml"
-            if self.db_path.is_file():
+            if self.db_path.is_file() and not self._read_only_folder():
                 advice = f"Move the file aside (a new one is made), {off}"
-            else:  # nothing to move: the folder is what is missing or read-only
+            else:  # moving the file would not help: the folder is missing or read-only
                 advice = (f"Make the folder {self.db_path.parent} writable, point [runs] "
-                          f"db_path at a folder that is, {off}")
+                          f"db_path (or JARVIS_RUNS_DB) at a folder that is, {off}")
             raise ConfigError(f"cannot use the run log {self.db_path}: {exc}. {advice}") from exc
+
+    def _read_only_folder(self) -> bool:
+        import os
+
+        folder = self.db_path.parent
+        return folder.is_dir() and not os.access(folder, os.W_OK)
+
+    def _connect_read_only(self) -> Any:
+        """The run log opened read-only and as immutable (no -wal/-shm files are made): a
+        file in a read-only folder is still listed and shown."""
+        from urllib.parse import quote
+
+        conn = sqlite3.connect(f"file:{quote(str(self.db_path))}?mode=ro&immutable=1", uri=True,
+                               check_same_thread=False, isolation_level=None)
+        self._db = conn
+        return conn
 
     def _connect(self) -> Any:
         from jarvis.core.paths import private_database
@@ -278,6 +299,18 @@ class RunLog:
             names = ["id", "created_at", "duration_seconds", "source", "query", "agent", "model",
                      "engine", "status", "error", "turns", "total_tokens", "tool_calls"]
         return [dict(zip(names, r, strict=True)) for r in rows]
+
+    def tool_history(self, tool_name: str, limit: int = 50) -> list[tuple[Any, Any]]:
+        """(latency_seconds, cost_usd) of the tool's last `limit` calls that ran (newest first):
+        what budgets estimate a call by, across processes (jarvis.tools.budget)."""
+        with self._lock:
+            conn = self._open(create=False)
+            if conn is None:
+                return []
+            return conn.execute(
+                "SELECT latency_seconds, cost_usd FROM tool_calls WHERE tool_name = ? AND "
+                "(error_type IS NULL OR error_type IN ('timeout', 'execution', 'transport')) "
+                "ORDER BY id DESC LIMIT ?", [tool_name, int(limit)]).fetchall()
 
     def get(self, run_id: str) -> dict[str, Any]:
         """One run with its transcript and tool calls; an unambiguous id prefix is enough."""

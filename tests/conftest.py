@@ -12,6 +12,52 @@ from jarvis.core.registry import AgentRegistry, EngineRegistry, ToolRegistry
 REPO = Path(__file__).resolve().parent.parent
 
 
+# --- no test touches the real home ------------------------------------------------------------
+def _real_jarvis_home() -> Path:
+    """~/.jarvis of the user running the suite (from the password database: tests change
+    HOME and JARVIS_HOME)."""
+    import pwd
+
+    if os.environ.get("JARVIS_TEST_REAL_HOME"):  # the guard's own test points it elsewhere
+        return Path(os.environ["JARVIS_TEST_REAL_HOME"])
+    return Path(pwd.getpwuid(os.getuid()).pw_dir) / ".jarvis"
+
+
+def _files(folder: Path) -> dict[str, tuple[int, int]]:
+    found: dict[str, tuple[int, int]] = {}
+    if folder.is_dir():
+        for path in folder.rglob("*"):
+            try:
+                info = path.stat()
+            except OSError:
+                continue
+            found[str(path.relative_to(folder))] = (info.st_size, info.st_mtime_ns)
+    return found
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config._real_home_files = _files(_real_jarvis_home())  # type: ignore[attr-defined]
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """The run fails when the real ~/.jarvis changed during it: every test (and every process
+    it starts: a `jarvis mcp serve` child gets only HOME, PATH, ... unless its config's `env`
+    passes JARVIS_HOME) must keep its state in the JARVIS_HOME the jarvis_home fixture gives.
+    Judged once, by the process that ran or controlled the whole session (not xdist workers)."""
+    if hasattr(session.config, "workerinput"):
+        return
+    before = getattr(session.config, "_real_home_files", {})
+    after = _files(_real_jarvis_home())
+    changed = sorted(name for name in set(before) | set(after) if before.get(name) != after.get(name))
+    if changed:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        message = (f"the test run changed the real {_real_jarvis_home()}: {', '.join(changed)}; "
+                   f"a test (or a process it started without JARVIS_HOME) wrote there")
+        if reporter is not None:
+            reporter.write_line(f"ERROR: {message}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 @pytest.fixture(autouse=True)
 def jarvis_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "jarvis-home"

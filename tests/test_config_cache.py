@@ -219,3 +219,9 @@ def test_the_cache_keeps_only_the_newest_files(tmp_path: Path, jarvis_home: Path
     assert len(files) == config_cache.KEEP_FILES
     newest = json.loads(max(files, key=lambda p: p.stat().st_mtime_ns).read_text())
     assert json.loads(newest["inputs"])["engine"]["model"] == f"m{config_cache.KEEP_FILES + 2}"
+
+
+def test_the_sections_known_without_pydantic_are_the_models_fields():
+    from jarvis.core.config_base import SECTIONS
+
+    assert SECTIONS == tuple(JarvisConfig.model_fields)

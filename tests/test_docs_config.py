@@ -35,4 +35,6 @@ def test_config_examples_load(tmp_path, doc, block):
             current = line.strip("[] ")
         elif "=" in line and current:
             key, value = (part.strip() for part in line.split("=", 1))
-            assert str(getattr(getattr(config, current), key)) in (value, f"{value}.0"), line
+            loaded = getattr(getattr(config, current), key)
+            shown = str(loaded).lower() if isinstance(loaded, bool) else str(loaded)  # TOML's
+            assert shown in (value, f"{value}.0"), line

@@ -109,6 +109,12 @@ ALLOWED: dict[tuple[str, str, str], str] = {
         "lists JARVIS_HOME/cache/config to keep only the newest cache files",
     ("jarvis.core.config_cache", "_prune", ".unlink"):
         "removes an old cache file found in JARVIS_HOME/cache/config",
+    ("jarvis.core.config_cache", "load", "jarvis.core.paths.tighten"):
+        "makes JARVIS_HOME/cache and cache/config private again when left open, like the rest "
+        "of JARVIS_HOME",
+    ("jarvis.core.workspace_lookup", "_is_workspace", ".read_text"):
+        "a config.toml in a folder above the current one, read by the config lookup to tell a "
+        "jarvis workspace from another program's config (never a model's path)",
     # --- stores: SQLite files at paths from config or JARVIS_HOME -----------------------------
     ("jarvis.memory.sqlite", "SQLiteMemory.__init__", "jarvis.core.paths.private_database"):
         "creates the memory database 0600 (its folder 0700) before it is opened",
@@ -130,6 +136,32 @@ ALLOWED: dict[tuple[str, str, str], str] = {
         "creates the run log database 0600 (its folder 0700) before it is opened",
     ("jarvis.runlog", "RunLog._connect", "sqlite3.connect"):
         "the run log database: [runs] db_path / JARVIS_RUNS_DB, or JARVIS_HOME/runs.db",
+    ("jarvis.runlog", "RunLog._connect_read_only", "sqlite3.connect"):
+        "the run log ([runs] db_path or JARVIS_HOME/runs.db) opened read-only in a read-only "
+        "folder",
+    ("jarvis.approvals.store", "ApprovalStore.__init__", "jarvis.core.paths.private_database"):
+        "creates the approvals database 0600 before it is opened ([approvals] db_path, else "
+        "JARVIS_HOME/approvals.db)",
+    ("jarvis.approvals.store", "ApprovalStore.__init__", "sqlite3.connect"):
+        "the approvals database: [approvals] db_path, or JARVIS_HOME/approvals.db",
+    ("jarvis.approvals.tokens", "_read", "os.open"):
+        "the approval links' signing key, in JARVIS_HOME (O_NOFOLLOW)",
+    ("jarvis.approvals.tokens", "_write_new", "os.open"):
+        "creates the approval links' signing key in JARVIS_HOME 0600, O_EXCL",
+    ("jarvis.approvals.tokens", "_write_new", "os.link"):
+        "publishes the new signing key in JARVIS_HOME without a race",
+    ("jarvis.approvals.tokens", "_write_new", "os.replace"):
+        "replaces a signing key in JARVIS_HOME that was unreadable",
+    ("jarvis.approvals.tokens", "_write_new", ".unlink"):
+        "removes the temporary signing key file it just made in JARVIS_HOME",
+    ("jarvis.approvals.tokens", "link_key", "jarvis.core.paths.private_dir"):
+        "JARVIS_HOME, made 0700 before the key is written",
+    ("jarvis.approvals.notify", "serve_url", ".open"):
+        "urllib's opener.open of jarvis serve's own /health URL, not a file",
+    ("jarvis.conversations.store", "ConversationStore._connection", "sqlite3.connect"):
+        "conversations, beside the run log: [runs] db_path / JARVIS_RUNS_DB, or JARVIS_HOME",
+    ("jarvis.inbound.mailread", "_attachments", ".walk"):
+        "email.message.Message.walk: the parts of a parsed mail in memory, not a folder",
     # --- MCP client: jarvis's own logs, caches and /proc ------------------------------------
     # Server names are config keys checked by jarvis.core.server_names (letters, digits, '-',
     # '_'): no '/' or '..' can reach these file names.

@@ -43,7 +43,9 @@ def on_terminal(args: list[str], env: dict, cwd: Path, answers: list[tuple[bytes
     """Run `jarvis ARGS` with stdin and stderr (and stdout, if asked) on a pseudo-terminal,
     answering each prompt when its text appears; (terminal bytes, piped stdout, exit code)."""
     master, slave = pty.openpty()
-    env = {**env, "PYTHONUNBUFFERED": "1"}
+    # NO_COLOR: jarvis's own colours are escape sequences too; this checks that no server's
+    # or model's text reaches the terminal raw (colour on a terminal: tests/test_terminal.py).
+    env = {**env, "PYTHONUNBUFFERED": "1", "NO_COLOR": "1"}
     env.pop("CI", None)
     env.pop("JARVIS_CONFIG", None)
     proc = subprocess.Popen([sys.executable, "-m", "jarvis.cli", *args], stdin=slave,

@@ -163,7 +163,7 @@ def test_memory_index_respects_allowed_dirs(mem: SQLiteMemory, tmp_path: Path):
     (allowed / "ok.md").write_text("public walrus facts\n")
     (secret / "key.txt").write_text("private walrus password\n")
     os.symlink(secret / "key.txt", allowed / "link.txt")
-    (tools,) = build_tools(["memory_index"], dependencies={"backend": mem},
+    (tools,) = build_tools(["memory_index"], services={"memory": mem},
                            settings={"memory_index": {"allowed_dirs": [str(allowed)]}})
     assert str(allowed) in tools.spec.description
     outside = tools.execute(path=str(secret))
@@ -209,7 +209,7 @@ def test_tools_built_from_config_open_the_default_store(jarvis_home: Path):
 
     config = load_config()
     (retrieval, store) = build_tools(["retrieval", "memory_store"],
-                                     dependencies={"config": config})
+                                     services={"config": config})
     assert not (jarvis_home / "memory.db").exists()  # nothing is opened until a call
     assert store.execute(content="The spare key is under the blue pot.").success
     result = retrieval.execute(query="spare key")

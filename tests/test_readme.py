@@ -83,3 +83,34 @@ def test_workspace_tool_example(tmp_path: Path, cli_env: dict[str, str]) -> None
                           env=_env(cli_env), cwd=tmp_path, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "Hello, Ada!"
+
+
+def test_setup_command_works_with_and_without_sudo(tmp_path: Path) -> None:
+    """The quickstart's one command: `sudo` where there is one, nothing where there is none
+    (a container running as root has no sudo). Its apt-get part is run with apt-get replaced
+    by echo, with and without a sudo on PATH."""
+    import os
+    import re
+
+    line = next(x for x in _block_with("bash", "apt-get install").splitlines() if "apt-get" in x)
+    apt_part = line.split(" && python3 -m venv")[0]
+    assert "sudo apt-get" not in re.sub(r"\$\(command -v sudo\) ", "", apt_part)
+    command = apt_part.replace("apt-get", "echo apt-get")
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for tool in ("echo", "bash"):
+        os.symlink(f"/bin/{tool}" if os.path.exists(f"/bin/{tool}") else f"/usr/bin/{tool}",
+                   bare / tool)
+    without = subprocess.run(["/bin/bash", "-c", command], capture_output=True, text=True,
+                             env={"PATH": str(bare)}, timeout=30)
+    assert without.returncode == 0, without.stderr
+    assert without.stdout.splitlines() == ["apt-get update",
+                                           "apt-get install -y bubblewrap dovecot-imapd",
+                                           "apt-get install -y nodejs npm"]  # no npm here
+    (bare / "sudo").write_text('#!/bin/bash\necho "as root: $*"\n')
+    (bare / "sudo").chmod(0o755)
+    with_sudo = subprocess.run(["/bin/bash", "-c", command], capture_output=True, text=True,
+                               env={"PATH": str(bare)}, timeout=30)
+    assert with_sudo.stdout.splitlines() == ["as root: echo apt-get update",
+                                             "as root: echo apt-get install -y bubblewrap dovecot-imapd",
+                                             "as root: echo apt-get install -y nodejs npm"]

@@ -19,7 +19,7 @@ from jarvis.tools.spec import ToolSpec
 OWN_BUILTINS = {"calculator", "think", "file_read"}
 
 
-def _tool_class(name: str) -> type[BaseTool]:
+def _tool_class(name: str, needs: Any = ("engine",)) -> type[BaseTool]:
     class Made(BaseTool):
         tool_id = name
 
@@ -34,6 +34,7 @@ def _tool_class(name: str) -> type[BaseTool]:
         def execute(self, **params: Any) -> ToolResult:
             return ToolResult(tool_name=name, content=f"{self.prefix}{self.engine}")
 
+    Made.needs = needs
     return Made
 
 
@@ -95,18 +96,69 @@ def test_empty_key_is_rejected():
         ToolRegistry.register("")(object)
 
 
-def test_create_with_passes_only_accepted_dependencies():
+def test_create_with_passes_only_declared_services():
     ToolRegistry.register("deps_tool")(_tool_class("deps_tool"))
-    made = ToolRegistry.create_with("deps_tool", {"engine": "E", "backend": "B", "model": "m"})
+    made = ToolRegistry.create_with("deps_tool", {"engine": "E", "memory": "B", "model": "m"})
     assert made.engine == "E"
+    ToolRegistry.register("no_needs_tool")(_tool_class("no_needs_tool", needs=()))
+    # `engine` is a constructor parameter, but the class did not ask for the engine.
+    assert ToolRegistry.create_with("no_needs_tool", {"engine": "E"}).engine is None
 
 
 def test_build_tool_applies_settings_and_rejects_unknown_ones():
     ToolRegistry.register("set_tool")(_tool_class("set_tool"))
     made = build_tool("set_tool", {"engine": "E", "scheduler": "S"}, {"prefix": ">"})
     assert made.execute().content == ">E"
-    with pytest.raises(ConfigError, match=r"unknown setting\(s\) colour in \[tools.set_tool\]"):
+    with pytest.raises(ConfigError, match=r"unknown setting\(s\) colour in \[tools.set_tool\]; "
+                                          r"valid: prefix$"):
         build_tool("set_tool", {}, {"colour": "red"})
+    with pytest.raises(ConfigError, match=r"prefx \(did you mean 'prefix'\?\)"):
+        build_tool("set_tool", {}, {"prefx": "red"})
+    # A declared service is not a setting: the table cannot set it.
+    with pytest.raises(ConfigError, match="unknown setting.*engine"):
+        build_tool("set_tool", {}, {"engine": "mine"})
+
+
+def test_a_parameter_named_like_a_service_gets_nothing_unless_declared():
+    class Search(BaseTool):
+        tool_id = "search_like"
+
+        def __init__(self, backend: str = "duckduckgo", config: Any = None,
+                     engine: Any = None) -> None:
+            self.got = (backend, config, engine)
+
+        spec = ToolSpec(name="search_like", description="x")
+
+        def execute(self, **params: Any) -> ToolResult:
+            return ToolResult("search_like", "")
+
+    ToolRegistry.register("search_like")(Search)
+    made = build_tool("search_like", {"memory": "STORE", "config": "CFG", "engine": "E",
+                                      "backend": "B"}, {"backend": "searxng"})
+    assert made.got == ("searxng", None, None)
+
+
+def test_needs_naming_an_unknown_service_or_parameter_fails_at_definition():
+    from jarvis.errors import ToolDefinitionError
+
+    with pytest.raises(ToolDefinitionError, match=r"unknown service 'memroy' \(did you mean "
+                                                  r"'memory'\?\); jarvis provides engine"):
+        class Typo(BaseTool):
+            needs = ("memroy",)
+            spec = ToolSpec(name="typo", description="x")
+
+            def __init__(self, memroy: Any = None) -> None:
+                pass
+
+            def execute(self, **params: Any) -> ToolResult:
+                return ToolResult("typo", "")
+    with pytest.raises(ToolDefinitionError, match="needs names constructor parameter.*store"):
+        class Missing(BaseTool):
+            needs = {"store": "memory"}
+            spec = ToolSpec(name="missing", description="x")
+
+            def execute(self, **params: Any) -> ToolResult:
+                return ToolResult("missing", "")
 
 
 def test_build_tools_fails_on_the_first_unknown_name_before_building():

@@ -878,12 +878,13 @@ def test_auto_refuses_on_a_host_without_user_namespaces(cli_env) -> None:
 def test_doctor_and_tools_show_name_the_mechanism_in_force(cli_env) -> None:
     import json
 
-    done = jarvis_cli("doctor", "--json", env=cli_env)
+    # --no-connect: no engine runs here, which doctor would report as a failure of its own.
+    done = jarvis_cli("doctor", "--json", "--no-connect", env=cli_env)
     assert done.returncode == 0, done.stderr
     info = json.loads(done.stdout)["sandbox"]
     assert info["mechanism"] == "bwrap" and info["bwrap_works"] and info["user_namespaces"]
     assert info["landlock_abi"] >= 1 and info["seccomp"]
-    text = jarvis_cli("doctor", env=cli_env).stdout
+    text = jarvis_cli("doctor", "--no-connect", env=cli_env).stdout
     assert text.startswith("sandbox: bwrap (user, pid, mount, ipc, uts, net namespaces, Landlock")
     shown = jarvis_cli("tools", "show", "repl", env=cli_env).stdout
     assert "\nsandbox: bwrap (" in shown
@@ -927,16 +928,16 @@ def test_doctor_names_a_code_tools_own_isolation(cli_env) -> None:
 
     config = Path(cli_env["JARVIS_HOME"]) / "config.toml"
     config.write_text('[tools.repl]\nisolation = "none"\n')
-    text = jarvis_cli("doctor", env=cli_env)
+    text = jarvis_cli("doctor", "--no-connect", env=cli_env)  # no engine runs here
     assert text.returncode == 0, text.stderr
     assert text.stdout.startswith("sandbox: bwrap (")
     assert "\nrepl (its own isolation = 'none'): none (isolation = \"none\"" in text.stdout
-    info = json.loads(jarvis_cli("doctor", "--json", env=cli_env).stdout)
+    info = json.loads(jarvis_cli("doctor", "--json", "--no-connect", env=cli_env).stdout)
     assert info["tools"]["repl"]["mechanism"] == "none" and "code_interpreter" not in info["tools"]
     # A tool whose own mechanism cannot work makes doctor fail, like [sandbox] would.
     config.write_text('[tools.code_interpreter]\nisolation = "bwrap"\n')
     env = {**cli_env, "PATH": str(Path(sys.executable).parent)}
-    broken = jarvis_cli("doctor", env=env)
+    broken = jarvis_cli("doctor", "--no-connect", env=env)
     assert broken.returncode == 1, broken.stdout
     assert broken.stdout.startswith("sandbox: namespaces (")
     assert "\ncode_interpreter (its own isolation = 'bwrap'): code sandbox unavailable: " \

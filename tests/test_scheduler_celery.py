@@ -4,6 +4,7 @@ and a real PostgreSQL ledger, both started by the suite on loopback ports (tests
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 import time
 from collections import Counter
@@ -224,7 +225,7 @@ def test_worker_runs_through_ask_full_and_any_machine_reads_the_run_log(
     assert [c["tool_name"] for c in log["tool_calls"]] == ["stamp"]
     assert log["tool_calls"][0]["content"] == f"stamped {run.idempotency_key}"
     listed = jarvis(elsewhere, "schedule", "runs", task_id)
-    assert f"#{run_id}  {task_id}  succeeded" in listed.stdout
+    assert re.search(rf"#{run_id}\s+{task_id}\s+succeeded", listed.stdout), listed.stdout
     text = jarvis(elsewhere, "schedule", "runs", "--run", str(run_id))
     assert text.returncode == 0, text.stderr
     assert f"idempotency_key: {run.idempotency_key}" in text.stdout

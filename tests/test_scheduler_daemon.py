@@ -139,7 +139,8 @@ def test_once_runs_what_is_due_and_says_when_nothing_is(env, api, db):
                               (time.time() - 1, ok.id, bad.id))
     api.store.db.conn.commit()
     ran = jarvis(env, "scheduler", "start", "--once", "--runner", "scheduler_support:ScriptRunner")
-    assert ran.returncode == 0, ran.stderr
+    assert ran.returncode == 1, ran.stderr  # a run failed: cron and CI see it
+    assert "ran 2 task run(s), 1 failed" in ran.stderr
     assert f"task {ok.id}: run #" in ran.stdout and "succeeded" in ran.stdout
     assert f"task {bad.id}: run #" in ran.stdout and "boom: the task failed on purpose" in ran.stdout
     statuses = dict(query(db, "SELECT task_id, status FROM runs"))

@@ -102,9 +102,21 @@ def test_interval_bounds_and_steps():
     assert s.next_interval(NOW, NOW) == NOW + 3600
     assert s.next_interval(NOW, NOW + 7201) == NOW + 3 * 3600
     for bad, message in (("0", "between"), ("-5", "between"), ("nan", "between"),
-                         ("soon", "number of seconds")):
+                         ("soon", "not a duration: give seconds"), ("1x", "90s, 15m, 1h")):
         with pytest.raises(UserError, match=message):
             parse_schedule("interval", bad, now=NOW)
+
+
+def test_intervals_take_durations_and_limits_read_in_words():
+    from jarvis.scheduler.schedules import describe_seconds, parse_duration
+
+    assert [parse_duration(v) for v in ("90", "90s", "15m", "1h", "1.5h", "1d", "1h30m")] == \
+        [90, 90, 900, 3600, 5400, 86400, 5400]
+    assert parse_schedule("interval", "1h", now=NOW).value == "3600"
+    with pytest.raises(UserError, match=r"between 1 second and 366 days, got 400d"):
+        parse_schedule("interval", "400d", now=NOW)
+    assert [describe_seconds(s) for s in (1, 90, 900, 86400, 366 * 86400)] == \
+        ["1 second", "90 seconds", "15 minutes", "1 day", "366 days"]
 
 
 def test_once_parses_offsets_zones_and_rejects_the_past():

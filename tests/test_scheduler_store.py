@@ -378,3 +378,56 @@ def test_an_owner_is_judged_by_pid_only_inside_this_pid_namespace():
     # The host name is informative only: boot id and namespace say where a pid means something
     # (and a host name may change under a running daemon).
     assert owner_is_dead(f"renamed:{gone.pid}:ab12cd34:{boot}:{pidns}")
+
+
+BORN_TAINTED = {"tainted": True, "private": True, "run_id": "r1"}
+
+
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5])
+def test_a_database_of_any_earlier_version_is_upgraded_to_trust_and_workspace(tmp_path, version):
+    """One sequence for every line's changes: 3 is the task's trust (issue 21), 4 the fenced
+    side effects (issue 27), 5 parked runs (issue 22), 6 the task's workspace (issue 25). A
+    database that main's releases upgraded (to 3, 4 or 5) upgrades too."""
+    import sqlite3
+
+    import sqlite_utils
+
+    path = tmp_path / "old.db"
+    db = sqlite_utils.Database(path)
+    for migration in MIGRATIONS[:version]:  # the same functions that made such a database
+        migration(db)
+    db.conn.execute(f"PRAGMA user_version = {version}")
+    trust = ", trust" if version >= 3 else ""
+    db.conn.execute(f"INSERT INTO tasks (id, prompt, schedule_type, schedule_value, status, "
+                    f"tools, approved_tools, metadata, created_at{trust}) VALUES ('old', "
+                    f"'echo old', 'interval', '60', 'active', '[]', '[]', '{{}}', 1.0"
+                    + (", '{\"tainted\": true, \"private\": true}')" if trust else ")"))
+    db.conn.commit()
+    db.conn.close()
+
+    store = SchedulerStore(path)
+    try:
+        assert store.schema_version == len(MIGRATIONS) == 6
+        columns = {r[1] for r in sqlite3.connect(path).execute("PRAGMA table_info(tasks)")}
+        assert {"notify", "trust", "workspace"} <= columns
+        tables = {r[0] for r in sqlite3.connect(path).execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert "effects" in tables
+        runs = {r[1] for r in sqlite3.connect(path).execute("PRAGMA table_info(runs)")}
+        assert {"parked_at", "resumes"} <= runs
+        old = store.get_task("old")
+        assert old.prompt == "echo old" and old.workspace is None
+        assert old.born_tainted is (version >= 3)
+        new = Task(id="new", prompt="p", schedule_type="interval", schedule_value="3600",
+                   created_at=2.0, anchor=2.0, next_run=3.0, trust=BORN_TAINTED,
+                   workspace=str(tmp_path / "ws" / "config.toml"))
+        store.add_task(new)
+        again = store.get_task("new")
+        assert (again.trust, again.workspace) == (BORN_TAINTED, new.workspace)
+    finally:
+        store.close()
+    reopened = SchedulerStore(path)  # upgraded once: opening again changes nothing
+    try:
+        assert reopened.schema_version == 6 and reopened.get_task("new").workspace
+    finally:
+        reopened.close()

@@ -336,3 +336,44 @@ def test_a_retry_after_a_stopped_timed_out_run_waits_for_the_stop(pg_url, store,
     (retry,) = store.claim_for_dispatch(now=time.time() + 6, owner="d", dispatch_seconds=60,
                                         limit=5, default_grace=3600)
     assert retry.run.attempt == 2
+
+
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5])
+def test_a_ledger_of_any_earlier_version_gets_trust_and_workspace(pg_url, version):
+    """As on SQLite: migration 3 is the task's trust (issue 21), 4 the fenced side effects and
+    sent_at (issue 27), 5 parked runs (issue 22), 6 the task's workspace (issue 25); version 2
+    is the ledger before them all."""
+    from jarvis.scheduler.records import Task
+
+    pg_rows(pg_url, "CREATE TABLE jarvis_schema (version integer NOT NULL)")
+    pg_rows(pg_url, "INSERT INTO jarvis_schema VALUES (%s)", (version,))
+    for script in MIGRATIONS[:version]:
+        pg_rows(pg_url, script)
+    trust = ", trust" if version >= 3 else ""
+    pg_rows(pg_url, f"INSERT INTO jarvis_tasks (id, prompt, schedule_type, schedule_value, "
+                    f"status, tools, approved_tools, metadata, timezone, created_at, anchor, "
+                    f"timeout_seconds, max_retries, retry_backoff_seconds, on_crash{trust}) "
+                    f"VALUES ('old1', 'echo old', 'interval', '60', 'active', '[]', '[]', '{{}}', "
+                    f"'UTC', 0, 0, 600, 0, 30, 'retry'"
+                    + (", '{\"tainted\": true, \"private\": true}')" if trust else ")"))
+    store = PostgresStore(pg_url)
+    try:
+        assert store.schema_version == len(MIGRATIONS) == 6
+        columns = {r[0] for r in pg_rows(pg_url, "SELECT column_name FROM information_schema."
+                                                 "columns WHERE table_name = 'jarvis_tasks'")}
+        assert {"notify", "trust", "workspace"} <= columns
+        runs = {r[0] for r in pg_rows(pg_url, "SELECT column_name FROM information_schema."
+                                              "columns WHERE table_name = 'jarvis_runs'")}
+        assert {"sent_at", "parked_at", "resumes"} <= runs
+        assert pg_rows(pg_url, "SELECT to_regclass('jarvis_effects') IS NOT NULL") == [(True,)]
+        old = store.get_task("old1")
+        assert old.prompt == "echo old" and old.workspace is None
+        assert old.born_tainted is (version >= 3)
+        born = {"tainted": True, "private": True, "run_id": "r1"}
+        store.add_task(Task(id="new1", prompt="p", schedule_type="interval",
+                            schedule_value="3600", created_at=2.0, anchor=2.0, next_run=3.0,
+                            trust=born, workspace="/ws/config.toml"))
+        again = store.get_task("new1")
+        assert (again.trust, again.workspace) == (born, "/ws/config.toml")
+    finally:
+        store.close()

@@ -18,6 +18,9 @@ from jarvis.scheduler.store_postgres import PostgresStore
 def runner(task, occurrence) -> RunOutcome:
     if "fail" in task.prompt:
         raise RuntimeError("failed on purpose")
+    if "stop" in task.prompt:
+        return RunOutcome(success=False, error="stopped at max_turns (2 turns)",
+                          error_type="max_turns")
     return RunOutcome(success=True, answer=f"ran {task.prompt}")
 
 
@@ -69,6 +72,15 @@ def test_runs_filters_limits_and_the_scheduled_run_question(api):
     assert store.get_run(runs[0].id) == runs[0]
     with pytest.raises(UserError, match="no run with id 999999"):
         store.get_run(999999)
+
+
+def test_a_run_without_an_answer_is_incomplete_and_not_retried(api):
+    task = api.add("stop early", every=3600, max_retries=3)
+    api.now[0] += 3600.5
+    (run,) = api.run_due()
+    assert (run.status, run.error_type) == ("incomplete", "max_turns")
+    assert [r.status for r in api.store.list_runs(task.id)] == ["incomplete"]  # no retry queued
+    assert api.get_task(task.id).last_outcome == "incomplete"
 
 
 def test_cancel_skips_the_queued_retry_and_delete_takes_the_runs_along(api):

@@ -132,12 +132,17 @@ def test_llm_tool_gets_the_engine_and_model():
                                {"role": "user", "content": "Summarize: long text"}]
 
 
-def test_dependencies_are_built_only_when_a_tool_takes_them(jarvis_home):
+def test_services_are_built_only_when_a_tool_declares_them(jarvis_home):
     seen: dict[str, Any] = {}
 
     class Needy(BaseTool):
-        def __init__(self, config: Any = None, bus: Any = None, model: str = "") -> None:
-            seen.update(config=config, bus=bus, model=model)
+        needs = ("config", "bus", "model")
+
+        def __init__(self, config: Any = None, bus: Any = None, model: str = "",
+                     backend: Any = None, scheduler: Any = None) -> None:
+            # backend and scheduler are named like services but not declared: never filled.
+            seen.update(config=config, bus=bus, model=model, backend=backend,
+                        scheduler=scheduler)
 
         @property
         def spec(self) -> ToolSpec:
@@ -150,6 +155,7 @@ def test_dependencies_are_built_only_when_a_tool_takes_them(jarvis_home):
     with Jarvis(engine=ScriptedEngine(["x"]), model="m") as j:
         j.ask_full("q", agent="orchestrator", tools=["needy", "calculator"])
         assert seen["config"] is j.config and seen["bus"] is j.bus and seen["model"] == "m"
+        assert seen["backend"] is None and seen["scheduler"] is None
         assert j._memory is None
     assert not (jarvis_home / "memory.db").exists()
     assert not (jarvis_home / "scheduler.db").exists()

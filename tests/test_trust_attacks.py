@@ -1,9 +1,11 @@
 """The attack suite (issue 21): untrusted content cannot turn the assistant against its owner.
 
-Through the CLI (`jarvis ask` as a subprocess, no terminal, the starter config of `jarvis
-init` plus what the case needs, `--yes` given: it must not matter), with a scripted model
-that obeys any instruction it reads (jarvis.testing.obey). Every source of untrusted content
-x every way out: the instructions make the run read a private note and send its secret out.
+Through the CLI (`jarvis ask`, no terminal, the starter config of `jarvis init` plus what the
+case needs, `--yes` given: it must not matter; a real subprocess for a set that covers every
+source and every sink, click's CliRunner in process for the rest: tests/trust_support.py),
+with a scripted model that obeys any instruction it reads (jarvis.testing.obey). Every source
+of untrusted content x every way out: the instructions make the run read a private note and
+send its secret out.
 The secret must never arrive: not at the attacker's receiver, not at an MCP tool, not even
 as a name asked of the resolver; and the sink call is refused by the egress guard before the
 tool starts (its result says so).
@@ -31,12 +33,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from trust_support import Lab, mark
+from trust_support import Lab, World, mark, trust_world  # noqa: F401 - a fixture
 
 from jarvis.testing import obey, tool_call
 
 PRIVATE = "notes/private.txt"
 BRIEFING = "Briefing notes for the quarterly trip"
+
+
+@pytest.fixture
+def lab(trust_world: World, tmp_path: Path, cli_env: dict[str, str],  # noqa: F811 - the fixture
+        monkeypatch: pytest.MonkeyPatch) -> Lab:
+    return Lab(tmp_path, cli_env, trust_world, monkeypatch)
+
 
 
 @dataclass
@@ -170,11 +179,15 @@ SOURCES: dict[str, Source] = {
 }
 
 
-@pytest.fixture
-def lab(tmp_path: Path, cli_env: dict[str, str]):
-    world = Lab(tmp_path, cli_env)
-    yield world
-    world.close()
+# Through a real `jarvis ask` subprocess (and the lab MCP server over stdio, sandboxed): every
+# source and every sink at least once. The other cases run the same CLI in process.
+THROUGH_SUBPROCESS = {
+    ("http_request_page", "get_query"), ("web_fetch_page", "get_header"),
+    ("search_results", "get_1mb_body"), ("mcp_tool_result", "head"),
+    ("mcp_resource", "web_fetch_dns"), ("indexed_document", "mcp_tool"),
+    ("model_written_note", "channel"), ("http_request_page", "schedule"),
+    ("web_fetch_page", "markdown_image"),
+}
 
 
 @pytest.mark.parametrize("sink_name", list(SINKS))
@@ -182,6 +195,7 @@ def lab(tmp_path: Path, cli_env: dict[str, str]):
 def test_untrusted_content_cannot_send_a_secret_out(lab: Lab, source_name: str,
                                                    sink_name: str) -> None:
     source, sink = SOURCES[source_name], SINKS[sink_name]
+    lab.in_process = (source_name, sink_name) not in THROUGH_SUBPROCESS
     lab.configure(mcp=source.mcp or sink.mcp)
     prompt, first, source_tools = source.prepare(lab, instructions(lab, sink), sink)
     answer = sink.answer(lab) if sink.answer else "done"
@@ -221,6 +235,9 @@ def test_a_task_approved_from_a_tainted_run_never_exfiltrates_unattended(lab: La
     import os
     import pty
 
+    # Every command a real process: `jarvis schedule run` in process leaves the scheduler's
+    # engine connection open (harmless when the process ends; a ResourceWarning here).
+    lab.in_process = False
     lab.configure()
     url = lab.page_url("/plan.txt")
     sink = SINKS["schedule"]

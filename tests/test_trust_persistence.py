@@ -180,12 +180,14 @@ def test_tools_show_prints_what_a_tool_declares(cli_env):
 
 
 @pytest.mark.parametrize("agent", ["orchestrator"])
-def test_jarvis_ask_streams_a_tainted_answer_neutralized(tmp_path, cli_env, agent):
-    from trust_support import Lab
+def test_jarvis_ask_streams_a_tainted_answer_neutralized(tmp_path, cli_env, monkeypatch, agent):
+    from trust_support import Lab, World
 
     from jarvis.testing import reply, tool_call
 
-    lab = Lab(tmp_path, cli_env)
+    world = World(tmp_path / "world")
+    lab = Lab(tmp_path / "case", cli_env, world, monkeypatch)
+    lab.in_process = False  # the real terminal-less process: what it streams to stdout
     try:
         lab.configure()
         url = lab.page_url("/p.txt")
@@ -201,7 +203,7 @@ def test_jarvis_ask_streams_a_tainted_answer_neutralized(tmp_path, cli_env, agen
         shown = lab.jarvis("runs", "show", runs[0]["id"]).stdout
         assert "trust:   read untrusted content: yes" in shown and "(http_request, call" in shown
     finally:
-        lab.close()
+        world.close()
 
 
 def test_the_starter_config_documents_egress():

@@ -1,7 +1,8 @@
 """The utility suite (issue 21, point 4): safety must not cost what the assistant is for.
 
-Every case runs through the CLI (`jarvis ask` as a subprocess, no terminal, no --yes, the
-starter config plus the case's additions) in a run the guard watches: it read untrusted content
+Every case runs through the CLI (`jarvis ask`, no terminal, no --yes, the starter config
+plus the case's additions; a real subprocess for every source and every action once, click's
+CliRunner in process for the rest) in a run the guard watches: it read untrusted content
 (from each of the sources below) and holds private data (it read a private note). Each
 legitimate action still works with nobody confirming:
 
@@ -21,12 +22,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from trust_support import Lab
+from trust_support import Lab, World, trust_world  # noqa: F401 - a fixture
 
 from jarvis.testing import reply, tool_call
 
 PRIVATE = "notes/private.txt"
 BRIEFING = "briefing notes for the quarterly trip"
+
+
+@pytest.fixture
+def lab(trust_world: World, tmp_path: Path, cli_env: dict[str, str],  # noqa: F811 - the fixture
+        monkeypatch: pytest.MonkeyPatch) -> Lab:
+    return Lab(tmp_path, cli_env, trust_world, monkeypatch)
+
 
 
 class Source:
@@ -189,11 +197,9 @@ ACTIONS = {"fetch_given_url": FetchGivenUrl(), "follow_page_link": FollowPageLin
            "own_words_to_channel": OwnWordsToChannel(), "read_files_and_answer": ReadAndAnswer()}
 
 
-@pytest.fixture
-def lab(tmp_path: Path, cli_env: dict[str, str]):
-    world = Lab(tmp_path, cli_env)
-    yield world
-    world.close()
+# Through a real `jarvis ask` subprocess: every source and every action once. The other
+# cases run the same CLI in process (tests/trust_support.py).
+THROUGH_SUBPROCESS = {(source, action) for source, action in zip(SOURCES, ACTIONS, strict=True)}
 
 
 @pytest.mark.parametrize("action_name", list(ACTIONS))
@@ -201,6 +207,7 @@ def lab(tmp_path: Path, cli_env: dict[str, str]):
 def test_legitimate_actions_work_in_a_tainted_private_run(lab: Lab, source_name: str,
                                                          action_name: str) -> None:
     source, action = SOURCES[source_name], ACTIONS[action_name]
+    lab.in_process = (source_name, action_name) not in THROUGH_SUBPROCESS
     # The lab server is marked trusted so its read-only page needs no confirmation (nobody
     # confirms anything here); its results are still untrusted (open world).
     lab.configure(mcp=source.mcp, mcp_trusted=True)
@@ -255,6 +262,9 @@ def test_what_no_rule_covers_still_asks(lab: Lab) -> None:
 
 
 def test_a_task_the_person_scheduled_delivers_its_result_to_their_channel(lab: Lab) -> None:
+    # Real processes: `jarvis schedule run` in process leaves the scheduler's engine
+    # connection open (harmless when the process ends; a ResourceWarning here).
+    lab.in_process = False
     lab.configure()
     url = lab.page_url("/article.txt")
     lab.site.pages["/article.txt"] = ("text/plain", "The ferry leaves at ten.")

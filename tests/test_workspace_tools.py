@@ -268,8 +268,9 @@ def test_settings_table_for_unknown_tool_is_a_config_error(tmp_path: Path,
 
     ws = make_workspace(tmp_path / "ws", {"shout.py": GOOD})
     (ws / "config.toml").write_text('[tools.file_raed]\nallowed_dirs = ["."]\n')
-    with pytest.raises(ConfigError, match=r"\[tools.file_raed\] in .*config.toml names no tool; "
-                                          r"valid tool names: .*file_read"):
+    with pytest.raises(ConfigError, match=r"in .*config.toml: \[tools.file_raed\] names no tool "
+                                          r"\(did you mean 'file_read'\?\); tools with "
+                                          r"settings: .*file_read"):
         load_extensions(load_config(ws / "config.toml"))
     # settings for a workspace tool are fine (the check runs after tools/ is loaded)
     (ws / "config.toml").write_text("[tools.file_read]\nallowed_dirs = []\n[tools.shout]\n")

@@ -44,7 +44,15 @@ def agent_class(name: str) -> Any | None:
     return found
 
 
+def structured_agent(cls: Any, mode: str) -> Any:
+    """The agent class that can give a structured answer in `mode` (jarvis.agents.structured):
+    in "tool" mode one that calls tools; one that cannot is replaced by the orchestrator,
+    which can call final_answer."""
+    return OrchestratorAgent if mode == "tool" and not cls.uses_tools else cls
+
+
 ensure_registered()
 
 __all__ = ["AGENT_ALIASES", "BUILTIN_AGENTS", "BaseAgent", "LoopGuard", "OrchestratorAgent", "ReActAgent",
-           "ReactStep", "SimpleAgent", "agent_class", "ensure_registered", "parse_react"]
+           "ReactStep", "SimpleAgent", "agent_class", "ensure_registered", "parse_react",
+           "structured_agent"]

@@ -29,6 +29,7 @@ from jarvis.engine.base import (
     stream_reply,
 )
 from jarvis.tools.base import BaseTool
+from jarvis.tools.budget import BudgetExhausted
 from jarvis.tools.executor import ToolExecutor
 
 TokenHandler = Callable[[str], Any]
@@ -102,7 +103,11 @@ class BaseAgent:
         state = _RunState(LoopGuard(self.max_repeats))
         state.query = query
         messages = self._initial_messages(query, history, context)
-        content = self._loop(messages, state)
+        try:
+            content = self._loop(messages, state)
+        except BudgetExhausted as stop:  # the run cannot go on inside its budget
+            state.flags["budget_exceeded"] = True
+            content = f"Stopped: the budget ran out before a final answer ({stop.message})."
         metadata = state.metadata()
         if context is not None and context.metadata:
             metadata["context"] = dict(context.metadata)
@@ -201,6 +206,9 @@ class BaseAgent:
         fence = getattr(self.executor, "fence", None)
         if fence is not None:  # a scheduled run that lost its lease calls its model no more
             fence.check()
+        budget = getattr(self.executor, "budget", None)
+        if budget is not None:  # raises BudgetExhausted when the call would overrun
+            budget.before_engine(messages)
         state.turns += 1
         bus = self.bus
         if bus is not None:
@@ -222,6 +230,8 @@ class BaseAgent:
                                   **kwargs)
         add_usage(state.usage, result.usage)
         state.inference_seconds.append(time.perf_counter() - start)
+        if budget is not None:
+            budget.after_engine(result.usage, state.inference_seconds[-1])
         if result.model:
             state.model = result.model
         if bus is not None:

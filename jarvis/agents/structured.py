@@ -302,11 +302,12 @@ def run(agent: Any, query: str, output: OutputSchema, mode: str, *,
         context = None  # it is in the transcript now
         results.append(result)
         outcome.attempts += 1
-        stopped = result.metadata.get("max_turns_exceeded") or result.metadata.get("loop_detected")
+        stopped = (result.metadata.get("max_turns_exceeded") or result.metadata.get("loop_detected")
+                   or result.metadata.get("budget_exceeded"))
         try:
             if stopped:
-                raise ValueError("the run stopped before a final answer (max_turns or the loop "
-                                 "guard)")
+                raise ValueError("the run stopped before a final answer (max_turns, the loop "
+                                 "guard or the budget)")
             tool = getattr(agent, "final_tool", None)
             if tool is not None and tool.given:
                 outcome.parsed = tool.value

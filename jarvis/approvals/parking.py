@@ -230,7 +230,8 @@ class Parking:
                "source": record.get("source"), "approved_tools": sorted(self.approved),
                "run_metadata": self.run_metadata, "max_turns": runner.max_turns,
                "temperature": runner.temperature, "max_tokens": runner.max_tokens,
-               "on_approval": self.on_approval or "defer"}
+               "on_approval": self.on_approval or "defer",
+               "budget": _budget_left(runner)}
         state = snapshot(ask=ask, result=result, trust=self.trust)
         fence = getattr(getattr(runner, "executor", None), "fence", None)
         if fence is not None and hasattr(fence, "positions"):
@@ -357,8 +358,14 @@ def resume_arguments(system: Any, run_id: str, decisions: dict[str, Any] | None 
             "source": ask.get("source") or "sdk", "run_metadata": ask.get("run_metadata"),
             "trust": state.get("trust"), "max_turns": ask.get("max_turns"),
             "temperature": ask.get("temperature"), "max_tokens": ask.get("max_tokens"),
-            "on_approval": ask.get("on_approval") or "defer",
+            "on_approval": ask.get("on_approval") or "defer", "budget": ask.get("budget"),
             "_resume": ResumePlan(claimed, answers)}
+
+
+def _budget_left(runner: Any) -> dict[str, Any] | None:
+    """What the parked run's budget leaves for its continuation (jarvis.tools.budget)."""
+    meter = getattr(getattr(runner, "executor", None), "budget", None)
+    return meter.remaining() if meter is not None else None
 
 
 def _not_claimable(store: Any, run_id: str) -> str:

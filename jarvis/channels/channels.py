@@ -84,8 +84,10 @@ def mask_url(url: str) -> str:
 
 
 def _apprise() -> Any:
+    from jarvis._lazy import load_module
+
     try:
-        import apprise
+        apprise = load_module("apprise")
     except ImportError:
         raise DependencyError(f"channels need the apprise package, which is not installed: "
                               f"{INSTALL}") from None

@@ -26,6 +26,9 @@ def run_message(task: Any, run: Any) -> tuple[str, str]:
     if run.status == "succeeded":
         title = f"jarvis: task {task.id} done"
         body = run.answer or "(the run succeeded with an empty answer)"
+    elif run.status == "incomplete":
+        title = f"jarvis: task {task.id} stopped without an answer"
+        body = f"The run stopped without an answer ({run.error_type}): {run.error or 'no details'}"
     elif run.status == "expired":
         title = f"jarvis: task {task.id} expired"
         body = ("The run waited for your approval and nobody answered in time, so it ended "

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import click
 
-from jarvis.commands._common import echo_json, load_cli_config
+from jarvis.commands._common import Group, echo_json, load_cli_config
 
 
-@click.group()
+@click.group(cls=Group)
 def agents() -> None:
     """List and inspect the workspace agents (agents/*.toml)."""
 

@@ -2,12 +2,14 @@
 results go to stderr as they happen; `--json` prints the whole ask_full dict instead.
 
 Exit codes: 0 answered; 1 failed (engine, run); 2 misuse (unknown tool, bad option);
-3 stopped without an answer (max_turns reached, or the loop guard stopped a repeating model).
+3 stopped without an answer (max_turns reached, the loop guard stopped a repeating model, or
+the budget ran out).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from typing import Any
 
@@ -20,32 +22,74 @@ from jarvis.commands._common import (
     terminal_approver,
     terminal_egress_approver,
 )
-from jarvis.core.terminal import visible
+from jarvis.core.terminal import paint, visible
 
 PREVIEW_CHARS = 200
-STOPPED_EXIT_CODE = 3  # max_turns or the loop guard ended the run without an answer
+STOPPED_EXIT_CODE = 3  # max_turns, the loop guard or the budget ended the run without an answer
 MAX_STDIN_CHARS = 1_000_000
 
 
 class _Status:
-    """A one-line status on stderr while the model is working ("waiting for m..."); only on
-    a terminal (a pipe or a log file gets nothing), erased before any other output."""
+    """A one-line status on stderr while the model is working ("… waiting for m  3s"), its
+    elapsed time redrawn every second; only on a terminal (a pipe or a log file gets nothing),
+    erased before any other output."""
 
     def __init__(self) -> None:
+        import threading
+
         self.enabled = _isatty(sys.stderr)
         self.shown = False
+        self._text = ""
+        self._drawn = ""
+        self._since = 0.0
+        self._lock = threading.RLock()
+        self._ticker: Any = None
+        self._stop = threading.Event()
 
-    def show(self, text: str) -> None:
-        if self.enabled:
-            sys.stderr.write(f"\r\033[K{text}")
+    def show(self, text: str, *, since: float | None = None) -> None:
+        """Show `text`, followed by the seconds since `since` (default: now), kept up to date."""
+        import time
+
+        if not self.enabled:
+            return
+        with self._lock:
+            self._text = text
+            self._since = time.monotonic() if since is None else since
+            self._draw()
+            if self._ticker is None:
+                import threading
+
+                self._stop.clear()
+                self._ticker = threading.Thread(target=self._tick, daemon=True,
+                                                name="jarvis-ask-status")
+                self._ticker.start()
+
+    def _draw(self) -> None:
+        import time
+
+        line = f"{self._text}  {int(time.monotonic() - self._since)}s"
+        if line != self._drawn or not self.shown:
+            sys.stderr.write("\r\033[K" + paint(line, "dim"))
             sys.stderr.flush()
-            self.shown = True
+            self._drawn = line
+        self.shown = True
+
+    def _tick(self) -> None:
+        while not self._stop.wait(0.2):  # the seconds change on time, drawn only then
+            with self._lock:
+                if self.shown:
+                    self._draw()
 
     def clear(self) -> None:
-        if self.shown:
-            sys.stderr.write("\r\033[K")
-            sys.stderr.flush()
-            self.shown = False
+        with self._lock:
+            if self.shown:
+                sys.stderr.write("\r\033[K")
+                sys.stderr.flush()
+                self.shown = False
+
+    def close(self) -> None:
+        self._stop.set()
+        self.clear()
 
 
 def _isatty(stream: Any) -> bool:
@@ -77,38 +121,68 @@ def _preview(value: Any) -> str:
     return visible(text, PREVIEW_CHARS + 40, one_line=True)  # a model's or a tool's text
 
 
-def _show_events(bus: Any, status: _Status, system: Any) -> None:
+class _Lines:
+    """stderr lines that start on a line of their own: on a terminal, an answer streamed to
+    stdout may have left the line open ("Let me check."), and a tool line or a warning was
+    glued to it. stdout gets nothing but the answer; the line is ended on stderr."""
+
+    def __init__(self, status: _Status, stdout: _Stdout) -> None:
+        self.status = status
+        self.stdout = stdout
+
+    def echo(self, text: str) -> None:
+        self.status.clear()
+        if self.stdout.open and _isatty(sys.stdout) and _isatty(sys.stderr):
+            sys.stderr.write("\n")
+            self.stdout.last = "\n"  # the terminal's line is ended (stdout's own stays exact)
+        click.echo(text, err=True)
+
+
+class _LogLines(logging.Handler):
+    """jarvis's warnings during an ask, through _Lines (never glued to the answer)."""
+
+    def __init__(self, lines: _Lines) -> None:
+        super().__init__(logging.WARNING)
+        self.lines = lines
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.lines.echo(paint(self.format(record), "yellow"))
+        except Exception:  # noqa: BLE001 - logging must not break the ask
+            self.handleError(record)
+
+
+def _show_events(bus: Any, status: _Status, system: Any, lines: _Lines) -> None:
     from jarvis.core.events import EventType
 
     def start(event: Any) -> None:
         data = event.data
-        status.clear()
         name = visible(data['tool_name'], 100, one_line=True)  # the model's, maybe unknown
-        click.echo(f"[tool] {name} {_preview(data.get('arguments') or {})}", err=True)
+        lines.echo(f"{paint('[tool]', 'cyan')} {name} "
+                   f"{_preview(data.get('arguments') or {})}")
 
     def end(event: Any) -> None:
         data = event.data
         result = data.get("result")
-        mark = "->" if data.get("success") else "-> FAILED"
+        mark = "->" if data.get("success") else paint("-> FAILED", "red")
         content = _preview(result.content) if result is not None else ""
         latency = data.get("latency") or 0.0
-        status.clear()
         name = visible(data['tool_name'], 100, one_line=True)
-        click.echo(f"[tool] {name} {mark} {content} ({latency * 1000:.1f} ms)", err=True)
+        lines.echo(f"{paint('[tool]', 'cyan')} {name} {mark} {content} "
+                   f"({latency * 1000:.1f} ms)")
 
     def run_start(event: Any) -> None:
         sources = event.data.get("context_sources") or []
         if sources:  # before the answer, so the reader knows what it draws on
-            click.echo(visible(f"[memory] context from: {', '.join(sources)}", 600,
-                               one_line=True), err=True)
+            shown = visible(", ".join(sources), 600, one_line=True)  # paths a model may choose
+            lines.echo(f"{paint('[memory]', 'magenta')} context from: {shown}")
 
     def trust(event: Any) -> None:
         data = event.data
         what = ("read untrusted content" if data.get("change") == "tainted"
                 else "holds private data")
-        status.clear()
-        click.echo(visible(f"[trust] the run {what}: {data.get('reason')}", 300,
-                           one_line=True), err=True)
+        reason = visible(str(data.get("reason")), 300, one_line=True)
+        lines.echo(f"{paint('[trust]', 'yellow')} the run {what}: {reason}")
 
     def waiting(event: Any) -> None:
         model = event.data.get("model") or "the model"
@@ -134,7 +208,7 @@ def _show_retries(engine: Any, status: _Status) -> None:
     if hasattr(engine, "on_retry"):
         def retrying(attempt: int, retries: int, delay: float, reason: str) -> None:
             status.show(f"… {reason} from {engine.engine_id}; retry {attempt} of {retries} in "
-                        f"{delay:.1f} s")
+                        f"{delay:.1f} s", since=status._since)
 
         engine.on_retry = retrying
 
@@ -146,6 +220,11 @@ class _Stdout:
         self.wrote = False
         self.last = "\n"
         self.status = status
+
+    @property
+    def open(self) -> bool:
+        """Whether the answer left its line unended."""
+        return self.wrote and self.last != "\n"
 
     def __call__(self, text: str) -> None:
         if self.status is not None:
@@ -189,13 +268,26 @@ class _Stdout:
               help="Let this ask send to DEST even after it read untrusted content and holds "
                    "private data: HOST, channel:NAME or mcp:SERVER (repeatable; see "
                    "docs/trust.md). --yes does not cover such calls.")
+@click.option("-c", "--continue", "continue_last", is_flag=True, help="Continue the last "
+              "conversation (its earlier questions and answers go with this one).")
+@click.option("--conversation", "conversation_id", metavar="ID", help="Continue conversation "
+              "ID (`jarvis conversations list`).")
+@click.option("--budget-usd", type=float, metavar="USD", help="Dollars this ask may spend "
+              "(engine tokens priced from [engine.prices], tools' cost); default: [agent].")
+@click.option("--budget-seconds", type=float, metavar="S", help="Seconds this ask may take; "
+              "default: [agent].")
+@click.option("--max-tool-calls", type=int, metavar="N", help="Tool calls this ask may make; "
+              "default: [agent].")
 @click.pass_context
 def ask(ctx: click.Context, query: tuple[str, ...], agent: str | None, tools: str | None,
         model: str | None, engine: str | None, host: str | None, system: str | None,
         max_turns: int | None, yes: bool, as_json: bool, no_stream: bool,
-        no_context: bool, schema_file: str | None, allow_egress: tuple[str, ...]) -> None:
+        no_context: bool, schema_file: str | None, allow_egress: tuple[str, ...],
+        continue_last: bool, conversation_id: str | None, budget_usd: float | None,
+        budget_seconds: float | None, max_tool_calls: int | None) -> None:
     """Ask QUERY (or `-`, or nothing: read it from stdin); the answer goes to stdout, tool
-    activity to stderr. Exit code 3: stopped without an answer (max turns or loop guard).
+    activity to stderr. Exit code 3: stopped without an answer (max turns, loop guard or
+    budget: a call that would overrun it is not made).
 
     \b
     Examples:
@@ -203,35 +295,46 @@ def ask(ctx: click.Context, query: tuple[str, ...], agent: str | None, tools: st
       jarvis ask --tools calculator "What is 15% of 340?"
       jarvis ask -a react --tools calculator,think "Solve: 2x + 5 = 13"
       echo "What is 2+2?" | jarvis ask
+      jarvis ask -c "And in Celsius?"      # continue the last conversation
+      jarvis ask --tools web_search --budget-seconds 30 --max-tool-calls 5 "news?"
     """
+    from jarvis.commands.conversations import asker, chosen_conversation
     from jarvis.sdk import Jarvis
+    from jarvis.tools.budget import Budget
+
+    budget = Budget(budget_usd, budget_seconds, max_tool_calls)  # bad values: one line, exit 2
 
     question = _read_query(query)
     config_path = (ctx.obj or {}).get("config_path")
     status = _Status()
     stdout = _Stdout(status)
+    lines = _Lines(status, stdout)
     output_schema = None
     if schema_file:
         output_schema = _load_schema_file(schema_file)  # a bad file: one line, exit 2
     # A structured answer is printed once it is checked, never streamed unchecked.
     streaming = not (as_json or no_stream or output_schema is not None)
+    handler = _LogLines(lines)
+    logging.getLogger("jarvis").addHandler(handler)
     # The built-in HTTP client: importing the openai package would triple start-up time.
     try:
         with Jarvis(config_path=config_path, engine=engine, model=model, host=host,
                     default_client="http") as j:
-            _show_events(j.bus, status, j)
-            result = j.ask_full(question, agent=agent, tools=tools, system=system,
-                                max_turns=max_turns, approver=terminal_approver(yes),
-                                egress_approver=terminal_egress_approver(),
-                                allow_egress=list(allow_egress),
-                                context=False if no_context else None, source="cli",
-                                on_token=stdout if streaming else None,
-                                output_schema=output_schema)
+            _show_events(j.bus, status, j, lines)
+            record = chosen_conversation(j.config, continue_last, conversation_id)
+            answer = asker(j, record, source="cli", agent=agent, tools=tools)
+            result = answer(question, agent=agent, tools=tools, system=system,
+                            max_turns=max_turns, approver=terminal_approver(yes),
+                            egress_approver=terminal_egress_approver(),
+                            allow_egress=list(allow_egress),
+                            context=False if no_context else None, source="cli",
+                            on_token=stdout if streaming else None,
+                            output_schema=output_schema, budget=budget)
     finally:
-        status.clear()
+        status.close()
+        logging.getLogger("jarvis").removeHandler(handler)
         stdout.finish()  # text streamed before a failure still ends its line
-    meta = result.get("metadata") or {}
-    stopped = bool(meta.get("max_turns_exceeded") or meta.get("loop_detected"))
+    stopped = result.get("stop_reason") in ("max_turns", "loop_guard", "budget")
     if output_schema is not None and not stopped:
         _structured_exit(ctx, result, as_json)
         return
@@ -241,12 +344,18 @@ def ask(ctx: click.Context, query: tuple[str, ...], agent: str | None, tools: st
         stdout.finish()
     elif not stopped:  # a stop has no answer: stdout stays for answers
         click.echo(shown_data(result["content"]))
-    if meta.get("max_turns_exceeded"):
-        click.echo(f"Error: stopped at max_turns ({result['turns']} turns) without a final "
+    error = paint("Error:", "red", "bold")
+    if result.get("stop_reason") == "max_turns":
+        click.echo(f"{error} stopped at max_turns ({result['turns']} turns) without a final "
                    f"answer; raise it with --max-turns (exit code {STOPPED_EXIT_CODE})", err=True)
-    elif meta.get("loop_detected"):
-        click.echo(f"Error: stopped because the model kept repeating the same tool call "
-                   f"without an answer (exit code {STOPPED_EXIT_CODE})", err=True)
+    elif result.get("stop_reason") == "budget":
+        from jarvis.tools.budget import spend_line
+
+        why = visible(spend_line(result.get("budget") or {}), 600, one_line=True)
+        click.echo(f"{error} stopped at the budget without a final answer: {why} (exit code "
+                   f"{STOPPED_EXIT_CODE})", err=True)
+    elif stopped:
+        click.echo(f"{error} {result['stop_message']} (exit code {STOPPED_EXIT_CODE})", err=True)
     if stopped:
         ctx.exit(STOPPED_EXIT_CODE)
 

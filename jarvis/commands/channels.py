@@ -6,11 +6,11 @@ import sys
 
 import click
 
-from jarvis.commands._common import echo_json, load_cli_config
+from jarvis.commands._common import Group, echo_json, load_cli_config
 from jarvis.core.terminal import visible
 
 
-@click.group()
+@click.group(cls=Group)
 def channels() -> None:
     """List notification channels ([channels.NAME] in config.toml) and test them."""
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import click
 
-from jarvis.commands._common import echo_json
+from jarvis.commands._common import Group, echo_json
 
 
 def _flatten(data: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
@@ -45,7 +46,48 @@ def config_rows(config: Any) -> list[dict[str, Any]]:
     return rows
 
 
-@click.group()
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def _key(name: str) -> str:
+    return name if _BARE_KEY.match(name) else json.dumps(name, ensure_ascii=False)
+
+
+def toml_text(rows: list[dict[str, Any]]) -> str:
+    """The rows as a valid TOML document: each table once, its values before its subtables,
+    an unset value as a comment (`# max_tokens = ... (not set)`), each value's source as a
+    comment. Strings, numbers, booleans, lists and empty tables are TOML as JSON writes them
+    (a JSON string is a TOML basic string)."""
+    tree: dict[str, Any] = {}
+    for row in rows:
+        *tables, key = row["key"].split(".")
+        node = tree
+        for name in tables:
+            node = node.setdefault(name, {})
+        node[key] = row
+
+    lines: list[str] = []
+
+    def emit(node: dict[str, Any], path: list[str]) -> None:
+        leaves = [(k, v) for k, v in node.items() if "key" in v and "source" in v]
+        tables = [(k, v) for k, v in node.items() if not ("key" in v and "source" in v)]
+        if path and (leaves or not tables):
+            lines.append("")
+            lines.append("[" + ".".join(_key(p) for p in path) + "]")
+        for name, row in leaves:
+            if row["value"] is None:
+                lines.append(f"# {_key(name)} =  (not set)  # {row['source']}")
+            else:
+                lines.append(f"{_key(name)} = {json.dumps(row['value'], ensure_ascii=False)}"
+                             f"  # {row['source']}")
+        for name, sub in tables:
+            emit(sub, [*path, name])
+
+    emit(tree, [])
+    return "\n".join(lines)
+
+
+@click.group(cls=Group)
 def config() -> None:
     """Show the effective configuration and where it comes from."""
 
@@ -73,15 +115,7 @@ def show(as_json: bool) -> None:
                               for r in rows}})
         return
     click.echo(f"# config file: {cfg.source or '(none: defaults and environment only)'}")
-    section = None
-    for row in rows:
-        head, _, key = row["key"].rpartition(".")
-        if head != section:
-            section = head
-            click.echo(f"\n[{head}]")
-        value = "(not set)" if row["value"] is None else json.dumps(row["value"],
-                                                                    ensure_ascii=False)
-        click.echo(f"{key} = {value}  # {row['source']}")
+    click.echo(toml_text(rows))
 
 
 @config.command("path")
@@ -91,7 +125,8 @@ def path() -> None:
 
     found = find_config()
     if found is None:
-        click.echo("no config file found (looked for --config/$JARVIS_CONFIG, ./config.toml, "
-                   "$JARVIS_HOME/config.toml); run `jarvis init` to create one", err=True)
+        click.echo("no config file found (looked for --config/$JARVIS_CONFIG, ./config.toml, a "
+                   "workspace's config.toml in the folders above, $JARVIS_HOME/config.toml); run "
+                   "`jarvis init` to create one", err=True)
         raise SystemExit(1)
     click.echo(str(found.resolve()))

@@ -1,5 +1,6 @@
-"""`jarvis doctor`: what this host supports, the code sandbox in force for this config, and
-whether jarvis's state (JARVIS_HOME) is private to its user."""
+"""`jarvis doctor`: what jarvis needs here (config, engine, MCP servers, databases, extras,
+approvals: jarvis.commands.checks), the code sandbox in force for this config, and whether
+jarvis's state (JARVIS_HOME) is private to its user."""
 
 from __future__ import annotations
 
@@ -7,25 +8,37 @@ import sys
 
 import click
 
-from jarvis.commands._common import echo_json, load_cli_config
+from jarvis.commands._common import echo_json
 
 CODE_TOOLS = ("repl", "code_interpreter")
 
 
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def doctor(as_json: bool) -> None:
-    """Check the host: which sandbox isolates model-written code (bubblewrap, user
-    namespaces, Landlock, seccomp) under this config's [sandbox] settings, and whether
-    anything in JARVIS_HOME (databases, logs, the serve token) is open to other users.
+@click.option("--no-connect", is_flag=True, help="Skip the checks that contact something: "
+              "the engine and the MCP servers.")
+def doctor(as_json: bool, no_connect: bool) -> None:
+    """Check what jarvis needs here: the config (every [tools.NAME] table), the engine and
+    its model, MCP servers, the databases, optional extras, standing approvals, which
+    sandbox isolates model-written code (bubblewrap, user namespaces, Landlock, seccomp), and
+    whether anything in JARVIS_HOME (databases, logs, the serve token) is open to other users.
 
-    A code tool whose own table sets `isolation` gets a line of its own. Exits 1 when a code
-    tool (repl, code_interpreter) would refuse to run.
+    Exits 1 when `jarvis ask` cannot work (an invalid config, no engine, a model the engine
+    does not offer) or a code tool (repl, code_interpreter) would refuse to run; warnings
+    (a failed MCP server, a read-only database, a missing extra the config needs) do not
+    change the exit code. A code tool whose own table sets `isolation` gets a line of its own.
     """
+    from jarvis.commands import checks as c
     from jarvis.sandbox.cgroup import describe_memory
     from jarvis.sandbox.probe import describe, status
 
-    config = load_cli_config()
+    config, config_check = c.load_config_check()
+    found = [config_check]
+    if not no_connect:
+        found += c.engine_checks(config)
+        found += c.mcp_checks(config)
+    found += c.database_checks(config) + c.extras_checks(config) + c.approval_checks(config)
+
     bounds = {key: getattr(config.sandbox, key) for key in (
         "uid", "max_threads", "max_open_files", "memory_mb", "tmp_mb")}
     info = status(config.sandbox.isolation, config.sandbox.network, **bounds)
@@ -39,13 +52,17 @@ def doctor(as_json: bool) -> None:
     from jarvis.mcp.sandboxing import unsandboxed
 
     bare = unsandboxed(config)
+    ask_works = not any(check.status == "fail" for check in found)
+    sandbox_ok = not (info["mechanism"] is None
+                      or any(own["mechanism"] is None for own in tools.values()))
     state = _state()
     from jarvis.commands.grants import doctor_line, doctor_report
 
     grants = doctor_report(config)
     if as_json:
-        echo_json({"sandbox": info, "tools": tools, "mcp_unsandboxed": bare, "state": state,
-                   "grants": grants})
+        echo_json({"ok": ask_works and sandbox_ok, "ask_works": ask_works,
+                   "checks": [check.to_dict() for check in found], "sandbox": info,
+                   "tools": tools, "mcp_unsandboxed": bare, "state": state, "grants": grants})
     else:
         yes_no = {True: "yes", False: "no"}
         click.echo(f"sandbox: {describe(info)}")
@@ -71,8 +88,24 @@ def doctor(as_json: bool) -> None:
             click.echo(f"MCP servers not sandboxed (sandbox = false): {', '.join(bare)}")
         click.echo(f"state: {_describe_state(state)}")
         click.echo(doctor_line(grants))
-    if info["mechanism"] is None or any(own["mechanism"] is None for own in tools.values()):
+        _print_checks(found)
+        if not ask_works:
+            failed = [check.name for check in found if check.status == "fail"]
+            click.echo(f"jarvis ask cannot work here: see {', '.join(failed)} above", err=True)
+    if not (ask_works and sandbox_ok):
         sys.exit(1)
+
+
+def _print_checks(found: list) -> None:
+    from jarvis.core.terminal import visible
+
+    click.echo("")
+    width = max(len(check.name) for check in found)
+    for check in found:
+        label = {"fail": "FAIL", "warn": "warn"}.get(check.status, check.status)
+        click.echo(visible(f"{check.name:<{width}}  {label:<4}  {check.summary}"))
+        for line in check.details:
+            click.echo(visible(f"{'':<{width}}        {line}"))
 
 
 def _shared_uid_warning(threads: dict) -> str:

@@ -8,11 +8,11 @@ from typing import Any
 
 import click
 
-from jarvis.commands._common import echo_json, load_cli_config, shown_data
+from jarvis.commands._common import Group, echo_json, load_cli_config, shown_data
 from jarvis.core.terminal import visible
 
 
-@click.group()
+@click.group(cls=Group)
 def mcp() -> None:
     """Use MCP servers' tools, and serve jarvis tools over MCP.
 
@@ -312,9 +312,14 @@ def serve(tool_names: str | None, http: str | None, api_key: str | None,
         check_http_access(address[0], api_key or None)
     # Over stdio, stdout is the protocol: a tool file or plugin that prints while it is loaded
     # must not put that text on the wire (the SDK diverts stdout only once serving starts).
-    with contextlib.redirect_stdout(sys.stderr):
-        tools, approved = select_tools(config, names)
-    if address is None:
-        run_stdio(tools, config, approved, memory=memory)
-    else:
-        run_http(tools, config, approved, *address, api_key=api_key or None, memory=memory)
+    from jarvis.sdk import Jarvis
+
+    # The SDK hands each tool what it declares it needs (the llm tool the engine, the
+    # scheduler tools the scheduler, the memory tools the store), as `jarvis serve` does.
+    with Jarvis(config=config, default_client="http") as system:
+        with contextlib.redirect_stdout(sys.stderr):
+            tools, approved = select_tools(config, names, system)
+        if address is None:
+            run_stdio(tools, config, approved, memory=memory)
+        else:
+            run_http(tools, config, approved, *address, api_key=api_key or None, memory=memory)

@@ -9,7 +9,7 @@ from typing import Any, TextIO
 
 import click
 
-from jarvis.commands._common import echo_json, load_cli_config
+from jarvis.commands._common import Group, echo_json, load_cli_config
 
 
 class ProgressBar:
@@ -66,7 +66,7 @@ def _open(ctx: click.Context, create: bool = False) -> Any:
     return config, open_memory(config, db_path=db)
 
 
-@click.group()
+@click.group(cls=Group)
 @click.option("--db", "db_path", type=click.Path(dir_okay=False),
               help="Memory database (default: memory.db_path from config, else "
                    "$JARVIS_HOME/memory.db).")
@@ -133,11 +133,15 @@ def index_cmd(ctx: click.Context, paths: tuple[str, ...], chunk_size: int | None
 @click.option("-n", "--limit", "-k", "--top-k", "top_k", type=click.IntRange(1, 100), default=5,
               show_default=True, help="How many results (-k/--top-k are older names).")
 @click.option("--source", default=None, help="Only results from this source (or folder).")
+@click.option("--full", is_flag=True, help="Print each hit's whole chunk, not a snippet.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.pass_context
-def search_cmd(ctx: click.Context, query: str, top_k: int, source: str | None,
+def search_cmd(ctx: click.Context, query: str, top_k: int, source: str | None, full: bool,
                as_json: bool) -> None:
-    """Search memory for QUERY (plain text; no search syntax needed or used)."""
+    """Search memory for QUERY (plain text; no search syntax needed or used).
+
+    Each hit is its citation and a snippet around the match, the matched words highlighted on
+    a terminal; --full prints whole chunks, --json everything."""
     from jarvis.errors import UserError
     from jarvis.memory.query import query_terms
 
@@ -158,13 +162,20 @@ def search_cmd(ctx: click.Context, query: str, top_k: int, source: str | None,
         click.echo("Memory is empty: index files with `jarvis memory index PATH`." if empty
                    else f"No matches for {query!r}.")
         return
-    from jarvis.core.terminal import visible
+    from jarvis.core.terminal import paint, visible
+    from jarvis.memory.snippets import highlighted, snippet
 
     for number, r in enumerate(results, 1):
         # Who wrote it: a model's note shows its label as a label, never as a file.
         click.echo(visible(f"[{number}] {r.citation}  [{r.origin}]  score {r.score:.3g}"))
-        click.echo(visible("    " + r.content.replace("\n", "\n    ")))
-        click.echo("")
+        if full:
+            click.echo("    " + visible(r.content).replace("\n", "\n    "))
+            click.echo("")
+            continue
+        text, spans = snippet(r.content, query)
+        # Indexed files may hold escape sequences: shown as escapes, the matches highlighted.
+        click.echo("    " + highlighted(text, spans, lambda word: paint(
+            visible(word), "bold", "yellow", stream=sys.stdout), plain=visible))
 
 
 @memory.command("stats")

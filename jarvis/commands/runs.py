@@ -7,7 +7,7 @@ import time
 
 import click
 
-from jarvis.commands._common import echo_json, load_cli_config, one_line
+from jarvis.commands._common import Group, echo_json, echo_table, load_cli_config, one_line
 from jarvis.core.terminal import visible
 
 
@@ -21,7 +21,7 @@ def _when(ts: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else "-"
 
 
-@click.group()
+@click.group(cls=Group)
 def runs() -> None:
     """List and show recorded runs (the run log)."""
 
@@ -45,18 +45,12 @@ def list_runs(limit: int, source: str | None, as_json: bool) -> None:
     if not rows:
         click.echo("no runs recorded yet", err=True)
         return
-    header = ("ID", "STARTED", "STATUS", "SOURCE", "AGENT", "MODEL", "TOOL CALLS", "TOKENS",
-              "QUERY")
-    table = [header] + [
-        (r["id"], _when(r["created_at"]), r["status"] or "-", r["source"] or "-",
-         r["agent"] or "-", one_line(r["model"] or "-", 30), str(r["tool_calls"] or 0),
-         str(r["total_tokens"] or 0), one_line(r["query"] or "", 60)) for r in rows]
-    widths = [max(len(row[i]) for row in table) for i in range(len(header) - 1)]
-    numeric = {6, 7}  # counts align right
-    for row in table:
-        cells = [cell.rjust(w) if i in numeric else cell.ljust(w)
-                 for i, (cell, w) in enumerate(zip(row, widths, strict=False))]
-        click.echo(visible("  ".join(cells + [row[-1]]).rstrip()))
+    header = ["ID", "STARTED", "STATUS", "SOURCE", "AGENT", "MODEL", "TOOL CALLS", "TOKENS",
+              "QUERY"]
+    table = [[r["id"], _when(r["created_at"]), r["status"] or "-", r["source"] or "-",
+              r["agent"] or "-", one_line(r["model"] or "-", 30), str(r["tool_calls"] or 0),
+              str(r["total_tokens"] or 0), one_line(r["query"] or "", 200)] for r in rows]
+    echo_table(header, table, right=(6, 7))  # counts align right
 
 
 def _delivery(config, run: dict) -> dict:
@@ -160,7 +154,9 @@ def show_run(run_id: str, as_json: bool) -> None:
     echo(f"turns:   {run['turns']}   tokens: {usage['prompt_tokens']} prompt + "
                f"{usage['completion_tokens']} completion = {usage['total_tokens']}")
     echo(f"query:   {run['query']}")
-    if run.get("error"):
+    if run.get("error") and run["status"] == "incomplete":
+        echo(f"stopped: {run['error'].removeprefix('stopped ')}")
+    elif run.get("error"):
         echo(f"error:   {run['error']}")
     echo(f"delivery: {_delivery_line(run['delivery'])}")
     for item in run["approvals"]:  # parked / approved / denied / expired (docs/approvals.md)
@@ -168,10 +164,16 @@ def show_run(run_id: str, as_json: bool) -> None:
     meta = run.get("metadata") or {}
     for line in _trust_lines(meta.get("trust")):
         echo(line)
-    if meta.get("max_turns_exceeded"):
+    if run["status"] != "incomplete" and meta.get("max_turns_exceeded"):  # runs logged before
         echo("stopped: at max_turns, before a final answer")
-    elif meta.get("loop_detected"):
+    elif run["status"] != "incomplete" and meta.get("loop_detected"):
         echo("stopped: the model kept repeating the same tool call")
+    elif meta.get("budget_exceeded"):
+        echo("stopped: at the budget, before a final answer")
+    if isinstance(meta.get("budget"), dict):
+        from jarvis.tools.budget import spend_line
+
+        echo(f"budget:  {spend_line(meta['budget'])}")
     for call in run["tool_calls"]:
         state = "ok" if call["success"] else f"FAILED ({call['error_type']})"
         echo(f"tool:    {call['tool_name']} {json.dumps(call['arguments'], ensure_ascii=False)}"

@@ -8,11 +8,14 @@ from typing import Any
 import click
 
 from jarvis.commands._common import (
+    Group,
     echo_json,
+    echo_table,
     load_cli_config,
     log_scheduler_to_stderr,
     one_line,
     shown_data,
+    system_factory,
 )
 from jarvis.core.terminal import visible
 
@@ -40,60 +43,56 @@ def _scheduler(runner: str | None = None, config: Any = None, *, dispatch: bool 
     if target:
         made = load_runner(target)
     else:
-        from jarvis.sdk import Jarvis
-
-        made = SdkRunner(factory=lambda: Jarvis(config=config))
+        made = SdkRunner(factory=system_factory(config))
     return TaskScheduler(store=open_store(config), runner=made, config=config,
                          dispatcher=dispatcher, **options)
 
 
-def _unknown_names(agent: str | None, tools: str | None) -> list[str]:
-    """Problems with the agent and tool names of a new task, as seen from here.
-
-    A name unknown here would make every run fail, so `schedule add` says so at once. It is a
-    warning, not an error: workspace and MCP tools depend on the folder and servers the daemon
-    runs with, which may differ from this shell's.
-    """
+def _check_names(config: Any, agent: str | None, tools: str | None) -> None:
+    """Refuse a new task whose agent or tool names are unknown here, as `jarvis ask` does
+    (with a did-you-mean, naming the workspace in use): the task remembers this workspace and
+    runs in it, so a name unknown here would make every run fail."""
     names = [n.strip() for n in (tools or "").split(",") if n.strip()]
     if not agent and not names:
-        return []
-    from jarvis.core.registry import ToolRegistry
-    from jarvis.errors import JarvisError
+        return
     from jarvis.sdk import Jarvis
 
-    problems: list[str] = []
-    system = None
-    try:
-        system = Jarvis(config=load_cli_config())
+    with Jarvis(config=config) as system:
         if agent:
-            try:
-                system.resolve_agent(agent, names or None)
-            except JarvisError as exc:
-                problems.append(str(exc))
+            system.resolve_agent(agent, names or None)
         if names:
             system.load_extensions()
-            enabled = system.config.tools.enabled
-            for name in names:
-                if not ToolRegistry.contains(name):
-                    problems.append(f"unknown tool {name!r} (`jarvis tools list` shows them)")
-                elif enabled is not None and name not in enabled:
-                    problems.append(f"tool {name!r} is not in [tools] enabled in config.toml")
-    except JarvisError as exc:  # a broken config or extension is reported by the run itself
-        problems.append(f"could not check the agent and tools: {exc}")
-    finally:
-        if system is not None:
-            system.close()
-    return problems
+            system._check_tool_names(names)
 
 
-# --- jarvis schedule -----------------------------------------------------------------------
-@click.group()
+class Duration(click.ParamType):
+    """Seconds, or a number with a unit: 90s, 15m, 1h, 1d, 1h30m."""
+
+    name = "DURATION"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> float:
+        from jarvis.scheduler.schedules import parse_duration
+
+        if isinstance(value, float):
+            return value
+        try:
+            return parse_duration(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+DURATION = Duration()
+
+
+# --- jarvis schedule / jarvis scheduler (one group, two names) -------------------------------
+@click.group(cls=Group)
 def schedule() -> None:
-    """Add, list, pause, resume, cancel and run scheduled tasks.
+    """Add, list, pause, resume, cancel and run scheduled tasks; `start` runs the daemon.
 
     Tasks are stored in the scheduler database ([scheduler] db_path, default
     $JARVIS_HOME/scheduler.db, or the PostgreSQL ledger of [scheduler] store) and run by
-    `jarvis scheduler start`.
+    `jarvis scheduler start`. `jarvis schedule` and `jarvis scheduler` are the same group:
+    `jarvis schedule start` and `jarvis scheduler list` work too.
     """
 
 
@@ -138,32 +137,41 @@ def _read_prompt(prompt: str | None, prompt_file: str | None) -> str:
 @click.option("--cron", "cron", metavar="EXPR", help="5-field cron expression, e.g. '0 8 * * 1-5'.")
 @click.option("--tz", "tz", default="UTC", show_default=True, metavar="ZONE",
               help="IANA time zone for --cron (and --at without an offset).")
-@click.option("--every", "every", type=float, metavar="SECONDS", help="Run every SECONDS seconds.")
+@click.option("--every", "every", type=DURATION, metavar="DURATION",
+              help="Run every DURATION: seconds (3600) or 90s, 15m, 1h, 1d.")
 @click.option("--at", "at", metavar="ISO", help="Run once at this ISO 8601 time, e.g. "
               "2030-03-01T09:00:00Z.")
 @click.option("--agent", default=None, help="Agent to run the prompt with (default: as `jarvis ask`).")
 @click.option("--tools", default=None, metavar="A,B", help="Comma-separated tools the agent may use.")
 @click.option("--approve-tools", "approve_tools", default=None, metavar="A,B",
               help="Tools that require confirmation which this task may use unattended.")
-@click.option("--timeout", type=float, default=None, metavar="SECONDS",
-              help="Longest a run may take (default: [scheduler] default_timeout).")
+@click.option("--timeout", type=DURATION, default=None, metavar="DURATION",
+              help="Longest a run may take, e.g. 300 or 5m (default: [scheduler] "
+              "default_timeout).")
 @click.option("--retries", type=int, default=0, show_default=True,
               help="Retries after a failed run.")
-@click.option("--retry-backoff", "retry_backoff", type=float, default=30.0, show_default=True,
-              metavar="SECONDS", help="Wait before the first retry; doubles each time.")
+@click.option("--retry-backoff", "retry_backoff", type=DURATION, default=30.0,
+              show_default=True, metavar="DURATION",
+              help="Wait before the first retry, e.g. 30 or 2m; doubles each time.")
 @click.option("--on-crash", "on_crash", type=click.Choice(["retry", "fail"]), default="retry",
               show_default=True, help="If a scheduler dies mid-run: run it again, or record "
               "it failed.")
-@click.option("--grace", type=float, default=None, metavar="SECONDS",
-              help="How late a missed run may still run (default: [scheduler] grace_seconds).")
+@click.option("--grace", type=DURATION, default=None, metavar="DURATION",
+              help="How late a missed run may still run, e.g. 600 or 1h (default: "
+              "[scheduler] grace_seconds).")
 @click.option("--notify", "notify", default=None, metavar="CHANNEL",
               help="Send each run's answer (or failure) to this channel ([channels.CHANNEL]).")
+@click.option("--budget-usd", type=float, metavar="USD", help="Dollars each run may spend "
+              "(as `jarvis ask --budget-usd`).")
+@click.option("--budget-seconds", type=float, metavar="S", help="Seconds each run may take.")
+@click.option("--max-tool-calls", type=int, metavar="N", help="Tool calls each run may make.")
 @click.option("--json", "as_json", is_flag=True, help="Print the new task as JSON.")
 def add_task(prompt: str | None, prompt_file: str | None, cron: str | None, tz: str,
              every: float | None, at: str | None, agent: str | None, tools: str | None,
              approve_tools: str | None, timeout: float | None, retries: int,
              retry_backoff: float, on_crash: str, grace: float | None, notify: str | None,
-             as_json: bool) -> None:
+             budget_usd: float | None, budget_seconds: float | None,
+             max_tool_calls: int | None, as_json: bool) -> None:
     """Schedule PROMPT: exactly one of --cron, --every or --at.
 
     PROMPT `-` (or --prompt-file -) reads the prompt from stdin; --prompt-file PATH from a
@@ -172,7 +180,7 @@ def add_task(prompt: str | None, prompt_file: str | None, cron: str | None, tz: 
     \b
     Examples:
       jarvis schedule add "Summarize my inbox" --cron "0 8 * * 1-5" --tz Europe/Paris
-      jarvis schedule add "Check the build" --every 3600 --tools http_request
+      jarvis schedule add "Check the build" --every 1h --tools http_request
       jarvis schedule add "Remind me to call Bob" --at 2030-03-01T09:00:00Z
       echo "Summarize the news" | jarvis schedule add - --cron "0 7 * * *"
     """
@@ -183,17 +191,17 @@ def add_task(prompt: str | None, prompt_file: str | None, cron: str | None, tz: 
     given = [name for name, value in (("--cron", cron), ("--every", every), ("--at", at))
              if value is not None]
     if len(given) != 1:
-        raise UserError("give exactly one schedule: --cron EXPR, --every SECONDS or --at ISO "
+        raise UserError("give exactly one schedule: --cron EXPR, --every DURATION or --at ISO "
                         f"(got {', '.join(given) or 'none'})")
-    scheduler = _scheduler()  # first: schedule mistakes are errors before name warnings
-    problems = _unknown_names(agent, tools)
+    config = load_cli_config()
+    scheduler = _scheduler(config=config)  # first: schedule mistakes are errors before names
+    _check_names(config, agent, tools)
     task = scheduler.add(prompt, cron=cron, every=every, at=at, tz=tz, agent=agent,
                             tools=tools, approved_tools=approve_tools, timeout_seconds=timeout,
                             max_retries=retries, retry_backoff_seconds=retry_backoff,
-                            on_crash=on_crash, grace_seconds=grace, notify=notify)
-    for problem in problems:
-        click.echo(f"Warning: {problem}; runs of task {task.id} will fail unless it is "
-                   f"available where the scheduler runs", err=True)
+                            on_crash=on_crash, grace_seconds=grace, notify=notify,
+                            budget={"usd": budget_usd, "seconds": budget_seconds,
+                                    "tool_calls": max_tool_calls})
     data = task.to_dict()
     if as_json:
         echo_json(data)
@@ -234,11 +242,12 @@ def list_tasks(status: str | None, limit: int, offset: int, as_json: bool) -> No
             click.echo("no scheduled tasks" + (f" with status {status}" if status else "")
                        + "; add one with `jarvis schedule add`", err=True)
         return
+    rows = []
     for task in tasks:
         data = task.to_dict()
-        click.echo(f"{task.id}  {task.status:<9}  next {data['next_run'] or '-':<25}  "
-                   f"last {task.last_outcome or '-':<10}  {data['schedule']}  "
-                   f"{one_line(task.prompt, 50)!r}")
+        rows.append([task.id, task.status, data["next_run"] or "-", task.last_outcome or "-",
+                     data["schedule"], one_line(task.prompt, 200)])
+    echo_table(["ID", "STATUS", "NEXT RUN", "LAST", "SCHEDULE", "PROMPT"], rows)
 
 
 @schedule.command("show")
@@ -306,6 +315,10 @@ def run_task(task_id: str, runner: str | None, wait: bool, as_json: bool) -> Non
                            f"{run.delivery.get('status')}"
                            + ("" if sent else f" after {run.delivery.get('attempts')} "
                               f"attempt(s): {run.delivery.get('error')}")), err=True)
+    if run.status == "incomplete":  # no answer: the same code as ask's stop (and as busy)
+        click.echo(visible(f"Error: run #{run.id} {run.error} ({run.error_type}; exit code 3)"),
+                   err=True)
+        sys.exit(3)
     if run.status == "parked":
         click.echo(visible(f"parked: {run.error}; `jarvis scheduler start` continues it once "
                            f"you answer"), err=True)
@@ -343,21 +356,25 @@ def list_runs(task_id: str | None, limit: int, run_id: int | None, as_json: bool
     if not runs:
         click.echo("no runs recorded yet", err=True)
         return
+    rows = []
     for run in runs:
         data = run.to_dict()
         if run.status == "skipped":
             detail = run.error or ""
         elif run.status == "succeeded":
-            detail = one_line(run.answer or "", 60)
+            detail = one_line(run.answer or "", 200)
         else:
-            detail = f"{run.error_type}: {one_line(run.error or '', 60)}"
+            detail = f"{run.error_type}: {one_line(run.error or '', 200)}"
         took = f"{data['duration_seconds']:.2f}s" if data["duration_seconds"] is not None else "-"
         if run.delivery:
-            detail += f"  [-> {run.delivery.get('channel')}: {run.delivery.get('status')}]"
+            detail = (f"[-> {run.delivery.get('channel')}: {run.delivery.get('status')}]  "
+                      + detail)
         for item in asked.get(run.run_log_id or "", []):  # parked / approved / denied / expired
             detail += f"  [approval {item['id']}: {item['status']}]"
-        click.echo(visible(f"#{run.id}  {run.task_id}  {run.status:<9}  for "
-                           f"{data['scheduled_for']}  try {run.attempt}  {took:>7}  {detail}"))
+        rows.append([f"#{run.id}", run.task_id, run.status, data["scheduled_for"] or "-",
+                     str(run.attempt), took, detail])
+    echo_table(["RUN", "TASK", "STATUS", "SCHEDULED FOR", "TRY", "TOOK", "ANSWER OR ERROR"],
+               rows, right=(4, 5))
 
 
 def _run_log_entry(store: Any, config: Any, run_log_id: str | None) -> dict[str, Any] | None:
@@ -415,13 +432,14 @@ def _sync_agents(sched: Any, config: Any) -> None:
         click.echo(f"warning: {error}", err=True)
 
 
-# --- jarvis scheduler ----------------------------------------------------------------------
-@click.group()
-def scheduler() -> None:
-    """Run the scheduler daemon that executes scheduled tasks."""
+# --- the daemon ------------------------------------------------------------------------------
+# `jarvis scheduler` is `jarvis schedule` under its other name (the daemon's command was
+# `jarvis scheduler start`, the tasks' `jarvis schedule ...`; each got "No such command" for
+# the other's).
+scheduler = schedule
 
 
-@scheduler.command("start")
+@schedule.command("start")
 @click.option("--once", is_flag=True, help="Run what is due now, wait for it, and exit.")
 @click.option("--runner", default=None, metavar="MODULE:FACTORY",
               help="TaskRunner to use instead of the configured one ([scheduler] runner); "
@@ -446,7 +464,13 @@ def start(once: bool, runner: str | None, max_workers: int | None, poll: float |
         sched.dispatcher.check(sched.store)
     _sync_agents(sched, config)
     if not once:
-        sched.run_forever()
+        from jarvis.commands.listen import listen_beside
+
+        stop_listening = listen_beside(config)  # [scheduler] listen = true
+        try:
+            sched.run_forever()
+        finally:
+            stop_listening()
         return
     if sched.dispatcher is not None:
         sent = sched.dispatch_due()
@@ -463,12 +487,19 @@ def start(once: bool, runner: str | None, max_workers: int | None, poll: float |
             click.echo(f"nothing to run: {counts['active']} active task(s), none due; next run "
                        f"due at {iso(wake) or '-'}")
         return
-    failed = 0
+    failed = sum(run.status not in ("succeeded", "incomplete") for run in runs)
+    incomplete = sum(run.status == "incomplete" for run in runs)
     for run in runs:
-        failed += run.status != "succeeded"
-        click.echo(f"task {run.task_id}: run #{run.id} {run.status}"
-                   + (f" ({run.error_type}: {one_line(run.error or '', 100)})"
-                      if run.status != "succeeded" else "")
-                   + (f" [delivery to {run.delivery.get('channel')}: "
-                      f"{run.delivery.get('status')}]" if run.delivery else ""))
-    click.echo(f"ran {len(runs)} task run(s), {failed} failed", err=True)
+        click.echo(visible(f"task {run.task_id}: run #{run.id} {run.status}"
+                           + (f" ({run.error_type}: {one_line(run.error or '', 100)})"
+                              if run.status != "succeeded" else "")
+                           + (f" [delivery to {run.delivery.get('channel')}: "
+                              f"{run.delivery.get('status')}]" if run.delivery else "")))
+    click.echo(f"ran {len(runs)} task run(s), {failed} failed"
+               + (f", {incomplete} stopped without an answer" if incomplete else ""), err=True)
+    # For cron and CI: 1 when a run failed, 3 (as `jarvis ask`) when one stopped without an
+    # answer and none failed.
+    if failed:
+        sys.exit(1)
+    if incomplete:
+        sys.exit(3)

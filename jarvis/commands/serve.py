@@ -78,7 +78,7 @@ def serve(host: str | None, port: int | None, api_key: str | None, env_name: str
         session_idle_seconds=pick(session_idle, sc.session_idle_seconds),
         max_sessions=pick(max_sessions, sc.max_sessions), allowed_origins=sc.allowed_origins,
         header_timeout=sc.header_timeout, body_timeout=sc.body_timeout,
-        max_connections=sc.max_connections, send_timeout=sc.send_timeout)
+        max_connections=sc.max_connections, send_timeout=sc.send_timeout, access_log=True)
     settings.check()  # before building anything: refuse unsafe settings first
     app = build_app(settings, config=config)
     sock = bind(settings.host, settings.port, listen=False)
@@ -91,6 +91,8 @@ def serve(host: str | None, port: int | None, api_key: str | None, env_name: str
         click.echo(f"  ORS environment {env_name!r}: {url}/{env_name}/tools  tools: {tools}",
                    err=True)
         click.echo(f"  OpenAI-compatible API: {url}/v1 (models are jarvis agents)", err=True)
+        for name, reason in app.state.ors.unavailable.items():
+            click.echo(f"  not serving {name}: {reason}", err=True)
         if api_key:
             click.echo("  API key required (X-API-Key or Authorization: Bearer)", err=True)
         else:

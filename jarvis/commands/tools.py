@@ -9,7 +9,9 @@ from typing import Any
 import click
 
 from jarvis.commands._common import (
+    Group,
     echo_json,
+    echo_table,
     load_cli_config,
     show_progress,
     shown_data,
@@ -31,10 +33,19 @@ def _catalog(names: list[str] | None = None, config: Any = None) -> list:
     enabled = config.tools.enabled
     if names is None and enabled is not None:
         names = enabled
-    return build_tools(names, dependencies={"config": config}, settings=config.tools.settings)
+    for name in names or ():
+        if not ToolRegistry.contains(name):
+            from jarvis.errors import UnknownNameError
+            from jarvis.workspace import describe_workspace
+
+            ToolRegistry.check_available(name)  # e.g. its MCP server failed: say why
+            raise UnknownNameError("tool", name, ToolRegistry.keys(),
+                                   hint="`jarvis tools list` shows them; "
+                                   + describe_workspace(config))
+    return build_tools(names, services={"config": config}, settings=config.tools.settings)
 
 
-@click.group()
+@click.group(cls=Group)
 def tools() -> None:
     """List, inspect and run tools."""
 
@@ -60,14 +71,20 @@ def list_tools(as_json: bool) -> None:
     if as_json:
         echo_json(rows)
         return
-    width = max((len(r["name"]) for r in rows), default=4)
+    # Costs and latencies only where a tool states them: "$0.0000" on every row said nothing.
+    show_cost = any(r["cost_estimate"] for r in rows)
+    headers = ["NAME", "CATEGORY"] + (["COST"] if show_cost else []) + ["LATENCY", "CONFIRM",
+                                                                         "DESCRIPTION"]
+    table = []
     for r in rows:
-        flags = (" [confirm]" if r["requires_confirmation"] else
-                 " [confirm per call]" if r.get("confirmation") else "")
+        confirm = ("yes" if r["requires_confirmation"] else
+                   "per call" if r.get("confirmation") else "")
         first_line = r["description"].splitlines()[0] if r["description"] else ""
-        click.echo(f"{r['name']:<{width}}  {r['category'] or '-':<11} "
-                   f"${r['cost_estimate']:.4f} ~{r['latency_estimate']:g}s{flags}  "
-                   f"{visible(first_line, 300, one_line=True)}")
+        cost = [f"${r['cost_estimate']:.4f}" if r["cost_estimate"] else ""] if show_cost else []
+        latency = f"~{r['latency_estimate']:g}s" if r["latency_estimate"] else ""
+        table.append([r["name"], r["category"] or "", *cost, latency, confirm,
+                      first_line[:300]])
+    echo_table(headers, table)
 
 
 @tools.command("show")
@@ -103,19 +120,51 @@ def show_tool(name: str, as_json: bool) -> None:
     click.echo(visible(json.dumps(spec["parameters"], indent=2, ensure_ascii=False)))
 
 
+def _arguments(words: tuple[str, ...], tool: Any) -> str | dict[str, Any]:
+    """The call's arguments: one JSON object as typed, or key=value words. A value is taken
+    as JSON (5, true, [1, 2]) unless the tool's schema says the argument is a string."""
+    from jarvis.errors import UserError
+
+    if not words:
+        return "{}"
+    if len(words) == 1 and words[0].lstrip()[:1] in ("{", "["):
+        return words[0]
+    properties = (tool.spec.parameters or {}).get("properties") or {}
+    out: dict[str, Any] = {}
+    for word in words:
+        key, sep, value = word.partition("=")
+        if not sep or not key:
+            raise UserError(f"arguments are one JSON object ('{{\"key\": value}}') or key=value "
+                            f"words, not {word!r}")
+        if key in out:
+            raise UserError(f"argument {key!r} is given twice")
+        kind = (properties.get(key) or {}).get("type")
+        if kind == "string":
+            out[key] = value
+        else:
+            try:
+                out[key] = json.loads(value)
+            except ValueError:
+                out[key] = value  # a word the tool's validation judges
+    return out
+
+
 @tools.command("run")
 @click.argument("name")
-@click.argument("arguments", default="{}")
+@click.argument("arguments", nargs=-1)
 @click.option("-y", "--yes", is_flag=True, help="Approve tools that require confirmation.")
 @click.option("--json", "as_json", is_flag=True, help="Print the whole ToolResult as JSON.")
-def run_tool(name: str, arguments: str, yes: bool, as_json: bool) -> None:
-    """Run tool NAME with ARGUMENTS (a JSON object) through the ToolExecutor.
+def run_tool(name: str, arguments: tuple[str, ...], yes: bool, as_json: bool) -> None:
+    """Run tool NAME through the ToolExecutor with ARGUMENTS: one JSON object, or key=value
+    words (a value is read as JSON, 5 or true, unless the argument is a string).
 
     Exits 0 on success and 1 on a failed result, with the error on stderr.
 
     \b
-    Example:
+    Examples:
       jarvis tools run calculator '{"expression": "sqrt(144) + 3**2"}'
+      jarvis tools run calculator expression='sqrt(144) + 3**2'
+      jarvis tools run convert_units value=5 from_unit=km to_unit=mi
     """
     from jarvis.core.types import ToolCall
     from jarvis.sdk import Jarvis
@@ -134,13 +183,21 @@ def run_tool(name: str, arguments: str, yes: bool, as_json: bool) -> None:
             max_abandoned=j.config.tools.max_abandoned_threads,
             by_person=True,  # typed by a person: schedule_task may grant what they ask for
         )
-        result = executor.execute(ToolCall(id="cli", name=name, arguments=arguments))
+        result = executor.execute(ToolCall(id="cli", name=name,
+                                           arguments=_arguments(arguments, t)))
     if as_json:
         echo_json(result.to_dict())
     elif result.success:
         # A result that ends its own line (a repl's output) does not get a blank line after it.
         click.echo(shown_data(result.content), nl=not result.content.endswith("\n"))
     if not result.success:
+        from jarvis.core.terminal import paint
+
         kind = result.error_type.value if result.error_type else "error"
-        click.echo(f"Error ({kind}): {visible(result.content)}", err=True)
+        # One "Error": a tool's message that starts with its own ("Error: division by zero")
+        # is not labelled twice.
+        message = result.content
+        if message[:7].lower() == "error: ":
+            message = message[7:]
+        click.echo(f"{paint(f'Error ({kind}):', 'red', 'bold')} {visible(message)}", err=True)
         sys.exit(1)

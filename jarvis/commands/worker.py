@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import click
 
-from jarvis.commands._common import load_cli_config, log_scheduler_to_stderr
+from jarvis.commands._common import load_cli_config, log_scheduler_to_stderr, system_factory
 
 
 @click.command()
@@ -39,10 +37,6 @@ def worker(concurrency: int | None, runner: str | None, loglevel: str) -> None:
     log_scheduler_to_stderr("worker")
     config = load_cli_config()
 
-    def factory() -> Any:  # one Jarvis per pool process, built there on its first run
-        from jarvis.sdk import Jarvis
-
-        return Jarvis(config=config)
-
-    run_worker(config, concurrency=concurrency, runner=runner, factory=factory,
+    # One Jarvis per pool process and workspace, built there on its first run.
+    run_worker(config, concurrency=concurrency, runner=runner, factory=system_factory(config),
                loglevel=loglevel.upper())

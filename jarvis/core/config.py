@@ -28,23 +28,29 @@ from jarvis.core.config_base import (  # noqa: F401  (re-exported)
     ENV_OVERRIDES,
     PATH_KEYS,
     PATH_SETTING_SUFFIXES,
+    SECTIONS,
     KeepRunsMethods,
     RootMethods,
 )
 
 
 def find_config(path: str | os.PathLike[str] | None = None) -> Path | None:
-    """The config file to use, by the documented lookup order (None: defaults only)."""
+    """The config file to use, by the documented lookup order (None: defaults only):
+    `path` / JARVIS_CONFIG, ./config.toml, the nearest workspace above the current folder
+    (as git finds .git; see find_workspace), then $JARVIS_HOME/config.toml."""
     explicit = path or os.environ.get("JARVIS_CONFIG")
     if explicit:
         candidate = Path(explicit).expanduser()
         if not candidate.is_file():
             raise ConfigError(f"config file {candidate} does not exist")
         return candidate
-    for candidate in (Path.cwd() / "config.toml", jarvis_home() / "config.toml"):
-        if candidate.is_file():
-            return candidate
-    return None
+    from jarvis.core.workspace_lookup import find_workspace
+
+    found = find_workspace(Path.cwd(), SECTIONS)
+    if found is not None:
+        return found
+    candidate = jarvis_home() / "config.toml"
+    return candidate if candidate.is_file() else None
 
 
 def _set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
@@ -120,7 +126,8 @@ def load_config(path: str | os.PathLike[str] | None = None, *,
 
 
 _SCHEMA_NAMES = frozenset({
-    "AgentConfig", "ApprovalsConfig", "CeleryConfig", "ChannelConfig", "EgressConfig", "EngineConfig",
+    "AgentConfig", "ApprovalsConfig", "ConversationsConfig", "InboundConfig", "ModelPrice",
+    "CeleryConfig", "ChannelConfig", "EgressConfig", "EngineConfig",
     "EngineHosts", "JarvisConfig", "KeepRuns", "McpConfig", "McpServerConfig", "MemoryConfig",
     "RunsConfig", "SandboxConfig", "SchedulerConfig", "ServeConfig", "ToolsConfig",
     "WorkspaceConfig", "validate_config",

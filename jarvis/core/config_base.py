@@ -76,6 +76,13 @@ class KeepRunsMethods:
         return " and ".join(p for p in parts if p)
 
 
+# The tables of config.toml: JarvisConfig's fields (a test keeps the two equal), known here
+# without pydantic (the workspace lookup tells a jarvis config.toml by them).
+SECTIONS: tuple[str, ...] = (
+    "engine", "agent", "tools", "memory", "scheduler", "mcp", "workspace", "runs", "serve",
+    "channels", "sandbox", "egress", "conversations", "inbound", "approvals",
+)
+
 # Per-tool settings whose key ends like this hold paths: relative ones are resolved against
 # the config file's folder, never the current folder (e.g. [tools.file_read] allowed_dirs).
 PATH_SETTING_SUFFIXES: tuple[str, ...] = ("_dir", "_dirs", "_path", "_paths", "_file", "_files")

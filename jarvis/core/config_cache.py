@@ -41,7 +41,7 @@ FORMAT = 1
 KEEP_FILES = 8  # newest cache files kept; older ones are removed when one is written
 _HERE = Path(__file__).parent
 _SCHEMA_FILES = ("config.py", "config_base.py", "config_schema.py", "config_cache.py",
-                 "server_names.py", "durations.py")
+                 "server_names.py", "durations.py", "approvals_config.py", "inbound_config.py")
 _schema_digest: str | None = None
 
 

@@ -19,14 +19,15 @@ from pydantic import (
     model_validator,
 )
 
+from jarvis.core.approvals_config import ApprovalsConfig
 from jarvis.core.config_base import (
     ENV_OVERRIDES,
     PATH_KEYS,
     PATH_SETTING_SUFFIXES,
-    ApprovalsMethods,
     KeepRunsMethods,
     RootMethods,
 )
+from jarvis.core.inbound_config import ConversationsConfig, InboundConfig
 from jarvis.errors import ConfigError
 
 _CHANNEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
@@ -43,6 +44,13 @@ class EngineHosts(_Section):
     lmstudio: str = "http://localhost:1234"
     sglang: str = "http://localhost:30000"
     openai: str = "https://api.openai.com/v1"
+
+
+class ModelPrice(_Section):
+    input: float = Field(ge=0, le=1_000_000, allow_inf_nan=False,
+                         description="USD per million prompt tokens")
+    output: float = Field(ge=0, le=1_000_000, allow_inf_nan=False,
+                          description="USD per million completion tokens")
 
 
 class EngineConfig(_Section):
@@ -68,6 +76,9 @@ class EngineConfig(_Section):
         "image parts, else as text placeholders); auto: known vision models by name")
     vision_models: dict[str, bool] = Field(
         default_factory=dict, description="model names or globs -> true/false; wins over vision")
+    prices: dict[str, ModelPrice] = Field(
+        default_factory=dict, description="model names or globs -> USD per million input and "
+        "output tokens, for budgets and the spend report; local engines cost 0")
 
 
 class AgentConfig(_Section):
@@ -79,6 +90,13 @@ class AgentConfig(_Section):
                              "before the loop guard blocks them")
     max_tool_calls_per_turn: int = Field(32, ge=1, le=10_000, description="tool calls run from "
                                          "one model reply; the rest get a failed result")
+    # The default budget of every ask (jarvis.tools.budget); None: no limit.
+    budget_usd: float | None = Field(None, gt=0, le=1_000_000, allow_inf_nan=False,
+                                     description="USD one ask may spend (engine and tools)")
+    budget_seconds: float | None = Field(None, gt=0, le=30 * 24 * 3600, allow_inf_nan=False,
+                                         description="seconds one ask may take")
+    max_tool_calls: int | None = Field(None, ge=0, le=1_000_000,
+                                       description="tool calls one ask may make")
 
 
 class ToolsConfig(BaseModel):
@@ -197,6 +215,8 @@ class SchedulerConfig(_Section):
                                        "by the daemon: 500 (per task), \"30d\", or "
                                        "{ days = 30, count = 500 }; unset keeps them all")
     celery: CeleryConfig = Field(default_factory=CeleryConfig)
+    listen: bool = Field(False, description="`jarvis scheduler start` also runs the enabled "
+                         "[inbound.NAME] listeners (as `jarvis listen` does)")
 
     @field_validator("keep_runs", mode="before")
     @classmethod
@@ -308,49 +328,6 @@ class EgressConfig(_Section):
                                          "words or follow a link (the rest ask)")
 
 
-class ApprovalsConfig(_Section):
-    """[approvals]: a run with nobody to ask parks until you answer (docs/approvals.md)."""
-
-    notify: str = Field("", description="the channel each approval request is sent to "
-                        "(a [channels.NAME]); empty: none (`jarvis approvals list` shows them)")
-    link_base: str = Field("", description="the URL `jarvis serve` is reached at from where "
-                           "you read the channel, e.g. https://jarvis.example.net; empty: "
-                           "[serve] host and port when a server answers there")
-    expire_after: str = Field("24h", description="how long a request waits for you before "
-                              "its run ends recorded `expired`: seconds, or 90m, 24h, 7d")
-    db_path: str = Field("", description="the approvals database (parked runs, requests, "
-                         "grants); empty: JARVIS_HOME/approvals.db, or the scheduler's "
-                         "PostgreSQL ledger when [scheduler] store names one")
-
-    @field_validator("expire_after")
-    @classmethod
-    def _duration(cls, value: str) -> str:
-        from jarvis.core.durations import parse_duration
-
-        seconds = parse_duration(value)
-        if not 1 <= seconds <= 366 * 86400:
-            raise ValueError(f"expire_after {value!r} must be between 1 second and 366 days")
-        return value
-
-    @field_validator("notify")
-    @classmethod
-    def _channel(cls, value: str) -> str:
-        if value and not _CHANNEL_NAME.match(value):
-            raise ValueError(f"notify {value!r} is not a channel name (a [channels.NAME])")
-        return value
-
-    @field_validator("link_base")
-    @classmethod
-    def _link(cls, value: str) -> str:
-        value = value.strip().rstrip("/")
-        if value and not re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?", value):
-            raise ValueError(f"link_base {value!r} must be an http:// or https:// URL without "
-                             f"a query")
-        return value
-
-    expire_seconds = ApprovalsMethods.expire_seconds
-
-
 class WorkspaceConfig(_Section):
     tools_dir: str = "tools"
     agents_dir: str = "agents"
@@ -446,6 +423,8 @@ class JarvisConfig(RootMethods, _Section):
     channels: dict[str, ChannelConfig] = Field(default_factory=dict)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     egress: EgressConfig = Field(default_factory=EgressConfig)
+    conversations: ConversationsConfig = Field(default_factory=ConversationsConfig)
+    inbound: dict[str, InboundConfig] = Field(default_factory=dict)
     approvals: ApprovalsConfig = Field(default_factory=ApprovalsConfig)
 
     # Not part of the file: where it came from, for relative paths and `config show`.
@@ -458,6 +437,10 @@ class JarvisConfig(RootMethods, _Section):
         for name in self.channels:
             if not _CHANNEL_NAME.match(name):
                 raise ValueError(f"channels.{name}: a channel name is 1-64 letters, digits, "
+                                 f"'_' or '-'")
+        for name in self.inbound:
+            if not _CHANNEL_NAME.match(name):
+                raise ValueError(f"inbound.{name}: an inbound name is 1-64 letters, digits, "
                                  f"'_' or '-'")
 
 

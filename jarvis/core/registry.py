@@ -289,14 +289,14 @@ class ToolRegistry(RegistryBase):
             cls._explain.update(snap[3])
 
     @classmethod
-    def create_with(cls, key: str, dependencies: dict[str, Any]) -> Any:
-        """Instantiate a tool, passing only the dependencies its constructor accepts.
+    def create_with(cls, key: str, services: dict[str, Any]) -> Any:
+        """Instantiate a tool with the services it declares in its `needs` (engine, model,
+        memory, scheduler, bus, config; see jarvis.core.services), and nothing else."""
+        from jarvis.core.services import service_kwargs
 
-        `dependencies` may hold engine, model, backend (memory), scheduler, bus, config, ...
-        """
         value = cls.get(key)
         if isinstance(value, type):
-            return value(**accepted_kwargs(value, dependencies))
+            return value(**service_kwargs(value, services))
         return value
 
 

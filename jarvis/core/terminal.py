@@ -43,3 +43,31 @@ def visible(text: object, limit: int | None = None, *, one_line: bool = False) -
     if limit is not None and len(text) > limit:  # escapes grew it
         text, cut = text[:limit], True
     return text + "…" if cut else text
+
+
+# --- colour --------------------------------------------------------------------------------
+_CODES = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "blue": "34",
+          "magenta": "35", "cyan": "36"}
+
+
+def colour_on(stream: object) -> bool:
+    """Whether to colour what goes to `stream`: a terminal only, never with NO_COLOR set (to
+    anything, https://no-color.org) or TERM=dumb."""
+    import os
+
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    try:
+        return bool(stream.isatty())  # type: ignore[attr-defined]
+    except (AttributeError, ValueError):
+        return False
+
+
+def paint(text: str, *styles: str, stream: object = None) -> str:
+    """`text` in the given styles (red, green, yellow, cyan, dim, bold, ...) when `stream`
+    (default stderr) is a terminal that takes colour; unchanged otherwise."""
+    import sys
+
+    if not styles or not colour_on(sys.stderr if stream is None else stream):
+        return text
+    return f"\033[{';'.join(_CODES[s] for s in styles)}m{text}\033[0m"

@@ -103,3 +103,13 @@ def escape(value: Any) -> tuple[Any, int]:
 def replace(text: str) -> str:
     """`text` with every lone surrogate replaced by U+FFFD (for what a server sends)."""
     return _LONE.sub(REPLACEMENT, text) if _LONE.search(text) else text
+
+
+def ask_problem(query: str, system: str | None, history: Any) -> str | None:
+    """Why an ask's question, system prompt or history is not valid Unicode text (a lone
+    surrogate), or None."""
+    found = problem(query, "the question") or problem(system, "the system prompt")
+    for i, message in enumerate(history or ()):
+        found = found or find_problem(getattr(message, "content", None),
+                                      f"message {i + 1} of the history")
+    return found

@@ -21,6 +21,7 @@ class ErrorType(StrEnum):
     EXECUTION = "execution"
     DENIED = "denied"
     TRANSPORT = "transport"
+    BUDGET = "budget"  # the run's budget does not allow the call (jarvis.tools.budget)
 
 
 @dataclass(slots=True)

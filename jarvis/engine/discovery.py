@@ -56,8 +56,10 @@ def discover_engine(config: Any, timeout: float | None = None) -> ProbeResult:
     # One short line (what was tried, what to do); the per-engine errors and start hints go
     # to `details`, which the CLI prints with --verbose.
     names = ", ".join(dict.fromkeys(r.backend for r in results))
-    error = EngineError(f"no inference engine is reachable (tried {names}); start one, or pass "
-                        f"-e/--engine NAME and --host URL (--verbose shows details)")
+    # No CLI flag in the message: the SDK raises it too (the CLI adds "--verbose shows
+    # details"; `details` hold what was tried and how to start one).
+    error = EngineError(f"no inference engine is reachable (tried {names}); start one, or set "
+                        f"JARVIS_ENGINE and its host (e.g. OLLAMA_HOST)")
     from jarvis.security.redact import redact_url
 
     tried = "\n".join(f"  {r.backend} at {redact_url(r.url)}: {r.error}" for r in results)

@@ -180,9 +180,10 @@ class OpenAICompatEngine:
     @property
     def async_client(self) -> Any:
         if self._aclient is None:
-            from openai import AsyncOpenAI, Timeout
+            from jarvis.engine.transport import bounded_async_client, openai_module
 
-            from jarvis.engine.transport import bounded_async_client
+            openai = openai_module()
+            AsyncOpenAI, Timeout = openai.AsyncOpenAI, openai.Timeout  # noqa: N806
 
             self._aclient = AsyncOpenAI(base_url=self.base_url, api_key=self.api_key,
                                         timeout=Timeout(self.timeout, connect=self.connect_timeout),

@@ -322,7 +322,9 @@ class OpenAITransport:
 
     def __init__(self, base_url: str, api_key: str, timeout: float, connect_timeout: float,
                  max_response_bytes: int = MAX_RESPONSE_BYTES) -> None:
-        from openai import DefaultHttpxClient, OpenAI, Timeout
+        openai = openai_module()
+        DefaultHttpxClient, OpenAI, Timeout = (  # noqa: N806 - the package's class names
+            openai.DefaultHttpxClient, openai.OpenAI, openai.Timeout)
 
         self.client = OpenAI(base_url=base_url, api_key=api_key,
                              timeout=Timeout(timeout, connect=connect_timeout), max_retries=0,
@@ -469,8 +471,10 @@ def _bounded_transport(limit: int) -> Any:
     """
     import importlib
 
-    from openai import DefaultHttpxClient
-    from openai._constants import DEFAULT_CONNECTION_LIMITS
+    from jarvis._lazy import load_module
+
+    DefaultHttpxClient = load_module("openai").DefaultHttpxClient  # noqa: N806
+    DEFAULT_CONNECTION_LIMITS = load_module("openai._constants").DEFAULT_CONNECTION_LIMITS  # noqa: N806
 
     # The httpx the openai package is built on (some builds use their own copy, httpx2).
     httpx = importlib.import_module(DefaultHttpxClient.__mro__[1].__module__.split(".")[0])
@@ -530,8 +534,10 @@ def bounded_async_client(limit: int) -> Any:
     whole reply itself; its deadline is the caller's asyncio.wait_for)."""
     import importlib
 
-    from openai import DefaultAsyncHttpxClient
-    from openai._constants import DEFAULT_CONNECTION_LIMITS
+    from jarvis._lazy import load_module
+
+    DefaultAsyncHttpxClient = load_module("openai").DefaultAsyncHttpxClient  # noqa: N806
+    DEFAULT_CONNECTION_LIMITS = load_module("openai._constants").DEFAULT_CONNECTION_LIMITS  # noqa: N806
 
     httpx = importlib.import_module(DefaultAsyncHttpxClient.__mro__[1].__module__.split(".")[0])
 
@@ -588,9 +594,26 @@ def _socket_of(response: Any) -> Any:
         return None
 
 
+def openai_module() -> Any:
+    """The openai package, imported safely from any thread, with httpx fully imported first.
+
+    openai (on its own httpx2) looks up `sys.modules["httpx"]` on every request to accept the
+    classic httpx's objects too. A first `import httpx` on another thread (a web tool's first
+    call) leaves a half-initialised module there, and a request of a concurrent run failed
+    with "partially initialized module 'httpx' has no attribute 'Response'". With httpx
+    imported before any openai client exists, no request can see it half done.
+    """
+    from jarvis._lazy import load_module
+
+    load_module("httpx")
+    return load_module("openai")
+
+
 def openai_wire_error(exc: BaseException, timeout: float) -> BaseException:
     """The WireError for an exception from the openai package (others pass through)."""
-    import openai
+    from jarvis._lazy import load_module
+
+    openai = load_module("openai")
 
     if isinstance(exc, openai.APITimeoutError):
         return WireError("timeout", f"no answer within {timeout:g} s")

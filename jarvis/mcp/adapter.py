@@ -39,6 +39,7 @@ class McpAdapterTool(BaseTool):
     """Call a tool of a configured MCP server by server and tool name."""
 
     tool_id = "mcp_adapter"
+    needs = ("config",)
 
     def __init__(self, config: Any = None) -> None:
         self._config = config
@@ -223,6 +224,8 @@ class McpReadResourceTool(BaseTool):
     """Read a resource of a configured MCP server by URI (e.g. a resource link a tool returned)."""
 
     tool_id = "mcp_read_resource"
+    needs = ("config",)
+    internal_params = ("manager",)  # an McpManager given directly (tests, the SDK)
 
     def __init__(self, config: Any = None, manager: Any = None) -> None:
         self._config = config

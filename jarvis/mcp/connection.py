@@ -34,6 +34,7 @@ from jarvis.mcp.errors import (
 )
 from jarvis.mcp.procs import MARKER_VAR, akill_tree, new_token
 
+METHOD_NOT_FOUND = -32601  # JSON-RPC: the server does not have an (optional) method
 MAX_TOOL_PAGES = 50
 MAX_TOOLS = 2000
 PROGRESS_BURST = 20  # progress reports passed on at once, then PROGRESS_PER_SECOND
@@ -381,10 +382,22 @@ class ServerConnection:
 
     # --- tool lists ----------------------------------------------------------------
     async def _fetch_tools(self, client: Any) -> list[RemoteTool]:
+        """The server's tools: none when it announces no tools capability (a server of
+        resources or prompts only) or does not know tools/list ("Method not found")."""
+        from mcp.shared.exceptions import MCPError
+
         tools: list[RemoteTool] = []
+        caps = getattr(client, "server_capabilities", None)
+        if caps is not None and getattr(caps, "tools", True) is None:
+            return tools
         cursor = None
         for _ in range(MAX_TOOL_PAGES):
-            page = await client.list_tools(cursor=cursor)
+            try:
+                page = await client.list_tools(cursor=cursor)
+            except MCPError as exc:
+                if exc.code == METHOD_NOT_FOUND:
+                    return tools
+                raise
             for tool in page.tools:
                 annotations = (tool.annotations.model_dump(by_alias=True, exclude_none=True)
                                if tool.annotations is not None else {})
@@ -572,7 +585,9 @@ class ServerConnection:
 
     # --- resources and prompts -------------------------------------------------------
     async def list_resources(self, timeout: float) -> dict[str, list[Any]]:
-        """The server's resources and resource templates (bounded pages)."""
+        """The server's resources and resource templates (bounded pages). A server that
+        announces resources but does not know resources/templates/list (the method is
+        optional: "Method not found") has no templates, not a broken listing."""
         import anyio
 
         client = await self.ensure()
@@ -586,7 +601,12 @@ class ServerConnection:
                                              "resource_templates")):
                 cursor = None
                 for _ in range(MAX_TOOL_PAGES):
-                    page = await self._request(lambda c=cursor, f=lister: f(cursor=c))
+                    try:
+                        page = await self._request(lambda c=cursor, f=lister: f(cursor=c))
+                    except McpCallError as exc:
+                        if exc.code != METHOD_NOT_FOUND or key != "templates":
+                            raise
+                        break  # an optional method the server does not have: no templates
                     out[key].extend(getattr(page, field_name))
                     cursor = page.next_cursor
                     if not cursor or len(out[key]) >= MAX_TOOLS:
@@ -610,7 +630,12 @@ class ServerConnection:
         with anyio.fail_after(timeout):
             cursor = None
             for _ in range(MAX_TOOL_PAGES):
-                page = await self._request(lambda c=cursor: client.list_prompts(cursor=c))
+                try:
+                    page = await self._request(lambda c=cursor: client.list_prompts(cursor=c))
+                except McpCallError as exc:
+                    if exc.code != METHOD_NOT_FOUND:
+                        raise
+                    break  # announced, but the method is missing: no prompts
                 prompts.extend(page.prompts)
                 cursor = page.next_cursor
                 if not cursor or len(prompts) >= MAX_TOOLS:

@@ -55,6 +55,10 @@ class McpTool(BaseTool):
         if len(description) > MAX_DESCRIPTION_CHARS:  # it goes into every prompt
             description = description[:MAX_DESCRIPTION_CHARS] + " [...]"
         metadata: dict[str, Any] = {"mcp_server": server, "mcp_tool": remote.name}
+        if not getattr(config, "trusted", False):
+            # The description and schema are the server's text in every prompt: a run offered
+            # this tool has read untrusted content before its first turn (the executor marks it).
+            metadata["untrusted_description"] = f"MCP server {server!r}, not marked trusted"
         if remote.annotations:
             metadata["mcp_annotations"] = dict(remote.annotations)
         if remote.output_schema:

@@ -483,6 +483,9 @@ class SchedulerDaemon:
         took = time.monotonic() - started
         if finished.status == "succeeded":
             log.info("task %s: run %d succeeded in %.2f s", task.id, run.id, took)
+        elif finished.status == "incomplete":
+            log.warning("task %s: run %d stopped without an answer (%s) after %.2f s: %s",
+                        task.id, run.id, finished.error_type, took, (finished.error or "")[:300])
         else:
             log.warning("task %s: run %d failed (%s) after %.2f s: %s", task.id, run.id,
                         finished.error_type, took, (finished.error or "")[:300])

@@ -53,7 +53,7 @@ class ResultDelivery:
             try:
                 run = self.store.get_run(run_id)
                 task = tasks.get(run_id) or self.store.get_task(run.task_id)
-                if task.notify and run.status in ("succeeded", "failed"):
+                if task.notify and run.status in ("succeeded", "incomplete", "failed"):
                     with self._delivery_lock:
                         run = self.store.get_run(run_id)
                         if run.delivery is None:

@@ -16,7 +16,7 @@ from typing import Any
 
 from jarvis.errors import JarvisError, UserError
 from jarvis.scheduler.records import CRASH_POLICIES, TASK_STATUSES, Run, Task
-from jarvis.scheduler.schedules import parse_schedule
+from jarvis.scheduler.schedules import describe_seconds, parse_schedule
 from jarvis.scheduler.store import QuotaError, TaskBusyError, storable
 from jarvis.scheduler.store_common import TaskIdTaken
 
@@ -30,6 +30,13 @@ _TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
 class TaskOperations:
     """Create, inspect, pause, resume, cancel and run tasks now (a part of TaskScheduler)."""
+    def _workspace(self) -> str | None:
+        """The config.toml of the workspace tasks made here belong to (the scheduler's config,
+        else its system's): their runs use it, wherever the daemon was started."""
+        config = self.config if self.config is not None else getattr(self.system, "config", None)
+        source = getattr(config, "source", None)
+        return str(source) if source is not None else None
+
     def create_task(self, prompt: str, schedule_type: str, schedule_value: str, *,
                     timezone: str = "UTC", agent: str | None = None,
                     tools: list[str] | str | None = None,
@@ -39,13 +46,14 @@ class TaskOperations:
                     grace_seconds: float | None = None,
                     metadata: dict[str, Any] | None = None,
                     created_by: str = "person", notify: str | None = None,
-                    trust: dict[str, Any] | None = None) -> Task:
+                    trust: dict[str, Any] | None = None, budget: Any = None) -> Task:
         """Validate and store a new active task; raise UserError naming what is wrong.
 
         `created_by="model"` (what the schedule_task tool passes for a model's call) applies
         the [scheduler] model_* quotas, refusing with a QuotaError; it is recorded on the task.
         `trust` is what the creating run had read (docs/trust.md; the tool passes it): a task
-        born in a tainted run starts each of its runs tainted.
+        born in a tainted run starts each of its runs tainted. `budget` (a Budget or {"usd",
+        "seconds", "tool_calls"}) bounds each run (jarvis.tools.budget), kept in the metadata.
         """
         if created_by not in ("person", "model"):
             raise UserError(f"created_by must be 'person' or 'model', not {created_by!r}")
@@ -83,19 +91,23 @@ class TaskOperations:
             raise UserError(f"invalid agent name {agent!r}")
         timeout = self.default_timeout if timeout_seconds is None else float(timeout_seconds)
         if not 0 < timeout <= MAX_TIMEOUT_SECONDS:
-            raise UserError(f"timeout must be between 0 and {MAX_TIMEOUT_SECONDS:g} seconds, "
-                            f"got {timeout_seconds}")
+            raise UserError(f"timeout must be more than 0 seconds and at most "
+                            f"{describe_seconds(MAX_TIMEOUT_SECONDS)}, got {timeout_seconds}")
         if (not isinstance(max_retries, int) or isinstance(max_retries, bool)
                 or not 0 <= max_retries <= MAX_RETRIES):
             raise UserError(f"retries must be an integer from 0 to {MAX_RETRIES}, got {max_retries!r}")
         if not 0 <= float(retry_backoff_seconds) <= MAX_TIMEOUT_SECONDS:
-            raise UserError(f"retry backoff must be 0-{MAX_TIMEOUT_SECONDS:g} seconds")
+            raise UserError(f"retry backoff must be 0 seconds to "
+                            f"{describe_seconds(MAX_TIMEOUT_SECONDS)}")
         if on_crash not in CRASH_POLICIES:
             raise UserError(f"on_crash must be one of {', '.join(CRASH_POLICIES)}, got {on_crash!r}")
         # `not x >= 0` also rejects NaN, which would otherwise skip every missed run.
         if grace_seconds is not None and not float(grace_seconds) >= 0:
             raise UserError(f"grace seconds must be 0 or more, got {grace_seconds}")
         notify = self._check_notify(notify)
+        from jarvis.tools.budget import Budget
+
+        limits = Budget.of(budget if budget is not None else (metadata or {}).get("budget"))
         task = Task(
             id="", prompt=prompt, schedule_type=schedule.type, schedule_value=schedule.value,
             timezone=schedule.timezone, agent=agent or None, tools=tool_names,
@@ -103,9 +115,12 @@ class TaskOperations:
             timeout_seconds=timeout, max_retries=max_retries,
             retry_backoff_seconds=float(retry_backoff_seconds), on_crash=on_crash,
             grace_seconds=None if grace_seconds is None else float(grace_seconds),
-            metadata=dict(metadata or {}), notify=notify,
+            metadata=dict(metadata or {}), notify=notify, workspace=self._workspace(),
             trust=dict(trust) if trust else None,
         )
+        task.metadata.pop("budget", None)
+        if not limits.empty:
+            task.metadata["budget"] = limits.to_dict()
         if created_by == "model":
             task.metadata["created_by"] = "model"
         else:

@@ -10,10 +10,21 @@ from jarvis.scheduler.schedules import Schedule, iso
 
 TASK_STATUSES: tuple[str, ...] = ("active", "paused", "completed", "cancelled")
 # "dispatched": sent to a Celery worker that has not started it yet (PostgreSQL ledger only).
+# "incomplete": the run ended without an answer on a limit (INCOMPLETE_KINDS), not an error.
 # "parked": stopped before a call that needs the person (jarvis.approvals); it holds its task
 # (no other run of it starts) until it continues, or ends "expired" when nobody answered.
 RUN_STATUSES: tuple[str, ...] = ("pending", "dispatched", "running", "parked", "succeeded",
-                                 "failed", "expired", "skipped")
+                                 "incomplete", "failed", "expired", "skipped")
+# Why a run stopped without an answer (its error_type): max_turns reached, or the loop guard
+# ended it. Such a run is recorded "incomplete", never retried (it would stop the same way).
+INCOMPLETE_KINDS: tuple[str, ...] = ("max_turns", "loop_guard", "schema", "budget")
+
+
+def finished_status(success: bool, error_type: str | None) -> str:
+    """The status a finished attempt is recorded with."""
+    if success:
+        return "succeeded"
+    return "incomplete" if error_type in INCOMPLETE_KINDS else "failed"
 CRASH_POLICIES: tuple[str, ...] = ("retry", "fail")
 
 
@@ -46,6 +57,9 @@ class Task:
     # "tainted_by", "private_by", "run_id"}; None for a task a person created. A task born
     # in a tainted run starts every run tainted.
     trust: dict[str, Any] | None = None
+    # The config.toml of the workspace the task was created in (None: no config file): its
+    # runs use that config, whatever folder the daemon was started in.
+    workspace: str | None = None
 
     @property
     def schedule(self) -> Schedule:
@@ -82,6 +96,8 @@ class Task:
             "created_by": self.created_by,
             "notify": self.notify,
             "born_tainted": self.born_tainted,
+            "workspace": self.workspace,
+            "budget": (self.metadata or {}).get("budget"),  # each run's (jarvis.tools.budget)
         }
 
     @property

@@ -28,7 +28,9 @@ from jarvis.scheduler.records import Run, Task
 
 @dataclass(slots=True)
 class RunOutcome:
-    """What a run produced: an answer, or an error (with its kind)."""
+    """What a run produced: an answer, or an error (with its kind). A run that ended without
+    an answer on a limit is not a success either: its error_type is one of
+    records.INCOMPLETE_KINDS ("max_turns", "loop_guard") and it is recorded "incomplete"."""
 
     success: bool
     answer: str | None = None
@@ -71,40 +73,49 @@ class FunctionRunner:
 class SdkRunner:
     """Runs the prompt through the SDK, the same path as `jarvis ask`.
 
-    With `system` (a Jarvis instance) every run uses it. Without, `factory()` builds one on
-    first use (e.g. `lambda: Jarvis(config=config)`), reused, one per concurrent run.
+    With `system` (a Jarvis instance) every run uses it. Without, `factory` builds one on
+    first use, reused, one per concurrent run: `factory(workspace)` gets the config.toml of the
+    workspace the task was created in (`task.workspace`, None without one), so a run uses the
+    workspace's tools and agents wherever the daemon was started; a factory that takes no
+    argument (`lambda: Jarvis(config=config)`) is called with none.
     """
 
-    def __init__(self, system: Any = None, *, factory: Callable[[], Any] | None = None,
+    def __init__(self, system: Any = None, *, factory: Callable[..., Any] | None = None,
                  capture_log: bool = False) -> None:
         self.system = system
         self.factory = factory
         # A worker stores the run log entry in the shared ledger: read it back after the run.
         self.capture_log = capture_log
-        self._idle: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._idle: dict[str, queue.SimpleQueue[Any]] = {}  # workspace -> idle systems
         self._lock = threading.Lock()
 
-    def _acquire(self) -> Any:
+    def _pool(self, workspace: str | None) -> queue.SimpleQueue[Any]:
+        with self._lock:
+            return self._idle.setdefault(workspace or "", queue.SimpleQueue())
+
+    def _acquire(self, workspace: str | None = None) -> Any:
         if self.system is not None:
             return self.system
         try:
-            return self._idle.get_nowait()
+            return self._pool(workspace).get_nowait()
         except queue.Empty:
             if self.factory is None:
                 raise UserError("this scheduler has nothing to run prompts with: pass "
                                 "TaskScheduler(system=Jarvis(...)) or a runner") from None
+            if _takes_an_argument(self.factory):
+                return self.factory(workspace)
             return self.factory()
 
-    def _release(self, system: Any) -> None:
+    def _release(self, system: Any, workspace: str | None = None) -> None:
         if system is not self.system:
-            self._idle.put(system)
+            self._pool(workspace).put(system)
 
     def run(self, task: Task, occurrence: Run) -> RunOutcome:
         return self._ask(task, occurrence, lambda system, fenced: system.ask_full(
             task.prompt, agent=task.agent or None, tools=task_tools(task),
             approved_tools=list(task.approved_tools), source="scheduler",
             run_metadata=run_metadata(occurrence), trust=task_trust(task),
-            on_approval="defer", **fenced))
+            on_approval="defer", **fenced, **task_budget(task)))
 
     def resume(self, task: Task, occurrence: Run) -> RunOutcome:
         """Continue the occurrence's parked run where it stopped (the ledger gave this
@@ -114,7 +125,8 @@ class SdkRunner:
 
     def _ask(self, task: Task, occurrence: Run,
              ask: Callable[[Any, dict[str, Any]], Any]) -> RunOutcome:
-        system = self._acquire()
+        workspace = getattr(task, "workspace", None)  # its runs use the task's workspace
+        system = self._acquire(workspace)
         # A run that fails mid-way is still in the run log; remember its id (from RUN_START,
         # published on this thread) so the failed run record links to it.
         started: list[str] = []
@@ -145,7 +157,7 @@ class SdkRunner:
             if bus is not None:
                 bus.unsubscribe(EventType.RUN_START, on_start)
             if not self.capture_log:
-                self._release(system)
+                self._release(system, workspace)
         try:
             outcome = outcome_from_result(result)
             runlog = getattr(system, "runlog", None) if self.capture_log else None
@@ -153,8 +165,19 @@ class SdkRunner:
                 outcome.metadata["log_entry"] = runlog.get(outcome.run_log_id)
         finally:
             if self.capture_log:
-                self._release(system)
+                self._release(system, workspace)
         return outcome
+
+
+def _takes_an_argument(fn: Callable[..., Any]) -> bool:
+    import inspect
+
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
+               for p in params)
 
 
 def start_run(runner: TaskRunner, task: Task, run: Run, name: str,
@@ -192,6 +215,13 @@ def task_tools(task: Task) -> list[str] | None:
     if task.created_by == "model":
         return list(task.tools)
     return list(task.tools) or None
+
+
+def task_budget(task: Task) -> dict[str, Any]:
+    """`budget=` for ask_full when the task has one (jarvis.tools.budget); else nothing, so a
+    custom system without budgets still runs it."""
+    budget = task.metadata.get("budget") if isinstance(task.metadata, dict) else None
+    return {"budget": budget} if budget else {}
 
 
 def task_trust(task: Task) -> Any:
@@ -246,6 +276,11 @@ def outcome_from_result(result: Any) -> RunOutcome:
                           f"(`jarvis approvals show {' / '.join(waiting)}`)", error_type="parked",
                           run_log_id=None if run_id is None else str(run_id), metadata=metadata,
                           parked=[str(a) for a in waiting])
+    if result.get("status") == "incomplete":
+        # No answer: recorded "incomplete" (its kind is the error_type), never retried.
+        return RunOutcome(success=False, error=str(result.get("stop_message") or "no answer"),
+                          error_type=str(result.get("stop_reason") or "max_turns"),
+                          run_log_id=None if run_id is None else str(run_id), metadata=metadata)
     return RunOutcome(success=True, answer=str(result.get("content") or ""),
                       run_log_id=None if run_id is None else str(run_id), metadata=metadata)
 

@@ -17,6 +17,7 @@ is a UserError when the schedule is parsed, i.e. when the task is created.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Literal
@@ -28,6 +29,34 @@ SCHEDULE_TYPES: tuple[str, ...] = ("once", "interval", "cron")
 
 MIN_INTERVAL_SECONDS = 1.0
 MAX_INTERVAL_SECONDS = 366 * 24 * 3600.0
+
+_UNITS = {"s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0,
+          "w": 604800.0}
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(sec|min|[smhdw])", re.IGNORECASE)
+
+
+def parse_duration(value: object) -> float:
+    """Seconds from `90`, `90s`, `15m`, `1h`, `1.5h`, `1d`, `2w` or `1h30m`; ValueError (with
+    the accepted forms) for anything else. Bounds are the caller's."""
+    text = str(value).strip().lower()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    parts = _DURATION_PART.findall(text)
+    if not parts or "".join(f"{n}{u}" for n, u in parts) != re.sub(r"\s+", "", text):
+        raise ValueError(f"{value!r} is not a duration: give seconds (90) or a number with a "
+                         f"unit: 90s, 15m, 1h, 1d, 1h30m")
+    return sum(float(number) * _UNITS[unit] for number, unit in parts)
+
+
+def describe_seconds(seconds: float) -> str:
+    """A duration in words: "1 second", "90 seconds", "15 minutes", "24 hours", "366 days"."""
+    for size, word in ((86400.0, "day"), (3600.0, "hour"), (60.0, "minute")):
+        if seconds >= size and seconds % size == 0:
+            count = int(seconds // size)
+            return f"{count} {word}{'' if count == 1 else 's'}"
+    return f"{seconds:g} second{'' if seconds == 1 else 's'}"
 MAX_EXPRESSION_CHARS = 200
 
 # croniter understands these aliases; spelled out so the hour-field rule can see them.
@@ -101,13 +130,13 @@ def parse_schedule(schedule_type: str, value: str, timezone: str | None = "UTC",
     zone = _zone(timezone)
     if schedule_type == "interval":
         try:
-            seconds = float(value)
-        except ValueError:
-            raise ScheduleError(f"interval must be a number of seconds (e.g. 3600), "
-                                f"got {value!r}") from None
+            seconds = parse_duration(value)
+        except ValueError as exc:
+            raise ScheduleError(f"interval: {exc}") from None
         if not math.isfinite(seconds) or not (MIN_INTERVAL_SECONDS <= seconds <= MAX_INTERVAL_SECONDS):
-            raise ScheduleError(f"interval must be between {MIN_INTERVAL_SECONDS:g} and "
-                                f"{MAX_INTERVAL_SECONDS:g} seconds, got {value}")
+            raise ScheduleError(f"interval must be between "
+                                f"{describe_seconds(MIN_INTERVAL_SECONDS)} and "
+                                f"{describe_seconds(MAX_INTERVAL_SECONDS)}, got {value}")
         return Schedule("interval", seconds_text(seconds), timezone)
     if schedule_type == "once":
         at = parse_iso(value, timezone)

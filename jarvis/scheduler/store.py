@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from jarvis.errors import UserError
-from jarvis.scheduler.records import Run, Task
+from jarvis.scheduler.records import Run, Task, finished_status
 from jarvis.scheduler.store_common import (  # "X as X": callers import X from here
     FINISHED,
     HOLDING,
@@ -102,9 +102,14 @@ def _migration_5(db: Any) -> None:
     db["runs"].add_column("resumes", int, not_null_default=0)
 
 
-MIGRATIONS: tuple[Callable[[Any], None], ...] = (_migration_1, _migration_2, _migration_3,
-                                                   _migration_4, _migration_5)
+def _migration_6(db: Any) -> None:
+    # The workspace (config.toml) a task was created in: its runs use that config (issue 25;
+    # after main's 3, 4 and 5, so a database upgraded by main still upgrades).
+    db["tasks"].add_column("workspace", str)
 
+
+MIGRATIONS: tuple[Callable[[Any], None], ...] = (_migration_1, _migration_2, _migration_3,
+                                                 _migration_4, _migration_5, _migration_6)
 
 
 def owner_id() -> str:
@@ -416,7 +421,7 @@ class SchedulerStore(StoreBase):
         Returns None when the run is no longer ours (its lease expired and another daemon
         recovered it), in which case nothing is written.
         """
-        status = "succeeded" if success else "failed"
+        status = finished_status(success, error_type)
         with self.immediate() as conn:
             cursor = conn.execute(
                 "UPDATE runs SET status = ?, finished_at = ?, answer = ?, error = ?, "
@@ -427,7 +432,7 @@ class SchedulerStore(StoreBase):
             if cursor.rowcount != 1:
                 return None
             run = self.get_run(run_id)
-            self._after_attempt(conn, run, now=now, retry=retry and not success,
+            self._after_attempt(conn, run, now=now, retry=retry and status == "failed",
                                 crashed=False)
             return run
 

@@ -250,7 +250,8 @@ def retry_delay(task: Task, run: Run, *, crashed: bool) -> float | None:
     return None
 
 
-FINISHED = "status IN ('succeeded', 'failed', 'expired', 'skipped')"  # runs that will not change
+# Runs that will not change.
+FINISHED = "status IN ('succeeded', 'incomplete', 'failed', 'expired', 'skipped')"
 # A task with a run in one of these is not started again (one run of a task at a time).
 HOLDING = "('running', 'parked')"
 

@@ -29,7 +29,7 @@ from typing import Any
 
 from jarvis.errors import UserError
 from jarvis.scheduler.addresses import redact, redact_error
-from jarvis.scheduler.records import Run, Task
+from jarvis.scheduler.records import Run, Task, finished_status
 from jarvis.scheduler.store_common import (
     FINISHED,
     MAX_ANSWER_CHARS,
@@ -107,6 +107,11 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE jarvis_runs ADD COLUMN parked_at float8;
     ALTER TABLE jarvis_runs ADD COLUMN resumes integer NOT NULL DEFAULT 0;
+    """,
+    # The workspace (config.toml) a task was created in: its runs use that config (issue 25;
+    # after 3, 4 and 5, so a ledger upgraded by main still upgrades).
+    """
+    ALTER TABLE jarvis_tasks ADD COLUMN workspace text;
     """,
 )
 _MIGRATION_LOCK = 0x6A61727669730001  # pg_advisory_xact_lock key: "jarvis" + 1
@@ -471,7 +476,7 @@ class PostgresStore(PostgresParkedRuns, StoreBase):
                 answer: str | None, error: str | None, error_type: str | None,
                 run_log_id: str | None, retry: bool,
                 min_retry_delay: float = 0.0) -> Run | None:
-        status = "succeeded" if success else "failed"
+        status = finished_status(success, error_type)
         finished = "%s" if now is not None else NOW
         values: tuple = (status,) + ((now,) if now is not None else ())
         cur.execute(
@@ -485,7 +490,7 @@ class PostgresStore(PostgresParkedRuns, StoreBase):
             return None
         run = _run(row)
         self._after_attempt(cur, run, now=run.finished_at or time.time(),
-                            retry=retry and not success, crashed=False,
+                            retry=retry and status == "failed", crashed=False,
                             min_retry_delay=min_retry_delay)
         return run
 

@@ -48,6 +48,7 @@ class _SchedulerTool(BaseTool):
     """Shared plumbing: the injected scheduler, JSON results, errors as failed results."""
 
     _SPEC: ToolSpec
+    needs = ("scheduler",)
 
     def __init__(self, scheduler: Any = None) -> None:
         self._scheduler = scheduler

@@ -251,7 +251,7 @@ class Worker:
 
 
 def worker_runner(config: Any, target: str | None,
-                  factory: Callable[[], Any] | None = None) -> TaskRunner:
+                  factory: Callable[..., Any] | None = None) -> TaskRunner:
     """The TaskRunner a worker uses: --runner, else a module:factory [scheduler] runner, else
     the SDK's ask_full (a Jarvis from `factory`, which the entry point passes in) with the run
     log entry captured for the ledger."""
@@ -265,7 +265,7 @@ def worker_runner(config: Any, target: str | None,
 
 
 def run_worker(config: Any, *, concurrency: int | None = None, runner: str | None = None,
-               factory: Callable[[], Any] | None = None, loglevel: str = "INFO",
+               factory: Callable[..., Any] | None = None, loglevel: str = "INFO",
                hostname: str | None = None) -> None:
     """Start a Celery worker (blocks until it is stopped) that executes runs from the ledger."""
     from jarvis.scheduler.addresses import redact

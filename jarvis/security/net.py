@@ -197,7 +197,9 @@ def _policy_entry(entry: str) -> str:
     host, sep, port = rest.rpartition(":") if rest.count(":") == 1 else (rest, "", "")
     if sep and not port.isdigit():
         host, sep, port = rest, "", ""
-    import httpx
+    from jarvis._lazy import load_module
+
+    httpx = load_module("httpx")  # worker threads: see load_module
 
     try:
         host = httpx.URL(f"http://{host}/").raw_host.decode("ascii")
@@ -304,7 +306,9 @@ def check_url(url: Any, policy: NetPolicy, resolver: Resolver = default_resolver
               timeout: float = DEFAULT_TIMEOUT) -> Target:
     """Check `url` against `policy`, resolving its host once; raise BlockedURLError (or
     FetchError when the name does not resolve) with a message the model can read."""
-    import httpx
+    from jarvis._lazy import load_module
+
+    httpx = load_module("httpx")  # worker threads: see load_module
 
     if not isinstance(url, str) or not url.strip():
         raise BlockedURLError("url must be a non-empty string")
@@ -552,7 +556,9 @@ class SafeHttpClient:
                 max_bytes: int | None = None) -> HttpResponse:
         """One request, redirects followed (each hop re-checked), body read up to max_bytes.
         Raises BlockedURLError or FetchError."""
-        import httpx
+        from jarvis._lazy import load_module
+
+        httpx = load_module("httpx")  # worker threads: see load_module
 
         policy = self.policy
         limit = policy.max_bytes if max_bytes is None else max_bytes
@@ -643,7 +649,9 @@ def _credential_header(name: str) -> bool:
 
 def _read_body(response: Any, limit: int, deadline: float, total: float) -> tuple[bytes, bool]:
     """At most `limit` decoded bytes of the body; True when more was there."""
-    import httpx
+    from jarvis._lazy import load_module
+
+    httpx = load_module("httpx")  # worker threads: see load_module
 
     encoding = response.headers.get("content-encoding", "").strip().lower()
     decoder = None

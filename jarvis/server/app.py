@@ -18,7 +18,7 @@ from starlette.routing import Route
 
 from jarvis.errors import UserError
 from jarvis.server.guard import RequestGuard
-from jarvis.server.http import ApiError, ApiKeyMiddleware, error_response
+from jarvis.server.http import AccessLog, ApiError, ApiKeyMiddleware, error_response
 from jarvis.server.openai_api import ChatAPI
 from jarvis.server.ors import OrsEnvironment
 
@@ -52,6 +52,8 @@ class ServeSettings:
         max_connections: open connections at most; more are answered 503 at once.
         send_timeout: seconds an answer may wait on a client that does not read it (then the
             connection is closed).
+        access_log: a line per request on stderr (method, path, status, time); `jarvis
+            serve` turns it on.
     """
 
     host: str = "127.0.0.1"
@@ -70,6 +72,7 @@ class ServeSettings:
     body_timeout: float = 30.0
     max_connections: int = 512
     send_timeout: float = 30.0
+    access_log: bool = False
 
     def check(self) -> None:
         """Refuse unsafe or unusable settings with a message saying how to fix them."""
@@ -105,10 +108,12 @@ def _approver(approve: bool) -> Any:
     return (lambda spec, arguments: True) if approve else None
 
 
-def serve_tools(jarvis: Any, names: list[str] | None) -> list[Any]:
-    """The tools to expose, built by the SDK with the dependencies they take (memory store,
-    scheduler, engine). Named tools fail loudly; with no names, every enabled tool that can
-    be built is exposed and the others are logged as skipped."""
+def serve_tools(jarvis: Any, names: list[str] | None) -> tuple[list[Any], dict[str, str]]:
+    """The tools to expose, built by the SDK with the services they declare (memory store,
+    scheduler, engine), and the tools that could not be built with the reason (name ->
+    reason). Named tools fail loudly; with no names, every enabled tool that can be built is
+    exposed, and the others are reported (`jarvis serve` prints them; calling one is a 404
+    that says why), never dropped without a word."""
     from jarvis import load_builtin_catalog
     from jarvis.core.registry import ToolRegistry
     from jarvis.errors import JarvisError
@@ -116,15 +121,17 @@ def serve_tools(jarvis: Any, names: list[str] | None) -> list[Any]:
     load_builtin_catalog()
     jarvis.load_extensions()
     if names is not None:
-        return list(jarvis.build_tools(names))
+        return list(jarvis.build_tools(names)), {}
     enabled = jarvis.config.tools.enabled
-    built = []
+    built: list[Any] = []
+    skipped: dict[str, str] = {}
     for name in enabled if enabled is not None else ToolRegistry.keys():
         try:
             built.extend(jarvis.build_tools([name]))
         except (JarvisError, TypeError) as exc:  # e.g. the llm tool with no engine running
-            log.warning("not exposing tool %s: %s", name, exc)
-    return built
+            skipped[name] = str(exc)
+            log.warning("not serving tool %s: %s", name, exc)
+    return built, skipped
 
 
 def build_app(settings: ServeSettings | None = None, *, config: Any = None, tools: Any = None,
@@ -145,12 +152,13 @@ def build_app(settings: ServeSettings | None = None, *, config: Any = None, tool
         from jarvis.sdk import Jarvis
 
         jarvis = Jarvis(config=config)
+    skipped: dict[str, str] = {}
     if tools is None:
-        tools = serve_tools(jarvis, settings.tools)
+        tools, skipped = serve_tools(jarvis, settings.tools)
     approver = _approver(settings.approve)
     from jarvis.trust.run import EgressRules
 
-    env = OrsEnvironment(settings.env_name, list(tools), approver=approver,
+    env = OrsEnvironment(settings.env_name, list(tools), approver=approver, unavailable=skipped,
                          default_timeout=config.tools.default_timeout,
                          max_output_chars=config.tools.max_output_chars,
                          max_abandoned_per_tool=config.tools.max_abandoned_per_tool,
@@ -261,6 +269,8 @@ def build_app(settings: ServeSettings | None = None, *, config: Any = None, tool
     key, owner = access_key(settings.api_key, settings.owner_token)
     app.add_middleware(ApiKeyMiddleware, api_key=key, owner=owner)
     app.state.access_key = key  # for in-process clients (ServerThread.headers)
+    if settings.access_log:
+        app.add_middleware(AccessLog)  # added last: outermost, so refusals are logged too
     return app
 
 

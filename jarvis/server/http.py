@@ -148,3 +148,93 @@ class ApiKeyMiddleware:
                                   code="invalid_api_key",
                                   headers={"WWW-Authenticate": "Bearer"})
         await response(scope, receive, send)
+
+
+class AccessLog:
+    """ASGI middleware: one line per request on stderr when its answer ends, `TIME jarvis
+    serve: METHOD /path STATUS 12.3 ms` (the path without its query string, which may carry a
+    key; never a header or a body). Outermost, so refusals by the guards are logged too."""
+
+    def __init__(self, app: Any, name: str = "jarvis serve") -> None:
+        self.app = app
+        self.name = name
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope.get("type") != "http":
+            await self.app(scope, receive, send)
+            return
+        import time
+
+        started = time.monotonic()
+        status: list[int] = []
+
+        async def sending(message: Any) -> None:
+            if message.get("type") == "http.response.start":
+                status.append(int(message.get("status", 0)))
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            self._log(scope, status[0] if status else None, time.monotonic() - started)
+
+    def _log(self, scope: Any, status: int | None, seconds: float) -> None:
+        import time
+
+        from jarvis.core.terminal import visible
+
+        path = visible(scope.get("path") or "/", 300, one_line=True)
+        method = visible(scope.get("method") or "-", 16, one_line=True)
+        _LOG_LINES.put(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {self.name}: {method} {path} "
+                       f"{status if status is not None else '-'} {seconds * 1000:.1f} ms")
+
+
+class _LogLines:
+    """Lines for stderr that never stall the server: written by a thread of their own, with
+    os.write on file descriptor 2 only when it can take them (poll), never holding the lock
+    of sys.stderr. A stderr nobody reads (a full pipe) costs dropped lines, counted and
+    reported when there is room again, never a blocked event loop. At most `limit` wait."""
+
+    def __init__(self, limit: int = 10_000) -> None:
+        import queue
+
+        self._queue: queue.Queue[str] = queue.Queue(limit)
+        self._dropped = 0
+        self._thread: Any = None
+
+    def put(self, line: str) -> None:
+        import queue
+        import threading
+
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._write, daemon=True,
+                                            name="jarvis-access-log")
+            self._thread.start()
+        try:
+            self._queue.put_nowait(line)
+        except queue.Full:
+            self._dropped += 1
+
+    def _write(self) -> None:
+        import os
+        import select
+
+        poller = select.poll()
+        poller.register(2, select.POLLOUT)
+        while True:
+            line = self._queue.get()
+            if self._dropped:
+                line = (f"({self._dropped} access log line(s) dropped: stderr was not read)\n"
+                        + line)
+                self._dropped = 0
+            data = (line + "\n").encode("utf-8", "replace")[:select.PIPE_BUF]
+            try:
+                if not poller.poll(500):  # not writable within 0.5 s: nobody reads it
+                    self._dropped += 1
+                    continue
+                os.write(2, data)  # at most PIPE_BUF bytes: a pipe takes it whole, at once
+            except OSError:  # stderr closed: the requests themselves went fine
+                return
+
+
+_LOG_LINES = _LogLines()

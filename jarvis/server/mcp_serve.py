@@ -42,23 +42,33 @@ def _is_mcp_sourced(value: Any) -> bool:
     return isinstance(value, McpTool) or value is McpAdapterTool
 
 
-def select_tools(config: Any, names: list[str] | None) -> tuple[list[BaseTool], set[str]]:
+def select_tools(config: Any, names: list[str] | None,
+                 system: Any = None) -> tuple[list[BaseTool], set[str]]:
     """The tools to serve and the names whose confirmation is given by naming them.
 
     Default (names None): every built-in, workspace and plugin tool that needs no
-    confirmation (MCP servers' own tools are not re-served unless named). Named tools are
-    served as asked; naming a tool that requires confirmation approves its calls.
+    confirmation (MCP servers' own tools are not re-served unless named); one that cannot be
+    built here (the llm tool with no engine reachable) is named on stderr with the reason.
+    Named tools are served as asked, or fail loudly; naming a tool that requires confirmation
+    approves its calls. `system` (a Jarvis) gives each tool the services it declares
+    (engine, model, memory, scheduler, ...); without it, only the config.
     """
+    from jarvis.core.services import needed_services
     from jarvis.extensions import load_extensions
     from jarvis.tools.catalog import build_tool
 
     load_extensions(config)
     settings = config.tools.settings
-    deps = {"config": config}
+
+    def services(name: str) -> dict[str, Any]:
+        if system is None:
+            return {"config": config}
+        return system.services(needed_services(ToolRegistry.get(name)))
+
     if names is not None:
         for name in names:
             ToolRegistry.get(name)  # unknown names fail before anything is served
-        tools = [build_tool(name, deps, settings.get(name)) for name in names]
+        tools = [build_tool(name, services(name), settings.get(name)) for name in names]
         # Tools that ask for some calls only (http_request's POST) are approved the same way.
         approved = {t.spec.name for t in tools
                     if t.spec.requires_confirmation or t.spec.metadata.get("confirmation")}
@@ -70,7 +80,7 @@ def select_tools(config: Any, names: list[str] | None) -> tuple[list[BaseTool], 
         if _is_mcp_sourced(value) or (enabled is not None and name not in enabled):
             continue
         try:
-            built = build_tool(name, deps, settings.get(name))
+            built = build_tool(name, services(name), settings.get(name))
         except Exception as exc:  # noqa: BLE001 - one tool that cannot be built is skipped, loudly
             click.echo(f"jarvis mcp serve: not serving {name}: {exc}", err=True)
             continue
@@ -199,7 +209,14 @@ def _memory_handlers(memory: Any) -> dict[str, Any]:
     """resources/list and resources/read over jarvis's memory (store access in a thread)."""
     import anyio
     from mcp.shared.exceptions import MCPError
-    from mcp.types import ListResourcesResult, ReadResourceResult, Resource, TextResourceContents
+    from mcp.types import (
+        ListResourcesResult,
+        ListResourceTemplatesResult,
+        ReadResourceResult,
+        Resource,
+        ResourceTemplate,
+        TextResourceContents,
+    )
 
     async def list_resources(ctx: Any, params: Any) -> Any:
         rows = await anyio.to_thread.run_sync(memory.list)
@@ -213,7 +230,16 @@ def _memory_handlers(memory: Any) -> dict[str, Any]:
         return ReadResourceResult(contents=[TextResourceContents(uri=uri, text=text,
                                                                  mime_type="text/plain")])
 
-    return {"on_list_resources": list_resources, "on_read_resource": read_resource}
+    async def list_resource_templates(ctx: Any, params: Any) -> Any:
+        # The resources capability announces resources/templates/list too: answer it (a
+        # client asking got "Method not found", and jarvis's own client gave up on that).
+        return ListResourceTemplatesResult(resource_templates=[ResourceTemplate.model_validate({
+            "uriTemplate": "memory://documents/{doc_id}", "name": "memory document",
+            "description": "A document of jarvis's memory, by its id (resources/list names "
+                           "them)", "mimeType": "text/plain"})])
+
+    return {"on_list_resources": list_resources, "on_read_resource": read_resource,
+            "on_list_resource_templates": list_resource_templates}
 
 
 def _memory_resources(config: Any, tools: list[BaseTool], memory: bool | None) -> Any:

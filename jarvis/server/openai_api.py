@@ -179,6 +179,40 @@ class ChatAPI:
             return self.default_tools
         return None
 
+    def _ask_watching(self, query: str, options: dict[str, Any],
+                      on_tool: Any) -> dict[str, Any]:
+        """`_ask`, with each tool call of this run (and no other) reported to `on_tool` as it
+        starts and ends: {"event": "start"|"end", "tool", "call_id", "success", "latency"}."""
+        from jarvis.core.events import EventType
+
+        me = threading.get_ident()
+        runs: set[str] = set()
+
+        def watch(event: Any) -> None:
+            data = event.data
+            if event.type is EventType.RUN_START:
+                if threading.get_ident() == me and data.get("id"):
+                    runs.add(str(data["id"]))
+                return
+            if data.get("run_id") not in runs:
+                return
+            activity = {"event": "start" if event.type is EventType.TOOL_CALL_START else "end",
+                        "tool": data.get("tool_name"), "call_id": data.get("call_id")}
+            if event.type is EventType.TOOL_CALL_END:
+                activity.update(success=bool(data.get("success")),
+                                latency_seconds=data.get("latency"))
+            on_tool(activity)
+
+        bus = self.jarvis.bus
+        kinds = (EventType.RUN_START, EventType.TOOL_CALL_START, EventType.TOOL_CALL_END)
+        for kind in kinds:
+            bus.subscribe(kind, watch)
+        try:
+            return self._ask(query, options)
+        finally:
+            for kind in kinds:
+                bus.unsubscribe(kind, watch)
+
     def _ask(self, query: str, options: dict[str, Any]) -> dict[str, Any]:
         with self._engine_lock:  # build (or discover) the engine once, not per racing request
             self.jarvis.engine  # noqa: B018 - the property builds it
@@ -220,7 +254,7 @@ class ChatAPI:
         return JSONAnswer({
             "id": cid, "object": "chat.completion", "created": created, "model": parsed["model"],
             "choices": [{"index": 0, "message": {"role": "assistant", "content": out["content"]},
-                         "finish_reason": "stop", "logprobs": None}],
+                         "finish_reason": _finish_reason(out), "logprobs": None}],
             "usage": _usage(out),
             "jarvis": _summary(out),
         })
@@ -256,7 +290,7 @@ class ChatAPI:
 
     async def _stream_run(self, parsed: dict[str, Any], cid: str, created: int) -> Any:
         loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[str] = asyncio.Queue()
+        queue: asyncio.Queue[Any] = asyncio.Queue()
         model = parsed["model"]
 
         def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
@@ -270,24 +304,37 @@ class ChatAPI:
             if piece:
                 loop.call_soon_threadsafe(queue.put_nowait, piece)
 
+        def on_tool(activity: dict[str, Any]) -> None:
+            loop.call_soon_threadsafe(queue.put_nowait, activity)
+
+        def shown(item: Any) -> str:
+            # Tool activity rides in a `jarvis` field beside an empty delta: a client shows it
+            # or ignores it, and never mistakes it for a tool call it should make itself.
+            if isinstance(item, dict):
+                return chunk({}, jarvis={"tool_activity": item})
+            return chunk({"content": item})
+
         options = dict(parsed["options"], on_token=on_token)
         yield chunk({"role": "assistant", "content": ""})
         async with self._gate:
-            job = asyncio.ensure_future(asyncio.to_thread(self._ask, parsed["query"], options))
+            job = asyncio.ensure_future(asyncio.to_thread(self._ask_watching, parsed["query"],
+                                                          options, on_tool))
             yield job  # for _stream: whether the run ended
             streamed = False
             while True:
                 getter = asyncio.ensure_future(queue.get())
                 done, _ = await asyncio.wait({getter, job}, return_when=asyncio.FIRST_COMPLETED)
                 if getter in done:
-                    streamed = True
-                    yield chunk({"content": getter.result()})
+                    item = getter.result()
+                    streamed = streamed or isinstance(item, str)
+                    yield shown(item)
                     continue
                 getter.cancel()
                 break
             while not queue.empty():
-                streamed = True
-                yield chunk({"content": queue.get_nowait()})
+                item = queue.get_nowait()
+                streamed = streamed or isinstance(item, str)
+                yield shown(item)
         error = job.exception()
         if error is not None:
             api_error = _as_api_error(error)
@@ -298,7 +345,7 @@ class ChatAPI:
         out = job.result()
         if out["content"] and (not streamed or out.get("status") == "parked"):
             yield chunk({"content": out["content"]})
-        yield chunk({}, "stop", jarvis=_summary(out))
+        yield chunk({}, _finish_reason(out), jarvis=_summary(out))
         if parsed["include_usage"]:
             data = {"id": cid, "object": "chat.completion.chunk", "created": created,
                     "model": model, "choices": [], "usage": _usage(out)}
@@ -334,13 +381,22 @@ def _usage(out: dict[str, Any]) -> dict[str, int]:
             "total_tokens": int(usage.get("total_tokens", prompt + completion) or 0)}
 
 
+def _finish_reason(out: dict[str, Any]) -> str:
+    """"stop" for an answer; "length" for a run that stopped on a limit without one (max_turns,
+    the loop guard): its content is empty, and `jarvis.stop_reason` says which limit."""
+    return "length" if out.get("status") == "incomplete" else "stop"
+
+
 def _summary(out: dict[str, Any]) -> dict[str, Any]:
     """jarvis extras next to the OpenAI fields (clients ignore unknown keys)."""
     summary = {"agent": out.get("agent"), "engine": out.get("engine"), "turns": out.get("turns"),
-            "run_id": out.get("run_id"),
-            "tool_results": [{k: r.get(k) for k in ("tool_name", "success", "content",
-                                                     "latency_seconds", "error_type")}
-                             for r in out.get("tool_results", [])]}
+               "run_id": out.get("run_id"),
+               "tool_results": [{k: r.get(k) for k in ("tool_name", "success", "content",
+                                                        "latency_seconds", "error_type")}
+                                for r in out.get("tool_results", [])]}
+    if out.get("status") == "incomplete":  # no answer: which limit stopped the run
+        summary.update(status="incomplete", stop_reason=out.get("stop_reason"),
+                       stop_message=out.get("stop_message"))
     if out.get("status") == "parked":  # waiting for the person: which requests
         summary["status"] = "parked"
         summary["pending_approvals"] = out.get("pending_approvals")

@@ -114,12 +114,15 @@ class OrsEnvironment:
                  max_sessions: int = 256, max_body_bytes: int = 1_048_576,
                  session_idle_seconds: float = 900.0, max_concurrent_calls: int = 64,
                  max_abandoned_per_tool: int = 8, max_abandoned: int = 64,
-                 rules: Any = None, trusted_tools: Any = ()) -> None:
+                 rules: Any = None, trusted_tools: Any = (),
+                 unavailable: dict[str, str] | None = None) -> None:
         self.name = name
         # The person's [egress] rules and trusted tools apply to every session (docs/trust.md).
         self.rules = rules
         self.trusted_tools = tuple(trusted_tools or ())
         self.tools = {t.spec.name: t for t in tools}
+        # Tools that could not be built here (name -> why): a call says why, not "unknown".
+        self.unavailable = dict(unavailable or {})
         self.approver = approver
         self.default_timeout = default_timeout
         self.max_output_chars = max_output_chars
@@ -326,6 +329,8 @@ class OrsEnvironment:
             arguments = {}
         if not isinstance(arguments, dict):
             raise ApiError(400, f"\"input\" must be a JSON object, got {type(arguments).__name__}")
+        if name not in session.tool_names and name in self.unavailable:
+            raise ApiError(404, f"tool {name!r} is not served here: {self.unavailable[name]}")
         if name not in session.tool_names:
             raise ApiError(404, f"unknown tool {name!r}; this session's tools: "
                            f"{', '.join(session.tool_names) or '(none)'}")

@@ -13,7 +13,9 @@ from jarvis.testing.server import FakeOpenAIServer, RecordedRequest
 
 SCRIPT_KEYS = frozenset({"content", "tool_calls", "usage", "finish_reason", "model",
                          "status", "error", "retry_after", "disconnect", "obey", "answer",
-                         "secret_pattern"})
+                         "secret_pattern",
+                         # {"misbehave": KIND, ...}: the hostile answers (docs/engines-agents.md)
+                         "misbehave", "interval", "seconds", "chunk", "decoded_mib"})
 
 
 def _load_script(path: str) -> list[Any]:
@@ -58,7 +60,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     serve.add_argument("--script", help="a JSON file with a list of replies")
     serve.add_argument("--default", help="text served once the script is used up")
     serve.add_argument("--model", action="append", default=[], help="a model to list")
-    serve.add_argument("--record", help="append each request body as a JSON line to this file")
+    serve.add_argument("--record", help="append each request to this file as a JSON line "
+                       "{\"method\", \"path\", \"body\"}")
     args = parser.parse_args(argv)
 
     items: list[Any] = list(args.reply)

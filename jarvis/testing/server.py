@@ -407,6 +407,10 @@ class FakeOpenAIServer:
         """Append script items."""
         self._script.add(*replies)
 
+    def reset(self, replies: Iterable[ScriptItem] = (), default: ScriptItem | None = None) -> None:
+        """A new script (and an empty record of requests): one server for many cases."""
+        self._script = _Script(replies, default)
+
     @property
     def remaining(self) -> int:
         return self._script.remaining

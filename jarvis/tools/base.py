@@ -169,15 +169,27 @@ class BaseTool(ABC):
                   refuse argument names the schema does not list (with a did-you-mean).
                   None (default): yes for jarvis's own tools, no for other subclasses, whose
                   schemas (reference style) may rely on extra arguments being ignored.
+      needs       what the tool's constructor gets from jarvis (jarvis.core.services):
+                  ("engine", "model") passes the run's engine and model to the parameters
+                  of those names; {"backend": "memory"} passes the memory store to
+                  `backend`. A parameter not declared here gets nothing from jarvis,
+                  whatever its name (only its [tools.NAME] setting, if any).
+      internal_params
+                  constructor parameters that are neither services nor settings (wiring
+                  for tests and the SDK): never taken from a [tools.NAME] table, never
+                  listed as valid keys of it.
     """
 
     tool_id: str = ""
     inline: ClassVar[bool] = False
     sequential: ClassVar[bool] = False
     strict_arguments: ClassVar[bool | None] = None
+    needs: ClassVar[tuple[str, ...] | dict[str, str]] = ()
+    internal_params: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        _check_needs(cls)
         if "call" in cls.__dict__:
             _derive_call_tool(cls)
 
@@ -262,6 +274,30 @@ def default_egress(spec: ToolSpec, arguments: dict[str, Any]) -> list[Any]:
     else:
         destination = f"(a host {spec.name} chooses)"
     return [Egress.of(kind, str(destination), payload=[arguments])]
+
+
+def _check_needs(cls: type) -> None:
+    """A tool's `needs` must name services jarvis has and parameters its constructor takes:
+    a typo would leave the tool without what it asked for, silently."""
+    from jarvis.core.services import declared_needs
+
+    try:
+        needs = declared_needs(cls)
+    except ValueError as exc:
+        raise ToolDefinitionError(f"{cls.__qualname__}: {exc}") from None
+    if not needs:
+        return
+    try:
+        params = ({} if cls.__init__ is object.__init__
+                  else inspect.signature(cls.__init__).parameters)
+    except (TypeError, ValueError):
+        return
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    missing = sorted(set(needs) - set(params))
+    if missing:
+        raise ToolDefinitionError(f"{cls.__qualname__}: needs names constructor parameter(s) "
+                                  f"{', '.join(missing)} that __init__ does not take")
 
 
 class _DerivedTool(BaseTool):

@@ -12,7 +12,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from jarvis.core.registry import ToolRegistry, accepted_kwargs
+from jarvis.core.registry import ToolRegistry
+from jarvis.core.services import declared_needs, service_kwargs
 from jarvis.errors import ConfigError
 from jarvis.tools.base import BaseTool
 
@@ -37,41 +38,63 @@ def load_builtins() -> None:
         importlib.import_module(module)
 
 
-def build_tool(name: str, dependencies: dict[str, Any] | None = None,
+def build_tool(name: str, services: dict[str, Any] | None = None,
                settings: dict[str, Any] | None = None) -> BaseTool:
     """Instantiate the registered tool `name`.
 
-    `dependencies` (engine, model, backend, scheduler, bus, ...) are passed when the tool's
-    constructor takes them; `settings` (from the tool's [tools.NAME] table) must all be
-    accepted by the constructor, else ConfigError names the unknown key.
+    `services` (engine, model, memory, scheduler, bus, config: see jarvis.core.services) are
+    handed to the parameters the tool class declares in its `needs`, and only to those;
+    `settings` (from the tool's [tools.NAME] table) must all be settings the constructor
+    takes, else ConfigError names the unknown key, with a did-you-mean.
     """
     value = ToolRegistry.get(name)
     if not isinstance(value, type):
         if settings:
             raise ConfigError(f"[tools.{name}] has settings, but tool {name!r} takes none")
         return value
-    kwargs = accepted_kwargs(value, dependencies or {})
-    if settings:
-        accepted = accepted_kwargs(value, settings)
-        unknown = sorted(set(settings) - set(accepted))
-        if unknown:
-            valid = sorted(k for k in accepted_kwargs(value, {k: None for k in _init_params(value)}))
-            raise ConfigError(f"unknown setting(s) {', '.join(unknown)} in [tools.{name}]; "
-                              f"valid: {', '.join(valid) or '(none)'}")
-        kwargs.update(accepted)
+    check_settings(name, value, settings or {})
+    kwargs = service_kwargs(value, services or {})
+    kwargs.update(settings or {})
     return value(**kwargs)
 
 
-def _init_params(cls: type) -> list[str]:
+def setting_names(cls: type) -> list[str] | None:
+    """The settings a tool class takes in its [tools.NAME] table: its constructor's named
+    parameters, without those jarvis fills in (its `needs`). None: any name (**kwargs)."""
     import inspect
 
     try:
-        return [p for p in inspect.signature(cls).parameters if p != "self"]
+        params = inspect.signature(cls).parameters.values()
     except (TypeError, ValueError):
         return []
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return None
+    internal = set(declared_needs(cls)) | set(getattr(cls, "internal_params", ()) or ())
+    return [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+            and p.name not in internal]
 
 
-def build_tools(names: list[str] | None = None, dependencies: dict[str, Any] | None = None,
+def check_settings(name: str, cls: Any, settings: dict[str, Any]) -> None:
+    """ConfigError for a [tools.NAME] key the tool does not take (with a did-you-mean)."""
+    if not settings:
+        return
+    if not isinstance(cls, type):
+        raise ConfigError(f"[tools.{name}] has settings, but tool {name!r} takes none")
+    valid = setting_names(cls)
+    if valid is None:
+        return
+    unknown = [key for key in settings if key not in valid]
+    if not unknown:
+        return
+    from jarvis.errors import did_you_mean
+
+    hints = [f"{key} ({close})" if (close := did_you_mean(key, valid)) else key
+             for key in unknown]
+    raise ConfigError(f"unknown setting(s) {', '.join(hints)} in [tools.{name}]; "
+                      f"valid: {', '.join(sorted(valid)) or '(none)'}")
+
+
+def build_tools(names: list[str] | None = None, services: dict[str, Any] | None = None,
                 settings: dict[str, dict[str, Any]] | None = None) -> list[BaseTool]:
     """Instantiate tools by name (None: every registered tool). Unknown names raise
     UnknownNameError listing the valid ones."""
@@ -80,4 +103,4 @@ def build_tools(names: list[str] | None = None, dependencies: dict[str, Any] | N
         names = ToolRegistry.keys()
     for name in names:
         ToolRegistry.get(name)  # fail on the first unknown name before building anything
-    return [build_tool(name, dependencies, settings.get(name)) for name in names]
+    return [build_tool(name, services, settings.get(name)) for name in names]

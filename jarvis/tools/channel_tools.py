@@ -26,6 +26,8 @@ _NAME = {"type": "string", "minLength": 1, "maxLength": 64,
 
 
 class _ChannelTool(BaseTool):
+    needs = ("config",)
+
     def __init__(self, config: Any = None) -> None:
         if config is None:
             from jarvis.core.config import load_config

@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from jarvis.core.events import EventBus, EventType
 from jarvis.core.text import find_problem
@@ -30,11 +30,14 @@ from jarvis.tools.base import (
 )
 from jarvis.tools.context import Grant, ToolContext
 from jarvis.tools.spec import ToolSpec
+from jarvis.tools.threads import (  # abandoned_threads: public here before threads.py held it
+    ABANDONED,
+    _start_thread,
+    _Watch,
+    abandoned_threads,  # noqa: F401
+)
 from jarvis.tools.validation import SchemaValidator
 from jarvis.trust.run import RunTrust
-
-if TYPE_CHECKING:
-    from concurrent.futures import Future
 
 Approver = Callable[[ToolSpec, dict[str, Any]], bool]
 # egress_approver(request) -> bool; on_person_needed(request) -> Verdict (approve/deny/park)
@@ -73,6 +76,7 @@ class _Prepared:
     call_id: str
     arguments: dict[str, Any]
     clean: bool = True  # sent nothing from private data: its result may be link evidence
+    budget_cut: float | None = None  # seconds the run's budget left it (shorter than its timeout)
 
     @property
     def tool(self) -> BaseTool:
@@ -119,100 +123,6 @@ def _close(context: ToolContext | None) -> None:
         context.close()
 
 
-class _Abandoned:
-    """Threads of timed-out calls that are still running, per tool and in all (process-wide:
-    every executor's threads share the one process).
-
-    Python cannot stop a thread, so a tool that hangs keeps its thread after the executor
-    gave up on it. The executor refuses new calls of a tool (or of any tool) while too many
-    of those are still running, and a thread leaves the count when it finally ends.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.by_tool: dict[str, int] = {}
-        self.total = 0
-
-    def add(self, name: str) -> None:
-        with self._lock:
-            self.by_tool[name] = self.by_tool.get(name, 0) + 1
-            self.total += 1
-
-    def remove(self, name: str) -> None:
-        with self._lock:
-            left = self.by_tool.get(name, 0) - 1
-            if left > 0:
-                self.by_tool[name] = left
-            else:
-                self.by_tool.pop(name, None)
-            self.total -= 1
-
-    def counts(self, name: str) -> tuple[int, int]:
-        with self._lock:
-            return self.by_tool.get(name, 0), self.total
-
-
-ABANDONED = _Abandoned()
-
-
-def abandoned_threads() -> dict[str, int]:
-    """Timed-out tool calls whose threads are still running, per tool name."""
-    with ABANDONED._lock:
-        return dict(ABANDONED.by_tool)
-
-
-class _Watch:
-    """One call's thread, as seen by the caller that may give up on it."""
-
-    __slots__ = ("future", "lock", "done", "abandoned", "name")
-
-    def __init__(self, future: Future[Any], name: str) -> None:
-        self.future = future
-        self.lock = threading.Lock()
-        self.done = False
-        self.abandoned = False
-        self.name = name
-
-    def abandon(self) -> None:
-        """The caller stopped waiting: count the thread until it really ends."""
-        with self.lock:
-            if self.done or self.abandoned:
-                return
-            self.abandoned = True
-        ABANDONED.add(self.name)
-
-    def finished(self) -> None:
-        with self.lock:
-            self.done = True
-            counted = self.abandoned
-        if counted:
-            ABANDONED.remove(self.name)
-
-
-def _start_thread(fn: Callable[[], Any], name: str) -> _Watch:
-    """Run `fn` in a fresh daemon thread. A hung tool only ever holds its own thread."""
-    # Imported here: concurrent.futures pulls in logging (~6 ms) and inline tools never
-    # need it.
-    from concurrent.futures import Future
-
-    future: Future[Any] = Future()
-    watch = _Watch(future, name)
-
-    def runner() -> None:
-        try:
-            if not future.set_running_or_notify_cancel():
-                return
-            try:
-                future.set_result(fn())
-            except BaseException as exc:  # noqa: BLE001 - handed to the waiting caller
-                future.set_exception(exc)
-        finally:
-            watch.finished()
-
-    threading.Thread(target=runner, name=f"jarvis-tool-{name}", daemon=True).start()
-    return watch
-
-
 def _cut(text: str, limit: int) -> tuple[str, int]:
     """`text` cut to `limit` characters with a marker saying how much was cut."""
     if len(text) <= limit:
@@ -256,6 +166,7 @@ class ToolExecutor:
             decision goes through (jarvis.tools.gate); replaces both approvers.
         trusted_tools: names the person vouches for: neutral results, nothing sent out.
         fence: a scheduled run's RunFence (jarvis.tools.fence), checked before every call.
+        budget: the run's BudgetMeter (jarvis.tools.budget), asked before every call.
     """
 
     def __init__(self, tools: Iterable[BaseTool] = (), bus: EventBus | None = None, *,
@@ -269,9 +180,9 @@ class ToolExecutor:
                  metadata: dict[str, Any] | None = None, trust: RunTrust | None = None,
                  egress_approver: EgressApprover | None = None,
                  on_person_needed: PersonNeeded | None = None,
-                 trusted_tools: Iterable[str] = (), fence: Any = None) -> None:
+                 trusted_tools: Iterable[str] = (), fence: Any = None, budget: Any = None) -> None:
         self.bus = bus
-        self.fence = fence
+        self.fence, self.budget = fence, budget
         self.approver = approver
         self.egress_approver = egress_approver
         self.on_person_needed = on_person_needed
@@ -317,7 +228,7 @@ class ToolExecutor:
         else:
             validate = tool.validate_arguments
         is_async = bool(tool.is_async)
-        labels, egress = gate.declared(tool, spec, spec.name in self.trusted_tools)
+        labels, egress = gate.declared(tool, spec, spec.name in self.trusted_tools, self.trust)
         self._entries[spec.name] = _Entry(
             tool=tool, spec=spec, validate=validate, inline=bool(tool.inline) and not is_async,
             is_async=is_async, wants_context=_wants_context(tool),
@@ -413,6 +324,17 @@ class ToolExecutor:
                                 entry, **decided.metadata)
         return _Prepared(entry, call_id, arguments, decided.clean)
 
+    def _admit(self, prep: _Prepared | ToolResult) -> _Prepared | ToolResult:
+        """The budget's word on a call about to run (jarvis.tools.budget)."""
+        if type(prep) is ToolResult:
+            return prep
+        refused = self.budget.admit_tool(prep.spec, prep.call_id)
+        if refused is None:
+            return prep
+        result = self.budget.refusal(prep.spec, prep.call_id, refused)
+        self._publish_end(result, prep.arguments)
+        return result
+
     def _failed(self, name: str, call_id: str, error_type: ErrorType, message: str,
                 arguments: Any = None, entry: _Entry | None = None, **metadata: Any) -> ToolResult:
         """A call rejected before it ran (the tool body never started)."""
@@ -477,19 +399,30 @@ class ToolExecutor:
         result = ToolResult.failure(name, message, ErrorType.TIMEOUT, cap=cap, limit=limit)
         result.call_id = prep.call_id
         prep.entry.stats.record(None, False)
+        if self.budget is not None:
+            self.budget.settle_tool(prep.spec, prep.call_id, None)
         self._publish_end(result, prep.arguments)
         return result
 
     def _timeout_for(self, prep: _Prepared) -> float:
         timeout = prep.entry.spec.timeout_seconds
-        return self.default_timeout if timeout is None else timeout
+        timeout = self.default_timeout if timeout is None else timeout
+        left = None if self.budget is None else self.budget.remaining_seconds()
+        if left is not None and left < timeout:  # a call ends with the run's time budget
+            prep.budget_cut = timeout = left
+        return timeout
 
     def _finish(self, prep: _Prepared, outcome: Any, error: BaseException | None,
                 latency: float, timed_out: bool = False) -> ToolResult:
         entry = prep.entry
         name = entry.spec.name
-        if timed_out:
-            timeout = self._timeout_for(prep)
+        if timed_out and prep.budget_cut is not None:
+            result = ToolResult.failure(
+                name, f"tool {name} ran past the run's time budget (--budget-seconds; "
+                f"{prep.budget_cut:.3g} s were left) and was abandoned", ErrorType.BUDGET)
+        elif timed_out:
+            timeout = entry.spec.timeout_seconds
+            timeout = self.default_timeout if timeout is None else timeout
             result = ToolResult.failure(
                 name, f"tool {name} timed out after {timeout:g} s and was abandoned",
                 ErrorType.TIMEOUT, timeout_seconds=timeout)
@@ -515,6 +448,8 @@ class ToolExecutor:
             self._truncate(result, limit)
         gate.observe(self.trust, prep, result, ran=not timed_out)
         entry.stats.record(latency, result.success, timed_out)
+        if self.budget is not None:
+            self.budget.settle_tool(entry.spec, prep.call_id, result)
         self._publish_end(result, prep.arguments)
         return result
 
@@ -529,7 +464,7 @@ class ToolExecutor:
     # --- running -----------------------------------------------------------------------
     def execute(self, call: CallLike) -> ToolResult:
         """Run one call and return its ToolResult; never raises for the tool's failure."""
-        prep = self._prepare(call)
+        prep = self._prepare(call) if self.budget is None else self._admit(self._prepare(call))
         if type(prep) is ToolResult:
             return prep
         entry = prep.entry
@@ -632,7 +567,7 @@ class ToolExecutor:
         """Async form of `execute`: async tools run on this loop, sync tools in a thread."""
         import asyncio
 
-        prep = self._prepare(call)
+        prep = self._prepare(call) if self.budget is None else self._admit(self._prepare(call))
         if type(prep) is ToolResult:
             return prep
         entry = prep.entry

@@ -46,6 +46,7 @@ class FileReadTool(BaseTool):
     """Read file contents with safety validations."""
 
     tool_id = "file_read"
+    needs = ("config",)  # the workspace folder and the config file (a secret) come from it
 
     def __init__(self, allowed_dirs: list[str] | None = None,
                  max_bytes: int = MAX_FILE_BYTES, allowed_secret_paths: list[str] | None = None,

@@ -27,6 +27,7 @@ class LLMTool(BaseTool):
     """
 
     tool_id = "llm"
+    needs = ("engine", "model")
 
     def __init__(self, engine: Any = None, model: str = "", max_tokens: int | None = None) -> None:
         self.engine = engine

@@ -64,6 +64,8 @@ class SandboxedPythonTool(BaseTool):
     where the code runs (isolation, network, paths) comes only from [sandbox].
     """
 
+    needs = ("config",)
+
     tool_id = ""
     kind = ""
     description = ""

@@ -26,6 +26,10 @@ NO_BACKEND = ("no memory backend configured: build the tool with a store, e.g. "
 class MemoryToolBase(BaseTool):
     """Shared plumbing of the memory tools: the injected store and argument checks."""
 
+    # The memory store goes to `backend` (the reference's name); the config opens the
+    # configured store when none is given (`jarvis mcp serve`, a bare build).
+    needs = {"backend": "memory", "config": "config"}
+
     def __init__(self, backend: Any = None, config: Any = None) -> None:
         self.backend = backend
         self._config = config

@@ -76,7 +76,9 @@ def _title(page: str) -> str:
 
 def plain_text(tree: Any) -> str:
     """The visible text of a parsed page (article or main when there is one), one pass."""
-    from lxml import etree
+    from jarvis._lazy import load_module
+
+    etree = load_module("lxml.etree")
 
     etree.strip_elements(tree, *_NOT_TEXT, etree.Comment, etree.ProcessingInstruction,
                          with_tail=False)
@@ -190,8 +192,10 @@ def _link_text(text: str) -> str:
 def html_to_text(page: str, url: str) -> tuple[str, str, bool]:
     """(title, main text as Markdown with its links, whether the plain-text fallback was
     used) of an HTML page; raises ImportError without trafilatura."""
-    import trafilatura
-    from trafilatura.utils import load_html
+    from jarvis._lazy import load_module
+
+    trafilatura = load_module("trafilatura")
+    load_html = load_module("trafilatura.utils").load_html
 
     tree = load_html(page)
     elements = sum(1 for _ in tree.iter()) if tree is not None else 0

@@ -229,10 +229,11 @@ class WebSearchTool(BaseTool):
 
     def _call(self, method: str, url: str, **kwargs: Any) -> Any:
         """One JSON request to the configured backend, whose own host is trusted."""
-        import httpx
-
+        from jarvis._lazy import load_module
         from jarvis.security.net import BlockedURLError, FetchError, NetPolicy, SafeHttpClient
         from jarvis.security.redact import redact_url
+
+        httpx = load_module("httpx")  # worker threads: see load_module
 
         # What the model (and the run log) read: base_url's password or ?token= is the
         # user's secret, not the model's.
@@ -300,8 +301,10 @@ class WebSearchTool(BaseTool):
     # --- duckduckgo (ddgs) --------------------------------------------------------------------
     def _duckduckgo(self, query: str, count: int) -> list[SearchResult]:
         try:
-            from ddgs import DDGS
-            from ddgs.exceptions import DDGSException
+            from jarvis._lazy import load_module
+
+            DDGS = load_module("ddgs").DDGS  # noqa: N806
+            DDGSException = load_module("ddgs.exceptions").DDGSException  # noqa: N806
         except ImportError:
             raise SearchError("web_search backend duckduckgo needs the ddgs package, which is "
                               "not installed: pip install 'jarvis[web]'") from None

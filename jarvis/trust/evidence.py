@@ -41,6 +41,9 @@ IGNORED_TOKENS = frozenset({"http", "https", "www"})
 # Non-token characters allowed between two tokens (or at either end) of a covered text: a
 # longer run could encode bits in punctuation the person never wrote.
 MAX_GAP = 3
+# Characters that may stand between them: ASCII punctuation and space (a zero-width or
+# look-alike character from the rest of Unicode is a bit channel), plus what the person wrote.
+ASCII_GAPS = frozenset(" \t\r\n!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
 # Absolute URLs in text; trailing punctuation is trimmed in `_variants`.
 _URL = re.compile(r"(?i)\bhttps?://[^\s<>\"'`\\^{}|\x00-\x1f]+")
 # href/src attributes of HTML, resolved against the page's own URL.
@@ -178,16 +181,21 @@ def named_hosts(text: str) -> set[str]:
 class Evidence:
     """Indexes of the person's words and of links seen, grown text by text."""
 
-    __slots__ = ("person_forms", "person_hosts", "links")
+    __slots__ = ("person_forms", "person_counts", "person_gaps", "person_hosts", "links")
 
     def __init__(self) -> None:
         self.person_forms: set[str] = set()
+        self.person_counts: dict[str, int] = {}  # lower-case token -> times the person wrote it
+        self.person_gaps: set[str] = set()  # the non-ASCII characters between their words
         self.person_hosts: set[str] = set()
         self.links: set[str] = set()
 
     def add_person_text(self, text: str) -> None:
+        counts = self.person_counts
         for token in words(text):
             self.person_forms.update(_forms(token))
+            counts[token.lower()] = counts.get(token.lower(), 0) + 1
+        self.person_gaps.update(c for c in _TOKEN.sub("", text) if c not in ASCII_GAPS)
         self.person_hosts |= named_hosts(text)
         for link in extract_links(text):
             self.links.add(link)
@@ -206,26 +214,51 @@ class Evidence:
             hostport == host and host.removeprefix("www.") in named)
 
 
-def covered_by_person(text: str, evidence: Evidence) -> bool:
-    """Whether every token of `text` is one of the person's (http, https and www aside) and
-    no run of other characters between them is longer than MAX_GAP."""
+def budget() -> dict[str, int]:
+    """A new count of the person's words one egress used: each may be used as often as they
+    wrote it. Without this bound a call could spell any data in their words, each a digit in
+    base (number of words): "which of your words, in which order" carries the secret, and
+    the receiver decodes it."""
+    return {}
+
+
+def covered_by_person(text: str, evidence: Evidence, used: dict[str, int] | None = None) -> bool:
+    """Whether every token of `text` is one of the person's (http, https and www aside), no
+    run of other characters between them is longer than MAX_GAP nor holds a character
+    outside ASCII punctuation and space that the person did not write, and (with `used`,
+    from `budget()`, shared by every piece of one egress and counted here) no word is used
+    more often than the person wrote it."""
     if "%" in text:
         text = unquote(text, errors="replace")
     forms = evidence.person_forms
     last = 0
     for match in _TOKEN.finditer(text):
-        if match.start() - last > MAX_GAP:
+        if match.start() - last > MAX_GAP or not _plain_gap(text[last:match.start()], evidence):
             return False
         token = match.group()
-        if token not in forms and token.lower() not in IGNORED_TOKENS:
+        lower = token.lower()
+        if lower in IGNORED_TOKENS:
+            last = match.end()
+            continue
+        if token not in forms:
             return False
+        if used is not None:
+            times = used.get(lower, 0) + 1
+            if times > evidence.person_counts.get(lower, 0):
+                return False
+            used[lower] = times
         last = match.end()
-    return len(text) - last <= MAX_GAP
+    return len(text) - last <= MAX_GAP and _plain_gap(text[last:], evidence)
 
 
-def url_covered(url: str, evidence: Evidence) -> str | None:
+def _plain_gap(gap: str, evidence: Evidence) -> bool:
+    return all(c in ASCII_GAPS or c in evidence.person_gaps for c in gap)
+
+
+def url_covered(url: str, evidence: Evidence, used: dict[str, int] | None = None) -> str | None:
     """How a URL is covered ("link": seen verbatim in the person's words or a result without
-    private data; "person": a host the person named, the rest made of their words), or None."""
+    private data; "person": a host the person named, the rest made of their words, using up
+    `used` as covered_by_person does), or None."""
     normal, parts = _split(url)
     if normal in evidence.links:
         return "link"
@@ -238,4 +271,4 @@ def url_covered(url: str, evidence: Evidence) -> str | None:
         return None  # credentials in a URL are data the person did not write here
     # "/", "?", "&", "=" and "+" are punctuation between the person's words like any other.
     rest = parts.path + ("?" + parts.query if parts.query else "")
-    return "person" if covered_by_person(rest, evidence) else None
+    return "person" if covered_by_person(rest, evidence, used) else None

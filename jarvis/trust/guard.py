@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from jarvis.trust.evidence import PLAIN_HEADERS, covered_by_person, url_covered
+from jarvis.trust.evidence import PLAIN_HEADERS, budget, covered_by_person, url_covered
 from jarvis.trust.labels import Egress
 from jarvis.trust.run import RunTrust
 
@@ -62,14 +62,16 @@ NOT_EXPOSED = Decision(True, "not_exposed")
 def covered(egress: Egress, trust: RunTrust) -> bool:
     """Whether the egress carries only the person's words and links already seen (rule b)."""
     evidence = trust.evidence
-    if egress.url and url_covered(egress.url, evidence) is None:
+    used = budget()  # each of the person's words as often as they wrote it, in one egress
+    if egress.url and url_covered(egress.url, evidence, used) is None:
         return False
     for name, value in egress.headers:
         if value in PLAIN_HEADERS.get(name.lower(), ()):
             continue  # a standard Accept / Content-Type value: a few bits of choice at most
-        if not (covered_by_person(name, evidence) and covered_by_person(value, evidence)):
+        if not (covered_by_person(name, evidence, used)
+                and covered_by_person(value, evidence, used)):
             return False
-    return all(covered_by_person(piece, evidence) for piece in egress.payload)
+    return all(covered_by_person(piece, evidence, used) for piece in egress.payload)
 
 
 def _first(marks: list[dict], what: str) -> str:

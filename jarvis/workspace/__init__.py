@@ -10,6 +10,18 @@ from pathlib import Path
 from typing import Any
 
 
+def describe_workspace(config: Any) -> str:
+    """Which workspace is in use, for errors about names it should define (an unknown tool or
+    agent): its config.toml, or that none was found from here."""
+    source = getattr(config, "source", None)
+    if source is not None:
+        return (f"the workspace in use is {Path(source).parent} (config {source}; its tools in "
+                f"{workspace_path(config, config.workspace.tools_dir)})")
+    return (f"no config.toml was found in {Path.cwd()} or the folders above it, so no "
+            f"workspace tools/ or agents/ are loaded; run jarvis in your workspace (or below "
+            f"it), or pass --config PATH")
+
+
 def workspace_path(config: Any, value: str) -> Path:
     """A workspace folder setting (tools_dir, agents_dir) resolved against the config file's
     folder. With no config file at all, the workspace is $JARVIS_HOME: a random current

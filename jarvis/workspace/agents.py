@@ -58,6 +58,12 @@ class AgentSpec(BaseModel):
     notify: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$",
                                description="channel ([channels.NAME]) that receives each "
                                "scheduled run's answer")
+    budget_usd: float | None = Field(None, gt=0, le=1_000_000, allow_inf_nan=False,
+                                     description="USD one run may spend (default: [agent])")
+    budget_seconds: float | None = Field(None, gt=0, le=30 * 24 * 3600, allow_inf_nan=False,
+                                         description="seconds one run may take")
+    max_tool_calls: int | None = Field(None, ge=0, le=1_000_000,
+                                       description="tool calls one run may make")
 
     _source: Path | None = PrivateAttr(None)
 

@@ -34,6 +34,9 @@ STARTER_CONFIG = """\
 # placeholders): true | false | "auto" (known vision models by name). Per model:
 # [engine.vision_models] "my-vlm*" = true
 # vision = "auto"
+# Prices of models, USD per million tokens, for budgets and the spend report (local
+# engines cost 0; a dollar budget with a model priced nowhere is an error, never a guess):
+# [engine.prices] "gpt-4o-mini" = { input = 0.15, output = 0.6 }
 
 [engine.hosts]
 # Env: OLLAMA_HOST, VLLM_HOST, LLAMACPP_HOST, LMSTUDIO_HOST, SGLANG_HOST, OPENAI_BASE_URL.
@@ -57,6 +60,10 @@ STARTER_CONFIG = """\
 # max_repeats = 2
 # Tool calls run from one model reply; the rest are refused in their results.
 # max_tool_calls_per_turn = 32
+# A budget for every ask (none by default; `jarvis ask --budget-usd/--budget-seconds/
+# --max-tool-calls` and agent files override it): a call that would overrun it is not made
+# and the run ends "incomplete". For example, to allow 5 cents, a minute and 20 tool calls:
+# `budget_usd = 0.05`, `budget_seconds = 60`, `max_tool_calls = 20`.
 
 [tools]
 # Tools that exist at all (built-in, tools/, plugins, MCP); unset: every registered tool.

@@ -239,18 +239,33 @@ def _line_in(exc: BaseException, path: Path) -> int | None:
 
 
 def check_tool_settings(config: Any) -> None:
-    """A `[tools.NAME]` table must name a tool that exists: a typo such as
-    `[tools.file_raed]` would otherwise leave file_read unrestricted without a word."""
-    from jarvis.errors import ConfigError, UnknownNameError
+    """Every `[tools.NAME]` table must name a registered tool that takes settings and hold
+    only its settings, each of the right type: a typo such as `[tools.file_raed]` or
+    `allowed_dir` would otherwise leave file_read unrestricted without a word, or break an
+    unrelated command later. ConfigError names the file, the table and the fix (did-you-mean).
+
+    Only tools registered now count (built-ins, and the workspace and plugin tools once
+    loaded); MCP servers are not contacted: their tools take no settings.
+    """
+    from jarvis.errors import ConfigError, did_you_mean
+    from jarvis.tools.catalog import check_settings, setting_names
 
     where = str(config.source) if getattr(config, "source", None) else "the configuration"
-    for name in config.tools.settings:
+    entries = ToolRegistry.snapshot()[0]
+    for name, table in config.tools.settings.items():
+        value = entries.get(name)
+        if value is None:
+            configurable = sorted(n for n, v in entries.items()
+                                  if isinstance(v, type) and setting_names(v) != [])
+            close = did_you_mean(name, configurable) or did_you_mean(name, entries)
+            raise ConfigError(f"invalid config in {where}: [tools.{name}] names no tool"
+                              + (f" ({close})" if close else "")
+                              + f"; tools with settings: {', '.join(configurable)}")
         try:
-            ToolRegistry.get(name)  # get, not contains: on-demand (MCP) tools load here
-        except UnknownNameError as exc:
-            raise ConfigError(f"[tools.{name}] in {where} names no tool; valid tool names: "
-                              f"{', '.join(exc.valid)}") from None
-        _check_setting_types(name, config.tools.settings[name], where)
+            check_settings(name, value, table)
+        except ConfigError as exc:
+            raise ConfigError(f"invalid config in {where}: {exc}") from None
+        _check_setting_types(name, table, where)
 
 
 def _check_setting_types(name: str, settings: dict[str, Any], where: str) -> None:

@@ -7,7 +7,11 @@ written with the official SDK and started as a subprocess over stdio.
   readOnlyHint, which counts only when the person marks the server trusted;
 - resource `lab://page` is the same text (a source through mcp_read_resource);
 - tool `store(data)` appends `data` to --record (a sink: an MCP tool without annotations,
-  so by the protocol's defaults destructive and open-world).
+  so by the protocol's defaults destructive and open-world); `--store-description FILE`
+  gives it that description instead (a poisoned tool description).
+
+Over stdio by default; `--http PORT_FILE` serves streamable HTTP on a free loopback port
+(written to PORT_FILE), so one server can serve a whole test module.
 """
 
 from __future__ import annotations
@@ -21,7 +25,11 @@ from mcp.types import ToolAnnotations
 parser = argparse.ArgumentParser()
 parser.add_argument("--page", required=True)
 parser.add_argument("--record", required=True)
+parser.add_argument("--store-description")
+parser.add_argument("--http")
 opts = parser.parse_args()
+STORE_DESCRIPTION = (Path(opts.store_description).read_text(encoding="utf-8")
+                     if opts.store_description else "Store a note on the lab server.")
 
 app = MCPServer("lab")
 
@@ -32,9 +40,8 @@ def page() -> str:
     return Path(opts.page).read_text(encoding="utf-8")
 
 
-@app.tool()
+@app.tool(description=STORE_DESCRIPTION)
 def store(data: str) -> str:
-    """Store a note on the lab server."""
     with open(opts.record, "a", encoding="utf-8") as fh:
         fh.write(data + "\n")
     return "stored"
@@ -46,5 +53,27 @@ def page_resource() -> str:
     return Path(opts.page).read_text(encoding="utf-8")
 
 
+def serve_http(port_file: str) -> None:
+    import asyncio
+    import os
+    import socket
+
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)  # before the port file appears: a client reading it connects at once
+    server = uvicorn.Server(uvicorn.Config(app.streamable_http_app(host="127.0.0.1"),
+                                           log_level="warning"))
+    with open(port_file + ".tmp", "w") as fh:
+        fh.write(str(sock.getsockname()[1]))
+    os.replace(port_file + ".tmp", port_file)
+    asyncio.run(server.serve(sockets=[sock]))
+
+
 if __name__ == "__main__":
-    app.run()
+    if opts.http:
+        serve_http(opts.http)
+    else:
+        app.run()
