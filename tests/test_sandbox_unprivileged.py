@@ -1,4 +1,5 @@
-"""The sandbox tests as an unprivileged user with a Python environment of its own.
+"""The sandbox tests, and every entry point with the starter config, as an unprivileged user
+with a Python environment of its own.
 
 Most people run jarvis as themselves: the sandbox's host uid is then their own uid, its
 per-uid quotas theirs, its venv and interpreter under their home. The suite covers both:
@@ -32,7 +33,10 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Li
 MODULES = ("tests/test_sandbox.py", "tests/test_sandbox_limits.py",
            "tests/test_sandbox_redteam3.py", "tests/test_sandbox_host_resources.py",
            "tests/test_repl.py", "tests/test_code_interpreter.py", "tests/test_mcp_sandbox.py",
-           "tests/test_mcp_network.py")
+           "tests/test_mcp_network.py",
+           # Every entry point (tools run, ask, the SDK, serve, the scheduler, mcp serve) with
+           # the starter config, and the newcomer's first commands: as the person, not root.
+           "tests/test_every_tool_everywhere.py", "tests/test_cli_newcomer.py")
 
 
 def test_the_sandbox_tests_pass_as_an_unprivileged_user() -> None:
