@@ -137,13 +137,14 @@ def test_the_approval_prompt_shows_a_models_arguments_escaped(tmp_path: Path, cl
     write_config(tmp_path, {"h": hostile(confirm=["ansi"])})
     arguments = json.dumps({"path": "safe.txt\u202e\r\x9b2K"}, ensure_ascii=False)
     seen, out, code = on_terminal(["tools", "run", "h__ansi", arguments], cli_env, tmp_path,
-                                  [(b"[y/N/v]", b"v\n"), (b"[y/N/v]", b"n\n")])
+                                  [(b"[y/N/a/v]", b"v\n"), (b"[y/N/a/v]", b"n\n")])
     text = seen.decode("utf-8", "replace")
     assert code == 1 and out == "", text
     # The preview line and, after `v`, the full arguments: escapes shown, never acted on.
     assert 'arguments: {"path": "safe.txt\\u202e\\r\\x9b2K"}' in text
     assert '"path": "safe.txt\\u202e\\r\\x9b2K"' in text.split("arguments:")[-1]
-    assert "Allow tool h__ansi? [y/N/v]" in text
+    # An MCP server is a destination a grant can name: "a" (always) is offered.
+    assert "Allow tool h__ansi? [y/N/a/v]" in text
     assert no_raw(text) and "\u202e" not in text, text
 
 
