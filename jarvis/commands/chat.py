@@ -18,7 +18,7 @@ from typing import Any
 import click
 
 from jarvis.commands._common import TerminalPerson, terminal_approver, terminal_egress_approver
-from jarvis.commands.ask import _isatty, _show_events, _Status, _Stdout
+from jarvis.commands.ask import _isatty, _Lines, _show_events, _Status, _Stdout
 from jarvis.core.terminal import visible
 
 HISTORY_LINES = 1000
@@ -302,7 +302,9 @@ def chat(ctx: click.Context, agent: str | None, tools: str | None, model: str | 
     with Jarvis(config_path=config_path, engine=engine, model=model, host=host,
                 default_client="http") as j:
         record = chosen_conversation(j.config, continue_last, conversation_id)
-        _show_events(j.bus, status, j)
+        # Tool and trust lines start on a line of their own, after the turn's streamed text.
+        lines = _Lines(status, _Stdout(status))
+        _show_events(j.bus, status, j, lines)
         options = {"agent": agent, "tools": tools, "system": system,
                    "approver": terminal_approver(yes), "source": "chat",
                    "egress_approver": terminal_egress_approver(),
@@ -338,7 +340,8 @@ def chat(ctx: click.Context, agent: str | None, tools: str | None, model: str | 
                         break
                     continue
                 try:
-                    session.turn(line, _Stdout(status), status)
+                    lines.stdout = _Stdout(status)
+                    session.turn(line, lines.stdout, status)
                 except KeyboardInterrupt:  # a second Ctrl-C while the first was handled
                     click.echo("[stopped]", err=True)
         finally:
