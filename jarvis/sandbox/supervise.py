@@ -36,22 +36,43 @@ def protect_jarvis() -> None:
     _protected = True
 
 
-_spawner: Any = None
+_spawner: Any = None  # the sandbox thread's job queue
 _spawner_pid = 0
 _spawner_lock = threading.Lock()
 
 
+def _serve_spawns(jobs: Any) -> None:
+    while True:
+        fn, args, reply = jobs.get()
+        try:
+            reply.put((True, fn(*args)))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller, raised there
+            reply.put((False, exc))
+
+
 def _on_spawner(fn: Any, *args: Any) -> Any:
-    """fn(*args) on jarvis's one long-lived sandbox thread (never the main thread)."""
+    """fn(*args) on jarvis's one long-lived sandbox thread (never the main thread).
+
+    The hand-over is two SimpleQueues (C, no Python-level lock): an exception a signal
+    handler raises in the caller (Ctrl-C's KeyboardInterrupt) can land between a Python lock's
+    acquire and its `with` block and leave that lock held. A ThreadPoolExecutor's shared
+    semaphore left so hung every later sandbox start; here only that one call is lost."""
     global _spawner, _spawner_pid
+    import queue
+
     with _spawner_lock:
         if _spawner is None or _spawner_pid != os.getpid():  # a forked child has no thread
-            from concurrent.futures import ThreadPoolExecutor
-
-            _spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="jarvis-sandbox")
+            _spawner = queue.SimpleQueue()
+            threading.Thread(target=_serve_spawns, args=(_spawner,), name="jarvis-sandbox",
+                             daemon=True).start()
             _spawner_pid = os.getpid()
-        pool = _spawner
-    return pool.submit(fn, *args).result()
+        jobs = _spawner
+    reply: queue.SimpleQueue = queue.SimpleQueue()
+    jobs.put((fn, args, reply))
+    ok, value = reply.get()
+    if not ok:
+        raise value
+    return value
 
 
 def spawn(argv: list[str], **kwargs: Any) -> subprocess.Popen:
