@@ -126,32 +126,32 @@ def redis_server():
 # --- the order tests run in -------------------------------------------------------------------
 UNPRIVILEGED_RUN = "tests/test_sandbox_unprivileged.py::"
 
-# The longest tests (node id prefix -> seconds in a full run on a loaded 2-core machine, as
+# The longest tests (node id prefix -> seconds in a quiet full run on a 2-core machine, as
 # relative weights; why each takes its time: README's "The slowest tests"). They start first,
-# spread over the two halves of the collection that `--dist worksteal` gives the two test
-# processes, so that none starts late and runs on alone at the end (a process that runs out of
+# spread over the shares of the collection that `--dist worksteal` gives the test processes,
+# so that none starts late and runs on alone at the end (a process that runs out of
 # tests steals from the end of the other's queue).
 SLOWEST: dict[str, float] = {
-    UNPRIVILEGED_RUN: 210,
-    "tests/test_scheduler_celery_chaos.py::test_kill_9_workers_and_daemons": 85,
-    "tests/test_mcp_beyond_tools.py::test_resources_read_and_prompts_on_the_cli": 75,
-    "tests/test_scheduler_celery.py::test_misconfiguration_is_one_clear_line": 40,
-    "tests/test_mcp_hostile_text.py::test_a_servers_escape_sequences_never_reach": 38,
-    "tests/test_url_keys.py::test_keys_in_mcp_urls_never_reach_the_screen": 36,
-    "tests/test_scheduler_celery.py::test_worker_runs_through_ask_full": 35,
-    "tests/test_scheduler_namespaces.py::test_kill_9_chaos_across_pid_namespaces": 32,
-    "tests/test_mcp_defects.py::test_junk_on_stdout_is_one_line_not_a_traceback": 31,
-    "tests/test_mcp_cli.py::test_tools_commands_start_servers_only_when_needed": 28,
-    "tests/test_scheduler_namespaces.py::test_a_daemon_killed_in_either_namespace": 26,
-    "tests/test_scheduler_cli.py::test_schedule_commands_end_to_end": 25,
-    "tests/test_mcp_sandbox.py::test_unsandboxed_servers_are_named_in_mcp_list": 25,
-    "tests/test_mcp_sandbox.py::test_real_servers_work_in_the_sandbox": 23,
-    "tests/test_mcp_defects.py::test_timed_out_server_tree_is_killed": 22,
-    "tests/test_private_state.py::test_everything_jarvis_makes_is_private": 21,
-    "tests/test_http_tools.py::test_cli_lists_and_runs_the_new_tools": 20,
-    "tests/test_mcp_cli.py::test_mcp_list_hides_secrets_in_targets_and_errors": 20,
-    "tests/test_serve_guard.py::test_a_client_that_never_reads_its_answers": 15,
-    "tests/test_serve_guard.py::test_300_half_open_requests_do_not_stop_health": 16,
+    UNPRIVILEGED_RUN: 166,
+    "tests/test_scheduler_celery_chaos.py::test_kill_9_workers_and_daemons": 36,
+    "tests/test_scheduler_namespaces.py::test_kill_9_chaos_across_pid_namespaces": 23,
+    "tests/test_every_tool_everywhere.py::test_jarvis_mcp_serve": 23,
+    "tests/test_scheduler_namespaces.py::test_a_daemon_killed_in_either_namespace": 21,
+    "tests/test_incomplete_runs.py::test_a_scheduled_run_that_stops_is_incomplete": 19,
+    "tests/test_every_tool_everywhere.py::test_jarvis_ask_with_tools": 13,
+    "tests/test_every_tool_everywhere.py::test_jarvis_tools_run": 13,
+    "tests/test_serve_guard.py::test_300_half_open_requests_do_not_stop_health": 12,
+    "tests/test_mcp_defects.py::test_failed_server_says_why_and_is_remembered": 12,
+    "tests/test_scheduler_namespaces.py::test_live_daemons_in_two_pid_namespaces": 11,
+    "tests/test_mcp_sandbox.py::test_unsandboxed_servers_are_named_in_mcp_list": 10,
+    "tests/test_scheduler_fencing_celery.py::test_kill_9_between_a_send_and_its_record": 8,
+    "tests/test_import_race.py::test_runs_starting_together_in_a_fresh_process": 8,
+    "tests/test_scheduler_celery.py::test_a_run_past_its_timeout_ends_with_its_process": 8,
+    "tests/test_sandbox_host_resources.py::test_doctor_says_how_kernel_memory_is_bounded": 7,
+    "tests/test_mcp_beyond_tools.py::test_resources_read_and_prompts_on_the_cli": 7,
+    "tests/test_mcp_beyond_tools.py::test_progress_cannot_stretch_a_call": 7,
+    "tests/test_scheduler_notify_shutdown.py::test_a_delivery_that_cannot_finish_in_time": 7,
+    "tests/test_scheduler_daemon.py::test_a_timed_out_attempt_holds_its_worker": 6,
 }
 
 
@@ -159,19 +159,26 @@ def _expected(item: pytest.Item) -> float:
     return next((s for prefix, s in SLOWEST.items() if item.nodeid.startswith(prefix)), 0.0)
 
 
-def slowest_first(items: list[pytest.Item]) -> list[pytest.Item]:
-    """`items` reordered: the slowest start each half of the list (the longest first, each
-    put in the half with less slow time so far); the others keep their order."""
+def slowest_first(items: list[pytest.Item], parts: int = 2) -> list[pytest.Item]:
+    """`items` reordered for `parts` test processes (`--dist worksteal` gives each a
+    contiguous share of the list): the slowest start each share (the longest first, each put
+    in the share with less slow time so far); the others keep their order."""
     slow = sorted((item for item in items if _expected(item)), key=_expected, reverse=True)
     if not slow:
         return items
+    parts = max(1, parts)
     chosen = set(map(id, slow))
     rest = [item for item in items if id(item) not in chosen]
-    halves: tuple[list[pytest.Item], list[pytest.Item]] = ([], [])
+    shares: list[list[pytest.Item]] = [[] for _ in range(parts)]
     for item in slow:
-        min(halves, key=lambda half: sum(map(_expected, half))).append(item)
-    cut = max(0, len(items) // 2 - len(halves[0]))
-    return halves[0] + rest[:cut] + halves[1] + rest[cut:]
+        min(shares, key=lambda share: sum(map(_expected, share))).append(item)
+    out: list[pytest.Item] = []
+    size = -(-len(items) // parts)  # each process's share of the whole list
+    for share in shares:
+        cut = max(0, size - len(share))
+        out += share + rest[:cut]
+        rest = rest[cut:]
+    return out + rest
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -185,7 +192,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if dropped:
             config.hook.pytest_deselected(items=dropped)
             items[:] = [item for item in items if not item.get_closest_marker("root_only")]
-    items[:] = slowest_first(items)
+    workers = getattr(config.option, "numprocesses", None)
+    items[:] = slowest_first(items, workers if isinstance(workers, int) and workers > 0 else 1)
 
 
 # --- the code sandbox's tests (test_sandbox*.py) ---------------------------------------------
