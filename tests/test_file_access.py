@@ -144,18 +144,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
         "JARVIS_HOME/approvals.db)",
     ("jarvis.approvals.store", "ApprovalStore.__init__", "sqlite3.connect"):
         "the approvals database: [approvals] db_path, or JARVIS_HOME/approvals.db",
-    ("jarvis.approvals.tokens", "_read", "os.open"):
-        "the approval links' signing key, in JARVIS_HOME (O_NOFOLLOW)",
-    ("jarvis.approvals.tokens", "_write_new", "os.open"):
-        "creates the approval links' signing key in JARVIS_HOME 0600, O_EXCL",
-    ("jarvis.approvals.tokens", "_write_new", "os.link"):
-        "publishes the new signing key in JARVIS_HOME without a race",
-    ("jarvis.approvals.tokens", "_write_new", "os.replace"):
-        "replaces a signing key in JARVIS_HOME that was unreadable",
-    ("jarvis.approvals.tokens", "_write_new", ".unlink"):
-        "removes the temporary signing key file it just made in JARVIS_HOME",
-    ("jarvis.approvals.tokens", "link_key", "jarvis.core.paths.private_dir"):
-        "JARVIS_HOME, made 0700 before the key is written",
     ("jarvis.approvals.notify", "serve_url", ".open"):
         "urllib's opener.open of jarvis serve's own /health URL, not a file",
     ("jarvis.conversations.store", "ConversationStore._connection", "sqlite3.connect"):

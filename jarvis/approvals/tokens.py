@@ -17,10 +17,8 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import os
 import re
 import secrets
-import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,62 +51,12 @@ def key_path() -> Path:
 def link_key(create: bool = True) -> bytes | None:
     """This install's signing key (made private on first use); None without one when not
     `create`. A key file others could read is replaced (links signed with it may be known)."""
-    from jarvis.core.paths import private_dir
+    from jarvis.security.secret_file import SecretFile, read_or_make
 
-    path = key_path()
-    private_dir(path.parent)
-    try:
-        info = os.lstat(path)
-    except FileNotFoundError:
-        info = None
-    if info is not None:
-        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
-            raise UserError(f"{path} is not a file of yours (owner uid {info.st_uid}); remove "
-                            f"it, and a new key is made")
-        if not stat.S_IMODE(info.st_mode) & 0o077:
-            text = _read(path)
-            if text is not None:
-                return bytes.fromhex(text)
-    if not create:
-        return None
-    return bytes.fromhex(_write_new(path, replace=info is not None))
-
-
-def _read(path: Path) -> str | None:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return None
-    with os.fdopen(fd, "r", encoding="ascii", errors="replace") as fh:
-        text = fh.read(200).strip()
-    return text if _KEY.fullmatch(text) else None
-
-
-def _write_new(path: Path, replace: bool) -> str:
-    key = secrets.token_hex(32)
-    tmp = path.with_name(f".{KEY_FILE}.{os.getpid()}.{secrets.token_hex(4)}")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o600)
-        with os.fdopen(fd, "w", encoding="ascii") as fh:
-            os.fchmod(fh.fileno(), 0o600)
-            fh.write(key + "\n")
-        if replace:
-            os.replace(tmp, path)
-        else:
-            try:
-                os.link(tmp, path)  # two processes making the first key share one
-            except FileExistsError:
-                made = _read(path)
-                if made is None:
-                    raise
-                key = made
-    except OSError as exc:
-        raise UserError(f"cannot write the approval link key {path}: {exc.strerror or exc}")\
-            from None
-    finally:
-        tmp.unlink(missing_ok=True)
-    return key
+    text = read_or_make(SecretFile(key_path(), _KEY, lambda: secrets.token_hex(32),
+                                   "the approval link key",
+                                   remedy="remove it, and a new key is made"), create)
+    return None if text is None else bytes.fromhex(text)
 
 
 def _signature(key: bytes, approval_id: str, nonce: str, expires_at: int) -> str:
