@@ -115,6 +115,19 @@ class Dovecot:
         finally:
             client.logout()
 
+    def emptied(self) -> Dovecot:
+        """This server with an empty INBOX (one server per test module, a clean box per test)."""
+        client = self.client()
+        try:
+            client.select_folder("INBOX")
+            uids = client.search(["ALL"])
+            if uids:
+                client.delete_messages(uids)
+                client.expunge()
+        finally:
+            client.logout()
+        return self
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)

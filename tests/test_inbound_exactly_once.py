@@ -38,16 +38,7 @@ def dovecot():
 
 @pytest.fixture
 def mailbox(dovecot):
-    client = dovecot.client()
-    try:
-        client.select_folder("INBOX")
-        uids = client.search(["ALL"])
-        if uids:
-            client.delete_messages(uids)
-            client.expunge()
-    finally:
-        client.logout()
-    return dovecot
+    return dovecot.emptied()
 
 
 @pytest.fixture

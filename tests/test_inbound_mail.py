@@ -37,16 +37,7 @@ def dovecot():
 @pytest.fixture
 def mailbox(dovecot):
     """The module's Dovecot with an empty INBOX."""
-    client = dovecot.client()
-    try:
-        client.select_folder("INBOX")
-        uids = client.search(["ALL"])
-        if uids:
-            client.delete_messages(uids)
-            client.expunge()
-    finally:
-        client.logout()
-    return dovecot
+    return dovecot.emptied()
 
 
 @pytest.fixture
