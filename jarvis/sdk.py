@@ -434,7 +434,8 @@ class Jarvis:
             raise
         finally:  # run-scoped tool resources (the repl's interpreter, ...) end with the run;
             if "jarvis.resources.manager" in sys.modules:  # (none if it was never imported)
-                sys.modules["jarvis.resources.manager"].release_run(run_id)
+                from jarvis.resources.manager import release_run  # waits out a half import
+                release_run(run_id)
         from jarvis.agents.outcome import run_stop, tool_results_of
 
         tool_results = tool_results_of(result)
