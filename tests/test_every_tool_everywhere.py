@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_support import run_in_process
 from logged_process import LoggedProcess
 from mcp_support import FEATURES
 from net_support import Reply, fixture, serving
@@ -37,6 +38,10 @@ BUILTINS = (
     "web_search", "channel_send", "channel_list", "channel_status",
 )
 CONFIRM = ("memory_index", "repl", "code_interpreter")  # approved by each entry point's own way
+# `jarvis tools run` and `jarvis ask` run in process (click's CliRunner), but for these tools: a
+# real `jarvis` process that starts a sandbox, or an MCP server, and must leave nothing behind
+# when it exits (`serve`, `mcp serve` and the scheduler daemon are real processes throughout).
+REAL = ("code_interpreter", "mcp_adapter")
 
 PAGE = (b"<html><head><title>Build 1234</title></head><body><article><h1>Build 1234</h1><p>All "
         b"920 tests passed on the main branch in 41 seconds, and the release was tagged.</p>"
@@ -101,10 +106,14 @@ confirm = false
         (self.index_dir / "otter.md").write_text(f"The otter floats on its back ({self.passes}).\n")
         self.task_ids = self._tasks()
 
-    def jarvis(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-        out = subprocess.run([sys.executable, "-m", "jarvis.cli", *args], cwd=self.ws,
-                             env=self.env, capture_output=True, text=True, timeout=timeout)
-        return out
+    def jarvis(self, *args: str, timeout: float = 60, real: bool = False
+               ) -> subprocess.CompletedProcess:
+        """`jarvis ARGS` in the workspace: in process (tests/cli_support.py), or with `real` a
+        subprocess (the scheduler daemon; the tools in REAL on each CLI entry point)."""
+        if not real:
+            return run_in_process(args, env=self.env, cwd=self.ws)
+        return subprocess.run([sys.executable, "-m", "jarvis.cli", *args], cwd=self.ws,
+                              env=self.env, capture_output=True, text=True, timeout=timeout)
 
     def _tasks(self) -> dict[str, str]:
         """Tasks for the pause/resume/cancel tools (a model may resume only a task whose tools
@@ -216,7 +225,8 @@ def check(results: dict[str, tuple[bool, str]], world: World, where: str,
 def test_jarvis_tools_run(world: World) -> None:
     results = {}
     for name, (arguments, _) in world.cases().items():
-        out = world.jarvis("tools", "run", name, json.dumps(arguments), "--yes", "--json")
+        out = world.jarvis("tools", "run", name, json.dumps(arguments), "--yes", "--json",
+                           real=name in REAL)
         assert out.returncode in (0, 1), (name, out.stderr)
         data = json.loads(out.stdout)
         results[name] = (data["success"], data["content"])
@@ -227,7 +237,8 @@ def test_jarvis_tools_run(world: World) -> None:
 def test_jarvis_ask_with_tools(world: World) -> None:
     results = {}
     for name in world.cases():
-        out = world.jarvis("ask", "--tools", name, "--yes", "--json", f"Please run the {name} tool.")
+        out = world.jarvis("ask", "--tools", name, "--yes", "--json", f"Please run the {name} tool.",
+                           real=name in REAL)
         assert out.returncode == 0, (name, out.stderr)
         (tr,) = json.loads(out.stdout)["tool_results"]
         results[name] = (tr["success"], tr["content"])
@@ -325,7 +336,7 @@ def test_a_scheduled_task_per_tool_run_by_scheduler_start_once(world: World) -> 
     from waiting import wait_for
 
     wait_for(lambda: time.time() > due + 1, timeout=30, what="the tasks to fall due")
-    out = world.jarvis("scheduler", "start", "--once", timeout=300)
+    out = world.jarvis("scheduler", "start", "--once", timeout=300, real=True)
     assert out.returncode == 0, out.stdout + out.stderr
     log = RunLog(run_log_path(config))
     results = {}
