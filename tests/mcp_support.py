@@ -127,5 +127,16 @@ def cli(args: list[str], env: dict[str, str], cwd: Path, timeout: float = 60,
                           capture_output=True, text=True, timeout=timeout, **kwargs)
 
 
+def cli_in_process(args: list[str], env: dict[str, str], cwd: Path, **kwargs: Any
+                   ) -> subprocess.CompletedProcess[str]:
+    """`jarvis ARGS` as `cli` runs it, but in this process (tests/cli_support.py): for tests of
+    what a command says, not of the process (its exit, its children, the terminal)."""
+    from cli_support import run_in_process
+
+    env = dict(env)
+    env.pop("JARVIS_CONFIG", None)
+    return run_in_process(args, env=env, cwd=cwd, **kwargs)
+
+
 __all__ = ["FEATURES", "NODISCOVER", "HttpFeatures", "HttpToolbox", "SERVERS", "TOOLBOX", "cli",
-           "features_server", "os", "pid_alive", "stdio_server", "write_config"]
+           "cli_in_process", "features_server", "os", "pid_alive", "stdio_server", "write_config"]

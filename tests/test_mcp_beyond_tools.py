@@ -14,7 +14,14 @@ import time
 from pathlib import Path
 
 import pytest
-from mcp_support import HttpFeatures, approve_all, cli, features_server, write_config
+from mcp_support import (
+    HttpFeatures,
+    approve_all,
+    cli,
+    cli_in_process,
+    features_server,
+    write_config,
+)
 
 from jarvis.core.config import load_config
 from jarvis.core.events import EventBus, EventType
@@ -98,35 +105,35 @@ def http_features(tmp_path_factory: pytest.TempPathFactory):
 
 def test_resources_read_and_prompts_on_the_cli(tmp_path: Path, cli_env, http_features) -> None:
     write_config(tmp_path, {"f": {"url": http_features.url}})
-    listed = cli(["mcp", "resources", "f"], cli_env, tmp_path)
+    listed = cli_in_process(["mcp", "resources", "f"], cli_env, tmp_path)
     assert listed.returncode == 0, listed.stderr
     assert "notes://readme (text/plain)  The read-me note." in listed.stdout
     assert "notes://item/{item_id}  [template]" in listed.stdout
-    as_json = json.loads(cli(["mcp", "resources", "f", "--json"], cli_env, tmp_path).stdout)
+    as_json = json.loads(cli_in_process(["mcp", "resources", "f", "--json"], cli_env, tmp_path).stdout)
     assert {r["uri"] for r in as_json["resources"]} >= {"notes://readme", "data://blob"}
 
-    text = cli(["mcp", "read", "f", "notes://readme"], cli_env, tmp_path)
+    text = cli_in_process(["mcp", "read", "f", "notes://readme"], cli_env, tmp_path)
     assert text.returncode == 0 and text.stdout.startswith("Read me first.")
-    templated = cli(["mcp", "read", "f", "notes://item/42"], cli_env, tmp_path)
+    templated = cli_in_process(["mcp", "read", "f", "notes://item/42"], cli_env, tmp_path)
     assert templated.stdout.strip() == "item 42"
-    blob = cli(["mcp", "read", "f", "data://blob"], cli_env, tmp_path)
+    blob = cli_in_process(["mcp", "read", "f", "data://blob"], cli_env, tmp_path)
     assert blob.stdout.startswith("[binary application/octet-stream, 400 bytes")
     out = tmp_path / "blob.bin"
-    saved = cli(["mcp", "read", "f", "data://blob", "-o", str(out)], cli_env, tmp_path)
+    saved = cli_in_process(["mcp", "read", "f", "data://blob", "-o", str(out)], cli_env, tmp_path)
     assert saved.returncode == 0 and out.read_bytes() == b"\x00\x01binary" * 50
 
-    missing = cli(["mcp", "read", "f", "notes://nope"], cli_env, tmp_path)
+    missing = cli_in_process(["mcp", "read", "f", "notes://nope"], cli_env, tmp_path)
     assert missing.returncode == 1 and "Traceback" not in missing.stderr
     assert missing.stderr.startswith("error: MCP server 'f' refused:")
-    unknown = cli(["mcp", "resources", "nosuch"], cli_env, tmp_path)
+    unknown = cli_in_process(["mcp", "resources", "nosuch"], cli_env, tmp_path)
     assert unknown.returncode != 0 and "no enabled MCP server 'nosuch'" in unknown.stderr
     assert "Traceback" not in unknown.stderr
 
-    prompts = cli(["mcp", "prompts", "f"], cli_env, tmp_path)
+    prompts = cli_in_process(["mcp", "prompts", "f"], cli_env, tmp_path)
     assert prompts.returncode == 0 and "greet(name)  Greet someone by name." in prompts.stdout
-    filled = cli(["mcp", "prompt", "f", "greet", "name=Ada"], cli_env, tmp_path)
+    filled = cli_in_process(["mcp", "prompt", "f", "greet", "name=Ada"], cli_env, tmp_path)
     assert filled.returncode == 0 and filled.stdout.strip() == "[user] Please greet Ada warmly."
-    bad = cli(["mcp", "prompt", "f", "greet", "Ada"], cli_env, tmp_path)
+    bad = cli_in_process(["mcp", "prompt", "f", "greet", "Ada"], cli_env, tmp_path)
     assert bad.returncode != 0 and "KEY=VALUE" in bad.stderr and "Traceback" not in bad.stderr
 
 

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from mcp_support import SERVERS, STDIO_CONNECT, approve_all, cli, write_config
+from mcp_support import SERVERS, STDIO_CONNECT, approve_all, cli, cli_in_process, write_config
 from waiting import wait_for
 
 from jarvis.core.config import load_config
@@ -88,23 +88,23 @@ def test_visible_escapes_what_acts_on_a_terminal() -> None:
 
 def test_a_servers_escape_sequences_never_reach_the_terminal(tmp_path: Path, cli_env) -> None:
     write_config(tmp_path, {"h": hostile()})
-    listed = cli(["mcp", "list"], cli_env, tmp_path)
+    listed = cli_in_process(["mcp", "list"], cli_env, tmp_path)
     assert listed.returncode == 0, listed.stderr
     assert no_raw(listed.stdout) and no_raw(listed.stderr)
     assert f"h__ansi [confirm]  {SHOWN} Harmless-looking tool." in listed.stdout
-    tools = cli(["tools", "list"], cli_env, tmp_path)
+    tools = cli_in_process(["tools", "list"], cli_env, tmp_path)
     assert tools.returncode == 0 and no_raw(tools.stdout), tools.stderr
     assert SHOWN in tools.stdout
-    shown = cli(["tools", "show", "h__ansi"], cli_env, tmp_path)
+    shown = cli_in_process(["tools", "show", "h__ansi"], cli_env, tmp_path)
     assert shown.returncode == 0 and no_raw(shown.stdout) and SHOWN in shown.stdout
 
     # Progress and errors go to stderr, escaped; a result piped to a file stays exact.
-    ran = cli(["tools", "run", "--yes", "h__ansi", "{}"], cli_env, tmp_path)
+    ran = cli_in_process(["tools", "run", "--yes", "h__ansi", "{}"], cli_env, tmp_path)
     assert ran.returncode == 0, ran.stderr
     assert no_raw(ran.stderr) and f"[progress] h__ansi 1/2 half{SHOWN}" in ran.stderr
     # (click itself drops CSI colour codes when stdout is not a terminal; the rest is as sent)
     assert ran.stdout == "done\x1b]0;pwned\x07\x9b31m\u202eevil\n"
-    failed = cli(["tools", "run", "--yes", "h__fail", "{}"], cli_env, tmp_path)
+    failed = cli_in_process(["tools", "run", "--yes", "h__fail", "{}"], cli_env, tmp_path)
     assert failed.returncode == 1 and no_raw(failed.stderr)
     assert f"failed {SHOWN}" in failed.stderr
 
@@ -150,7 +150,7 @@ def test_the_approval_prompt_shows_a_models_arguments_escaped(tmp_path: Path, cl
 
 def test_a_huge_input_schema_is_not_offered_to_models(tmp_path: Path, cli_env) -> None:
     write_config(tmp_path, {"h": hostile()})
-    listed = cli(["mcp", "list", "--json"], cli_env, tmp_path)
+    listed = cli_in_process(["mcp", "list", "--json"], cli_env, tmp_path)
     assert listed.returncode == 0, listed.stderr
     (row,) = json.loads(listed.stdout)
     assert "h__ansi" in [t["name"] for t in row["tools"]]
@@ -164,7 +164,7 @@ def test_a_huge_input_schema_is_not_offered_to_models(tmp_path: Path, cli_env) -
     assert 10 <= len(offered) <= 17 and len(offered) + len(wide) == 40, (offered, wide)
     assert all("the limit per server is 1048576" in w for w in wide)
     assert row["hidden_tools"] == []  # not "hidden by include/exclude": refused, and said so
-    ran = cli(["tools", "run", "--yes", "h__fat_schema", "{}"], cli_env, tmp_path)
+    ran = cli_in_process(["tools", "run", "--yes", "h__fat_schema", "{}"], cli_env, tmp_path)
     assert ran.returncode == 2  # as for any tool that is not available
     assert "h__fat_schema" in ran.stderr and "the limit is 65536" in ran.stderr
     assert "Traceback" not in ran.stderr
