@@ -1,5 +1,6 @@
-"""`jarvis schedule ...` as real subprocesses, and the scheduler tools (reference example,
-JSON results, SDK wiring, failing clearly without a scheduler)."""
+"""`jarvis schedule ...` (in process, click's CliRunner; end to end, an unknown id and a prompt
+piped on stdin as real subprocesses), and the scheduler tools (reference example, JSON
+results, SDK wiring, failing clearly without a scheduler)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ import subprocess
 import sys
 
 import pytest
+from cli_support import run_in_process
 from click.testing import CliRunner
-from scheduler_support import daemon_env, jarvis, query
+from scheduler_support import daemon_env, query
+from scheduler_support import jarvis as jarvis_process
 
 from jarvis.core.registry import ToolRegistry
 from jarvis.core.types import ToolCall
@@ -20,34 +23,39 @@ def env(cli_env, tmp_path):
     return daemon_env(cli_env, tmp_path / "scheduler.db", tmp_path / "runner.log")
 
 
+def jarvis(env: dict[str, str], *args: str, input: str | None = None) -> subprocess.CompletedProcess:
+    """`jarvis ARGS` in process (tests/cli_support.py); `jarvis_process` is the real one."""
+    return run_in_process(args, env=env, input=input)
+
+
 def ok(result: subprocess.CompletedProcess) -> str:
     assert result.returncode == 0, result.stderr
     return result.stdout
 
 
 def test_schedule_commands_end_to_end(env):
-    task = json.loads(ok(jarvis(env, "schedule", "add", "echo good morning", "--cron", "0 8 * * *",
+    task = json.loads(ok(jarvis_process(env, "schedule", "add", "echo good morning", "--cron", "0 8 * * *",
                                 "--tz", "Europe/Paris", "--json")))
     task_id = task["task_id"]
     assert task["status"] == "active" and task["timezone"] == "Europe/Paris"
     assert task["next_run"].endswith(("T06:00:00+00:00", "T07:00:00+00:00"))  # 08:00 Paris
-    listed = json.loads(ok(jarvis(env, "schedule", "list", "--json")))
+    listed = json.loads(ok(jarvis_process(env, "schedule", "list", "--json")))
     assert [t["task_id"] for t in listed] == [task_id]
-    assert task_id in ok(jarvis(env, "schedule", "list"))
+    assert task_id in ok(jarvis_process(env, "schedule", "list"))
 
-    assert "paused" in ok(jarvis(env, "schedule", "pause", task_id))
-    assert json.loads(ok(jarvis(env, "schedule", "list", "--status", "active", "--json"))) == []
-    resumed = json.loads(ok(jarvis(env, "schedule", "resume", task_id, "--json")))
+    assert "paused" in ok(jarvis_process(env, "schedule", "pause", task_id))
+    assert json.loads(ok(jarvis_process(env, "schedule", "list", "--status", "active", "--json"))) == []
+    resumed = json.loads(ok(jarvis_process(env, "schedule", "resume", task_id, "--json")))
     assert resumed["status"] == "active" and resumed["next_run"]
 
-    ran = jarvis(env, "schedule", "run", task_id, "--runner", "scheduler_support:ScriptRunner")
+    ran = jarvis_process(env, "schedule", "run", task_id, "--runner", "scheduler_support:ScriptRunner")
     assert ok(ran).strip() == "good morning"
-    runs = json.loads(ok(jarvis(env, "schedule", "runs", task_id, "--json")))
+    runs = json.loads(ok(jarvis_process(env, "schedule", "runs", task_id, "--json")))
     assert [(r["trigger"], r["status"], r["answer"]) for r in runs] == [
         ("manual", "succeeded", "good morning")]
     assert runs[0]["run_log_id"].startswith("log-")
 
-    cancelled = json.loads(ok(jarvis(env, "schedule", "cancel", task_id, "--json")))
+    cancelled = json.loads(ok(jarvis_process(env, "schedule", "cancel", task_id, "--json")))
     assert (cancelled["status"], cancelled["next_run"]) == ("cancelled", None)
 
 
@@ -83,7 +91,7 @@ def test_mistakes_are_one_line_errors_with_exit_code_2(env, args, message, monke
 
 
 def test_unknown_id_in_a_real_process(env):
-    result = jarvis(env, "schedule", "run", "nope")
+    result = jarvis_process(env, "schedule", "run", "nope")
     assert result.returncode == 2
     assert result.stderr.strip() == ("Error: no scheduled task with id 'nope'; see the ids with "
                                      "`jarvis schedule list`")
@@ -121,8 +129,7 @@ def test_documented_add_examples_run_as_written(env):
         piped, _, command = line.rpartition("|")
         stdin = shlex.split(piped)[1] + "\n" if piped else None  # `echo "TEXT" | ...`
         args = future_at(shlex.split(command)[1:])
-        result = subprocess.run([sys.executable, "-m", "jarvis.cli", *args], input=stdin,
-                                env=env, capture_output=True, text=True, timeout=30)
+        result = jarvis(env, *args, input=stdin)
         assert result.returncode == 0, (line, result.stderr)
         assert "unknown tool" not in result.stderr, (line, result.stderr)
 
