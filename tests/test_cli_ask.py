@@ -1,4 +1,6 @@
-"""`jarvis ask` and `jarvis runs` as real subprocesses against the loopback server."""
+"""`jarvis ask` and `jarvis runs` against the loopback server: in process (click's CliRunner,
+tests/cli_support.py), and as real subprocesses end to end, for the time to fail without an
+engine and without a terminal or on one."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_support import run_in_process
 from ports import closed_port
 
 from jarvis.testing import FakeOpenAIServer, HTTPFailure, reply, tool_call
@@ -18,7 +21,11 @@ from jarvis.testing import FakeOpenAIServer, HTTPFailure, reply, tool_call
 LOCAL = ("OLLAMA_HOST", "VLLM_HOST", "LLAMACPP_HOST", "LMSTUDIO_HOST", "SGLANG_HOST")
 
 
-def jarvis(env: dict[str, str], *args: str, timeout: float = 30) -> subprocess.CompletedProcess:
+def jarvis(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    return run_in_process(args, env=env)
+
+
+def jarvis_process(env: dict[str, str], *args: str, timeout: float = 30) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "jarvis.cli", *args], env=env, text=True,
                           capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
@@ -41,7 +48,7 @@ PERCENT = [reply(tool_calls=[tool_call("calculator", {"expression": "0.15 * 340"
 
 def test_ask_with_calculator_end_to_end(env):
     with FakeOpenAIServer(PERCENT) as server:
-        out = jarvis(_point(env, server), "ask", "--tools", "calculator", "What is 15% of 340?")
+        out = jarvis_process(_point(env, server), "ask", "--tools", "calculator", "What is 15% of 340?")
     assert out.returncode == 0, out.stderr
     assert out.stdout == "15% of 340 is 51.\n"  # nothing but the answer
     assert "[tool] calculator" in out.stderr and "-> 51.0" in out.stderr
@@ -97,16 +104,16 @@ def test_no_engine_reachable_fails_fast_and_says_what_it_tried(cli_env):
     for var in LOCAL:
         cli_env[var] = f"http://127.0.0.1:{closed_port()}"
     start = time.perf_counter()
-    jarvis(cli_env, "config", "show")  # start-up and config loading, for comparison
+    jarvis_process(cli_env, "config", "show")  # start-up and config loading, for comparison
     baseline = time.perf_counter() - start
     start = time.perf_counter()
-    out = jarvis(cli_env, "ask", "hello")
+    out = jarvis_process(cli_env, "ask", "hello")
     elapsed = time.perf_counter() - start
     assert out.returncode != 0 and out.stdout == ""
     line = out.stderr.strip()
     assert "no inference engine is reachable (tried ollama" in line
     assert "\n" not in line and len(line) < 200 and "Traceback" not in out.stderr
-    verbose = jarvis(cli_env, "ask", "--verbose", "hello")
+    verbose = jarvis_process(cli_env, "ask", "--verbose", "hello")
     assert verbose.returncode == out.returncode
     assert cli_env["OLLAMA_HOST"] in verbose.stderr and "ollama serve" in verbose.stderr
     # Under 1.5 s on an idle machine (bench/bench_agent.py); here, on a shared and loaded
@@ -173,7 +180,7 @@ def test_confirmation_tools_are_denied_without_a_terminal_and_approved_by_yes(en
     Path("tools/danger.py").write_text(DANGER)
     with FakeOpenAIServer([reply(tool_calls=[tool_call("danger", {"target": "flag.txt"})]),
                            "finished"]) as server:
-        out = jarvis(_point(env, server), "ask", *flags, "--tools", "danger", "touch it")
+        out = jarvis_process(_point(env, server), "ask", *flags, "--tools", "danger", "touch it")
     assert out.returncode == 0, out.stderr
     assert Path("flag.txt").exists() is approved
     fed_back = [m["content"] for m in server.requests[1]["messages"] if m["role"] == "tool"][0]
