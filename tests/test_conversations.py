@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_support import run_in_process
 
 from jarvis import Jarvis
 from jarvis.conversations import ConversationStore, assemble, estimate_tokens, open_conversations
@@ -175,8 +176,14 @@ def test_taint_from_an_earlier_turn_carries_into_later_ones():
 
 # --- the CLI ------------------------------------------------------------------------------------
 def jarvis(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    """`jarvis ARGS` as a real subprocess: what is kept across processes is the point here."""
     return subprocess.run([sys.executable, "-m", "jarvis.cli", *args], env=env, text=True,
                           capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+
+
+def in_process(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    """`jarvis ARGS` in process (tests/cli_support.py): for what one command says."""
+    return run_in_process(args, env=env)
 
 
 @pytest.fixture
@@ -215,14 +222,14 @@ def test_ask_continue_across_processes(env):
 
 
 def test_continue_with_nothing_to_continue_is_one_line(env):
-    out = jarvis(env, "ask", "-c", "hello")
+    out = in_process(env, "ask", "-c", "hello")
     assert out.returncode == 2
     assert out.stderr.strip().splitlines() == [
         "Error: there is no conversation to continue yet: ask something first (`jarvis ask "
         "QUESTION` or `jarvis chat` starts one)"]
-    both = jarvis(env, "ask", "-c", "--conversation", "x", "hello")
+    both = in_process(env, "ask", "-c", "--conversation", "x", "hello")
     assert both.returncode == 2 and "not both" in both.stderr
-    unknown = jarvis(env, "conversations", "show", "zzzz")
+    unknown = in_process(env, "conversations", "show", "zzzz")
     assert unknown.returncode == 2 and "no conversation 'zzzz'" in unknown.stderr
 
 
@@ -230,8 +237,8 @@ def test_the_run_log_off_keeps_no_conversation_of_plain_asks(env, tmp_path: Path
     env["JARVIS_RUN_LOG"] = "0"
     with FakeOpenAIServer(["one"]) as server:
         env["VLLM_HOST"] = server.url
-        assert jarvis(env, "ask", "hello").returncode == 0
-    assert json.loads(jarvis(env, "conversations", "list", "--json").stdout) == []
+        assert in_process(env, "ask", "hello").returncode == 0
+    assert json.loads(in_process(env, "conversations", "list", "--json").stdout) == []
 
 
 def test_provenance_is_never_lost_to_a_stale_record_or_a_concurrent_turn():

@@ -1,4 +1,6 @@
-"""`jarvis memory` as a real subprocess: index, re-index, search, stats, forget, progress."""
+"""`jarvis memory`: index, re-index, search, stats, forget, progress. In process (click's
+CliRunner, tests/cli_support.py), but an index job other processes search while it writes and
+an index run without root's capabilities (real subprocesses)."""
 
 from __future__ import annotations
 
@@ -11,14 +13,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_support import run_in_process
 
 from jarvis.memory.sqlite import SQLiteMemory
 
 
-def jarvis(env: dict[str, str], *args: str, cwd: Path | None = None, timeout: float = 60,
+def jarvis(env: dict[str, str], *args: str, cwd: Path | None = None,
            preexec_fn: Any = None) -> subprocess.CompletedProcess[str]:
+    """`jarvis memory ARGS` in process; with `preexec_fn` a real subprocess that runs it."""
+    if preexec_fn is None:
+        return run_in_process(["memory", *args], env=env, cwd=cwd)
     return subprocess.run([sys.executable, "-m", "jarvis.cli", "memory", *args], env=env,
-                          cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          cwd=cwd, capture_output=True, text=True, timeout=60,
                           preexec_fn=preexec_fn)
 
 
