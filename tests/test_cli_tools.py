@@ -1,4 +1,6 @@
-"""`jarvis --help` and `jarvis tools list/show/run`, through real subprocesses."""
+"""`jarvis --help` and `jarvis tools list/show/run`: in process (click's CliRunner,
+tests/cli_support.py), and as real subprocesses for --help, a run end to end and a run that
+asks for confirmation without a terminal."""
 
 from __future__ import annotations
 
@@ -8,13 +10,18 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_support import run_in_process
 
 from jarvis.cli import COMMANDS
 
 
-def jarvis(env: dict[str, str], *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+def jarvis(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    return run_in_process(args, env=env, input="")
+
+
+def jarvis_process(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "jarvis.cli", *args], capture_output=True,
-                          text=True, env=env, timeout=60, input=stdin if stdin is not None else "")
+                          text=True, env=env, timeout=60, input="")
 
 
 def assert_one_line_error(proc: subprocess.CompletedProcess) -> str:
@@ -25,7 +32,7 @@ def assert_one_line_error(proc: subprocess.CompletedProcess) -> str:
 
 
 def test_help_lists_every_command(cli_env):
-    proc = jarvis(cli_env, "--help")
+    proc = jarvis_process(cli_env, "--help")
     assert proc.returncode == 0
     assert proc.stdout.startswith("Usage: jarvis")
     # One command a line ("  name  description"); a description too long for the terminal
@@ -76,7 +83,7 @@ def test_tools_show(cli_env):
 
 
 def test_tools_run_success(cli_env):
-    proc = jarvis(cli_env, "tools", "run", "calculator", '{"expression": "sqrt(144) + 3**2"}')
+    proc = jarvis_process(cli_env, "tools", "run", "calculator", '{"expression": "sqrt(144) + 3**2"}')
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "21.0\n" and proc.stderr == ""
 
@@ -141,9 +148,9 @@ def test_confirmation_is_denied_without_a_terminal_and_approved_with_yes(cli_env
         "def wipe(target: str) -> str:\n"
         '    """Pretend to wipe a target.\n\n    Args:\n        target: What to wipe.\n    """\n'
         '    return f"wiped {target}"\n', encoding="utf-8")
-    denied = jarvis(cli_env, "tools", "run", "wipe", '{"target": "disk"}')
+    denied = jarvis_process(cli_env, "tools", "run", "wipe", '{"target": "disk"}')
     assert denied.returncode == 1 and denied.stdout == ""
     assert "Error (denied):" in assert_one_line_error(denied)
-    approved = jarvis(cli_env, "tools", "run", "wipe", '{"target": "disk"}', "--yes")
+    approved = jarvis_process(cli_env, "tools", "run", "wipe", '{"target": "disk"}', "--yes")
     assert approved.returncode == 0, approved.stderr
     assert approved.stdout == "wiped disk\n"
