@@ -192,8 +192,10 @@ def test_oversized_headers_are_refused_and_the_server_keeps_serving() -> None:
         port = _port(server.url)
         for size in (40_000, 200_000):  # in one piece, and more than one read
             with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
-                s.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"a" * size
-                          + b"\r\n\r\n")
+                # Connection: close, so that the answer ends with the connection (a refused
+                # request may leave it open for the next one: read until then, not 5 s).
+                s.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+                          b"X-Big: " + b"a" * size + b"\r\n\r\n")
                 answer = _read_all(s, limit=5)
             assert answer.startswith((b"HTTP/1.1 431", b"HTTP/1.1 400")), answer[:60]
         assert httpx.get(server.url + "/health").status_code == 200
@@ -247,7 +249,13 @@ def _health(url: str) -> float:
 def test_300_half_open_requests_do_not_stop_health(cli_env, tmp_path: Path) -> None:
     with jarvis_serve(cli_env, tmp_path / "ws", "header_timeout = 5\nbody_timeout = 2\n") as url:
         port = _port(url)
-        socks = []
+        token = (Path(cli_env["JARVIS_HOME"]) / "serve.token").read_text().strip()
+        # Opened together, their deadlines run at once: a connection that sends nothing at
+        # all, one whose body never finishes (the owner's: anyone else gets 401 first), and
+        # 300 whose headers never finish.
+        silent = socket.create_connection(("127.0.0.1", port), timeout=5)
+        body = socket.create_connection(("127.0.0.1", port), timeout=5)
+        socks = [silent, body]
         try:
             for i in range(300):
                 s = socket.create_connection(("127.0.0.1", port), timeout=5)
@@ -255,28 +263,23 @@ def test_300_half_open_requests_do_not_stop_health(cli_env, tmp_path: Path) -> N
                 s.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + bytes(str(i), "ascii"))
                 socks.append(s)
             assert _health(url) < 3.0  # answered while all 300 are still open
+            body.sendall(b"POST /jarvis/call HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                         + f"Authorization: Bearer {token}\r\n".encode() +
+                         b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"na")
             started = time.monotonic()
-            answers = [_read_all(s, limit=15) for s in socks]
-            assert time.monotonic() - started < 15
-            assert all(a.startswith(b"HTTP/1.1 408") for a in answers), {a[:40] for a in answers}
-            assert b"did not arrive within 5 seconds" in answers[0]
-        finally:
-            for s in socks:
-                s.close()
-        # A body that never finishes is cut off too (the owner's: anyone else gets 401 first).
-        token = (Path(cli_env["JARVIS_HOME"]) / "serve.token").read_text().strip()
-        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
-            s.sendall(b"POST /jarvis/call HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                      + f"Authorization: Bearer {token}\r\n".encode() +
-                      b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"na")
-            started = time.monotonic()
-            answer = _read_all(s, limit=10)
+            answer = _read_all(body, limit=10)
             assert time.monotonic() - started < 6
             assert answer.startswith(b"HTTP/1.1 408"), answer[:80]
             assert b"body did not arrive within 2 seconds" in answer
-        # A connection that sends nothing at all is closed as well.
-        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
-            assert _read_all(s, limit=15).startswith(b"HTTP/1.1 408")
+            started = time.monotonic()
+            answers = [_read_all(s, limit=15) for s in socks[2:]]
+            assert time.monotonic() - started < 15
+            assert all(a.startswith(b"HTTP/1.1 408") for a in answers), {a[:40] for a in answers}
+            assert b"did not arrive within 5 seconds" in answers[0]
+            assert _read_all(silent, limit=15).startswith(b"HTTP/1.1 408")
+        finally:
+            for s in socks:
+                s.close()
         assert _health(url) < 3.0
 
 
