@@ -34,10 +34,13 @@ from jarvis.testing import FakeOpenAIServer, ScriptedEngine, reply, tool_call
 from jarvis.tools.executor import ToolExecutor
 
 
-@pytest.fixture
-def manager(tmp_path: Path):
-    (tmp_path / "docs").mkdir()
-    path = write_config(tmp_path, {
+@pytest.fixture(scope="module")
+def shared_manager(tmp_path_factory: pytest.TempPathFactory):
+    """The manager of the module's three servers, started once (each start of a sandboxed
+    Python server is ~1 s); its own JARVIS_HOME, its tools unregistered at the end."""
+    folder = tmp_path_factory.mktemp("beyond")
+    (folder / "docs").mkdir()
+    path = write_config(folder, {
         # `slow` gets 2 s without progress (1.5 s more than a step: room for a late progress
         # report on a loaded machine); everything else the default 30 s.
         "f": features_server(tool_timeouts={"slow": 2}, max_timeout=6, sampling=True),
@@ -45,11 +48,25 @@ def manager(tmp_path: Path):
         "old": features_server(protocol="legacy", sampling=True),
         "plain": features_server(roots=False),  # sampling off by default
     }, extra='[tools.file_read]\nallowed_dirs = ["docs"]\n')
-    made = McpManager(load_config(path))
-    assert made.refresh() == {"f": None, "old": None, "plain": None}
-    made.register_known()
-    yield made
-    made.close()
+    before = ToolRegistry.snapshot()
+    with pytest.MonkeyPatch.context() as mp:
+        home = folder / "jarvis-home"
+        home.mkdir(mode=0o700)
+        mp.setenv("JARVIS_HOME", str(home))
+        made = McpManager(load_config(path))
+        try:
+            assert made.refresh() == {"f": None, "old": None, "plain": None}
+            made.register_known()
+            yield made
+        finally:
+            made.close()
+            ToolRegistry.restore(before)
+
+
+@pytest.fixture
+def manager(shared_manager: McpManager):
+    """The module's manager; a test leaves no sampling engine behind."""
+    yield shared_manager
     set_sampling_engine(None)
 
 
