@@ -77,7 +77,7 @@ def test_a_run_parked_twice_sends_both_orders_once_each_on_the_local_daemon(tmp_
         config.write_text(config_text(engine.base_url, shop, scheduler_db=db, extra=EXTRA))
         env = dict(cli_env, JARVIS_CONFIG=str(config), OPENAI_API_KEY="test")
         out = jarvis(env, "schedule", "add", "order items 1 and 2", "--at",
-                     iso(time.time() + 4), "--tools", "http_request", "--agent",
+                     iso(time.time()), "--tools", "http_request", "--agent",
                      "orchestrator", "--notify", "me", "--json")
         assert out.returncode == 0, out.stderr
         task_id = json.loads(out.stdout)["task_id"]

@@ -60,7 +60,7 @@ class Lab:
 
     def add_task(self, *extra: str) -> str:
         out = jarvis(self.env, "schedule", "add", f"write now {self.marked}", "--at",
-                     iso(time.time() + 4), "--tools", "danger", "--agent", "orchestrator",
+                     iso(time.time()), "--tools", "danger", "--agent", "orchestrator",
                      "--notify", "me", "--json", *extra)
         assert out.returncode == 0, out.stderr
         return json.loads(out.stdout)["task_id"]

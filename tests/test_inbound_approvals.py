@@ -40,7 +40,7 @@ def test_a_parked_task_continues_once_after_an_approve_reply_in_telegram(tmp_pat
                                       extra="listen = true\n" + telegram_config(tg)))
         env = dict(cli_env, JARVIS_CONFIG=str(config), OPENAI_API_KEY="test", TG_TOKEN=tg.token)
         out = jarvis(env, "schedule", "add", f"write now {marked}", "--at",
-                     iso(time.time() + 4), "--tools", "danger", "--agent", "orchestrator",
+                     iso(time.time()), "--tools", "danger", "--agent", "orchestrator",
                      "--notify", "me", "--json")
         assert out.returncode == 0, out.stderr
         task_id = json.loads(out.stdout)["task_id"]
