@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
+from cli_support import run_in_process
 from net_support import Reply, fixture, serving
 
 from jarvis.core.types import ToolCall
@@ -145,11 +144,9 @@ def test_cli_lists_and_runs_the_new_tools(cli_env, tmp_path):
         config = tmp_path / "config.toml"
         config.write_text(f'[tools.http_request]\nallowed_hosts = ["{server.hostport}"]\n')
         env = dict(cli_env, JARVIS_CONFIG=str(config))
-        listing = subprocess.run([sys.executable, "-m", "jarvis.cli", "tools", "list"],
-                                 capture_output=True, text=True, env=env, timeout=60)
-        run = subprocess.run([sys.executable, "-m", "jarvis.cli", "tools", "run", "http_request",
-                              json.dumps({"url": server.url("/status")})],
-                             capture_output=True, text=True, env=env, timeout=60)
+        listing = run_in_process(["tools", "list"], env=env)  # tests/cli_support.py
+        run = run_in_process(["tools", "run", "http_request",
+                              json.dumps({"url": server.url("/status")})], env=env)
     names = [line.split()[0] for line in listing.stdout.splitlines()]
     for name in ("http_request", "web_fetch", "web_search", "channel_send", "channel_list",
                  "channel_status"):
