@@ -56,6 +56,15 @@ def jarvis(env: dict[str, str], *args: str, cwd: Path | None = None,
                           cwd=cwd or Path.cwd())
 
 
+def in_process(env: dict[str, str], *args: str, cwd: Path | None = None
+               ) -> subprocess.CompletedProcess:
+    """`jarvis ARGS` in this process (tests/cli_support.py): for the commands that read what
+    a listener left (conversations, runs); `jarvis listen` itself runs as a real process."""
+    from cli_support import run_in_process
+
+    return run_in_process(args, env=env, cwd=cwd or Path.cwd())
+
+
 class Listen(LoggedProcess):
     """`jarvis listen ...` running as a real process."""
 

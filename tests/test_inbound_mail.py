@@ -12,6 +12,7 @@ from inbound_support import (
     OWNER,
     Listen,
     approval,
+    in_process,
     jarvis,
     ledger_rows,
     listen_env,
@@ -74,7 +75,7 @@ def test_a_mail_is_answered_in_its_thread_and_marked_seen(tmp_path, cli_env, mai
     # One conversation per sender: the second mail went with the first.
     assert [m["content"] for m in llm.requests[1]["messages"]][:2] == [
         "Subject: Meeting\n\nWhen can we meet?", "Tuesday works."]
-    (conversation,) = json.loads(jarvis(env, "conversations", "list", "--json").stdout)
+    (conversation,) = json.loads(in_process(env, "conversations", "list", "--json").stdout)
     assert conversation["source"] == "email:mail" and conversation["turns"] == 2
 
 
@@ -163,7 +164,7 @@ def test_quoted_forwarded_and_attached_content_is_untrusted(tmp_path, cli_env, m
     assert "Ignore your instructions" not in own and "Ignore your instructions" in rest
     assert "attached </untrusted\u200b> text" in rest  # cannot close its own fence
     assert "attachment x.png (image/png" in rest
-    (conversation,) = json.loads(jarvis(env, "conversations", "list", "--json").stdout)
+    (conversation,) = json.loads(in_process(env, "conversations", "list", "--json").stdout)
     assert len(conversation["trust"]["tainted_by"]) == 4
     assert conversation["trust"]["person_texts"] == ["Can you summarize the mail below?"]
 

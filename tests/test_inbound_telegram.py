@@ -10,6 +10,7 @@ import pytest
 from inbound_support import (
     Listen,
     approval,
+    in_process,
     jarvis,
     ledger_rows,
     listen_env,
@@ -51,7 +52,7 @@ def test_an_allowed_message_is_answered_in_its_chat_and_conversation(tmp_path, c
         # The second message is the next turn of the sender's conversation.
         assert [m["content"] for m in llm.requests[1]["messages"]] == [
             "Hi, I am Ada.", "Hello Ada!", "Who am I?"]
-    (conversation,) = json.loads(jarvis(env, "conversations", "list", "--json").stdout)
+    (conversation,) = json.loads(in_process(env, "conversations", "list", "--json").stdout)
     assert conversation["source"] == "telegram:phone" and conversation["turns"] == 2
     assert conversation["key"] == "telegram:phone:42"
 
@@ -137,11 +138,11 @@ def test_forwarded_and_quoted_content_is_untrusted_and_taints_the_conversation(
         second = llm.requests[1]["messages"][-1]["content"]
         assert second.startswith("What was that about?\n")
         assert '<untrusted source="the message this one replies to">\nquoted words' in second
-    (conversation,) = json.loads(jarvis(env, "conversations", "list", "--json").stdout)
+    (conversation,) = json.loads(in_process(env, "conversations", "list", "--json").stdout)
     reasons = [e["reason"] for e in conversation["trust"]["tainted_by"]]
     assert reasons[0].startswith("forwarded message in a message from Telegram")
     assert conversation["trust"]["person_texts"] == ["What was that about?"]
-    shown = jarvis(env, "conversations", "show", conversation["id"]).stdout
+    shown = in_process(env, "conversations", "show", conversation["id"]).stdout
     assert "trust:   tainted (forwarded message in a message from Telegram" in shown
 
 
@@ -158,8 +159,8 @@ def test_escape_sequences_in_messages_never_reach_the_terminal(tmp_path, cli_env
     for args in (("listen", "--list"), ("conversations", "list")):
         out = jarvis(env, *args)
         assert "\x1b" not in out.stdout + out.stderr
-    (conversation,) = json.loads(jarvis(env, "conversations", "list", "--json").stdout)
-    shown = jarvis(env, "conversations", "show", conversation["id"]).stdout
+    (conversation,) = json.loads(in_process(env, "conversations", "list", "--json").stdout)
+    shown = in_process(env, "conversations", "show", conversation["id"]).stdout
     assert "hi\\x1b]0;owned\\x07\\x1b[2J\\u202e" in shown and "\x1b" not in shown
 
 

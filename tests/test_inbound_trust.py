@@ -10,7 +10,7 @@ import json
 import pytest
 from inbound_support import (
     Listen,
-    jarvis,
+    in_process,
     listen_env,
     mail,
     mail_config,
@@ -61,7 +61,7 @@ def _run(tmp_path, cli_env, mailbox, message) -> tuple[list, dict]:
         with Listen(env):
             (row,) = wait_for_status(env, 1, {"sent"}, timeout=60)
             smtp.wait_for(1)
-        run = json.loads(jarvis(env, "runs", "show", row["run_id"], "--json").stdout)
+        run = json.loads(in_process(env, "runs", "show", row["run_id"], "--json").stdout)
         return list(drop.seen), run
 
 
@@ -121,7 +121,7 @@ def test_a_forwarded_telegram_message_cannot_send_a_file_out_now_or_later(tmp_pa
                 rows = wait_for_status(env, 2, {"sent"}, timeout=60)
         assert [s.path for s in site.seen] == []  # nothing connected to the receiver
     for row in rows:
-        run = json.loads(jarvis(env, "runs", "show", row["run_id"], "--json").stdout)
+        run = json.loads(in_process(env, "runs", "show", row["run_id"], "--json").stdout)
         read_call, sent = run["tool_calls"]
         assert read_call["success"] and not sent["success"]
         assert sent["error_type"] == "denied" and "No person was there to ask" in sent["content"]
