@@ -123,6 +123,41 @@ def redis_server():
     server.stop()
 
 
+# --- mail and chat servers for the inbound tests (tests/mail_servers.py, telegram_server.py) ---
+@pytest.fixture(scope="session")
+def dovecot():
+    """One Dovecot (IMAP) server per test process; `mailbox` gives each test an empty INBOX."""
+    from mail_servers import start_dovecot
+
+    server = start_dovecot()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def mailbox(dovecot):
+    """The test process's Dovecot with an empty INBOX."""
+    return dovecot.emptied()
+
+
+@pytest.fixture
+def smtp():
+    """An SMTP server of this test's own that keeps what it receives."""
+    from mail_servers import SmtpReceiver
+
+    with SmtpReceiver() as receiver:
+        yield receiver
+
+
+@pytest.fixture
+def tg():
+    """A Telegram Bot API stand-in of this test's own (tests/telegram_server.py)."""
+    from telegram_server import FakeTelegram
+
+    with FakeTelegram() as server:
+        yield server
+
+
 # --- the order tests run in -------------------------------------------------------------------
 UNPRIVILEGED_RUN = "tests/test_sandbox_unprivileged.py::"
 

@@ -116,7 +116,7 @@ class Dovecot:
             client.logout()
 
     def emptied(self) -> Dovecot:
-        """This server with an empty INBOX (one server per test module, a clean box per test)."""
+        """This server with an empty INBOX (one server per test process, a clean box per test)."""
         client = self.client()
         try:
             client.select_folder("INBOX")

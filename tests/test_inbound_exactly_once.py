@@ -7,7 +7,6 @@ from __future__ import annotations
 import threading
 from collections import Counter
 
-import pytest
 from inbound_support import (
     Listen,
     ledger_rows,
@@ -17,34 +16,8 @@ from inbound_support import (
     telegram_config,
     wait_for_status,
 )
-from mail_servers import SmtpReceiver, start_dovecot
-from telegram_server import FakeTelegram
 
 from jarvis.testing import FakeOpenAIServer
-
-
-@pytest.fixture
-def tg():
-    with FakeTelegram() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def dovecot():
-    server = start_dovecot()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def mailbox(dovecot):
-    return dovecot.emptied()
-
-
-@pytest.fixture
-def smtp():
-    with SmtpReceiver() as receiver:
-        yield receiver
 
 
 class Gate:

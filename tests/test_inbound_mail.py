@@ -21,30 +21,10 @@ from inbound_support import (
     park_request,
     wait_for_status,
 )
-from mail_servers import SmtpReceiver, start_dovecot
 
 from jarvis.core.config import load_config
 from jarvis.inbound.mailread import parse_authentication_results, split_body
 from jarvis.testing import FakeOpenAIServer
-
-
-@pytest.fixture(scope="module")
-def dovecot():
-    server = start_dovecot()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def mailbox(dovecot):
-    """The module's Dovecot with an empty INBOX."""
-    return dovecot.emptied()
-
-
-@pytest.fixture
-def smtp():
-    with SmtpReceiver() as receiver:
-        yield receiver
 
 
 def setup(tmp_path, cli_env, mailbox, smtp, llm, **options) -> dict[str, str]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import time
 
-import pytest
 from inbound_support import (
     Listen,
     approval,
@@ -18,15 +17,8 @@ from inbound_support import (
     telegram_config,
     wait_for_status,
 )
-from telegram_server import FakeTelegram
 
 from jarvis.testing import FakeOpenAIServer, reply, tool_call
-
-
-@pytest.fixture
-def tg():
-    with FakeTelegram() as server:
-        yield server
 
 
 def setup(tmp_path, cli_env, tg, llm, extra: str = "", **options) -> dict[str, str]:

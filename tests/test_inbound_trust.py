@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from inbound_support import (
     Listen,
     in_process,
@@ -17,7 +16,7 @@ from inbound_support import (
     telegram_config,
     wait_for_status,
 )
-from mail_servers import SmtpReceiver, start_dovecot
+from mail_servers import SmtpReceiver
 from net_support import LoopbackServer, Reply
 from telegram_server import FakeTelegram
 
@@ -25,18 +24,6 @@ from jarvis import Jarvis
 from jarvis.testing import FakeOpenAIServer, ScriptedEngine, reply, tool_call
 
 SECRET = "the launch code is 1234"
-
-
-@pytest.fixture(scope="module")
-def dovecot():
-    server = start_dovecot()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def mailbox(dovecot):
-    return dovecot.emptied()
 
 
 def _exfiltration_script() -> list:
