@@ -1,5 +1,5 @@
 """`jarvis mcp list`, MCP tools in `jarvis tools`, and `jarvis mcp serve` driven by the SDK's
-Client, all as real subprocesses."""
+Client, as real subprocesses; refused arguments and a listing's messages in process."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from logged_process import LoggedProcess
-from mcp_support import cli, pid_alive, stdio_server, write_config
+from mcp_support import cli, cli_in_process, pid_alive, stdio_server, write_config
 from ports import closed_port
 from serve_process import owner_headers
 from waiting import wait_for
@@ -146,11 +146,11 @@ def test_mcp_serve_over_http_with_chosen_tools(tmp_path: Path, cli_env) -> None:
 
 
 def test_mcp_serve_rejects_bad_arguments(tmp_path: Path, cli_env) -> None:
-    bad = cli(["mcp", "serve", "--http", "nowhere"], cli_env, tmp_path)
+    bad = cli_in_process(["mcp", "serve", "--http", "nowhere"], cli_env, tmp_path)
     assert bad.returncode == 2 and "HOST:PORT" in bad.stderr and "Traceback" not in bad.stderr
-    unknown = cli(["mcp", "serve", "--tools", "nope"], cli_env, tmp_path)
+    unknown = cli_in_process(["mcp", "serve", "--tools", "nope"], cli_env, tmp_path)
     assert unknown.returncode == 2 and "unknown tool 'nope'" in unknown.stderr
-    helped = cli(["mcp", "--help"], cli_env, tmp_path)
+    helped = cli_in_process(["mcp", "--help"], cli_env, tmp_path)
     assert "serve" in helped.stdout and "list" in helped.stdout
 
 
@@ -181,7 +181,7 @@ def test_mcp_serve_over_http_needs_an_api_key_off_loopback(tmp_path: Path, cli_e
 
     import httpx
 
-    refused = cli(["mcp", "serve", "--http", "0.0.0.0:8799"], cli_env, tmp_path)
+    refused = cli_in_process(["mcp", "serve", "--http", "0.0.0.0:8799"], cli_env, tmp_path)
     assert refused.returncode == 2 and "without an API key" in refused.stderr
     assert "Traceback" not in refused.stderr
     server_dir = tmp_path / "server"
@@ -193,7 +193,7 @@ def test_mcp_serve_over_http_needs_an_api_key_off_loopback(tmp_path: Path, cli_e
         assert anonymous.status_code == 401
         # jarvis as the client, sending the key from its config
         write_config(tmp_path, {"keyed": {"url": url, "headers": {"X-API-Key": "key-12345"}}})
-        listed = cli(["mcp", "list", "--json"], cli_env, tmp_path)
+        listed = cli_in_process(["mcp", "list", "--json"], cli_env, tmp_path)
         assert listed.returncode == 0, listed.stdout + listed.stderr
         (row,) = json.loads(listed.stdout)
         assert row["status"] == "connected" and [t["name"] for t in row["tools"]] == [
@@ -217,7 +217,7 @@ def test_mcp_serve_on_a_busy_port_is_one_clear_line(tmp_path: Path, cli_env) -> 
 
 def test_mcp_list_names_a_missing_cwd(tmp_path: Path, cli_env) -> None:
     write_config(tmp_path, {"nowhere": {"command": sys.executable, "cwd": "no-such-folder"}})
-    proc = cli(["mcp", "list"], cli_env, tmp_path)
+    proc = cli_in_process(["mcp", "list"], cli_env, tmp_path)
     assert proc.returncode == 1, proc.stderr
     assert f"cwd {tmp_path / 'no-such-folder'} is not a folder" in proc.stdout, proc.stdout
     assert "command not found" not in proc.stdout
