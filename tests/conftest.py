@@ -123,6 +123,29 @@ def redis_server():
     server.stop()
 
 
+# --- the scheduler's daemon and worker tests (tests/scheduler_support.py, celery_support.py) --
+@pytest.fixture
+def runlog(tmp_path: Path) -> Path:
+    """The file the tests' script runner logs each run's start and end to."""
+    return tmp_path / "runner.log"
+
+
+@pytest.fixture
+def procs():
+    """The processes a test starts (daemons, workers: anything with close()), closed when it
+    ends."""
+    started: list = []
+    yield started
+    for proc in started:
+        proc.close()
+
+
+@pytest.fixture
+def daemons(procs):
+    """`procs`, under the name the daemon tests give it."""
+    return procs
+
+
 # --- mail and chat servers for the inbound tests (tests/mail_servers.py, telegram_server.py) ---
 @pytest.fixture(scope="session")
 def dovecot():

@@ -30,11 +30,6 @@ FAST = textwrap.dedent("""
 
 
 @pytest.fixture
-def runlog(tmp_path):
-    return tmp_path / "runner.log"
-
-
-@pytest.fixture
 def env(cli_env, pg_url, redis_server, runlog):
     Path("config.toml").write_text(FAST)  # the cwd of every subprocess below
     return scaleout_env(cli_env, pg_url, redis_server.url, runlog)
@@ -45,14 +40,6 @@ def api(pg_url):
     store = PostgresStore(pg_url)
     yield TaskScheduler(store=store, runner=lambda task, occurrence: "unused")
     store.close()
-
-
-@pytest.fixture
-def procs():
-    started: list = []
-    yield started
-    for p in started:
-        p.close()
 
 
 def make_due(url: str, *task_ids: str) -> None:

@@ -30,11 +30,6 @@ def db(tmp_path):
 
 
 @pytest.fixture
-def runlog(tmp_path):
-    return tmp_path / "runner.log"
-
-
-@pytest.fixture
 def env(cli_env, db, runlog):
     return daemon_env(cli_env, db, runlog)
 
@@ -45,14 +40,6 @@ def api(db):
     store = SchedulerStore(db)
     yield TaskScheduler(store=store, runner=lambda task, occurrence: "unused")
     store.close()
-
-
-@pytest.fixture
-def daemons():
-    started: list[Daemon] = []
-    yield started
-    for d in started:
-        d.close()
 
 
 def test_idle_daemon_says_so_then_runs_a_task_added_while_it_sleeps(env, api, db, daemons):

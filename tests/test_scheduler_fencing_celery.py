@@ -83,14 +83,6 @@ def api(pg_url):
     store.close()
 
 
-@pytest.fixture
-def procs():
-    started: list = []
-    yield started
-    for p in started:
-        p.close()
-
-
 def children(pid: int) -> list[int]:
     try:
         return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]

@@ -34,11 +34,6 @@ def db(tmp_path):
 
 
 @pytest.fixture
-def runlog(tmp_path):
-    return tmp_path / "runner.log"
-
-
-@pytest.fixture
 def env(cli_env, db, runlog):
     # The daemons' working folder is the test's: its config.toml sets the short lease.
     Path("config.toml").write_text(f"[scheduler]\nlease_seconds = {LEASE}\n")
@@ -50,14 +45,6 @@ def api(db):
     store = SchedulerStore(db)
     yield TaskScheduler(store=store, runner=lambda task, occurrence: "unused")
     store.close()
-
-
-@pytest.fixture
-def daemons():
-    started: list[Daemon] = []
-    yield started
-    for d in started:
-        d.close()
 
 
 def contained(env, *args: str) -> Daemon:
