@@ -7,30 +7,38 @@ or daemon, the terminal, imports at start-up, another user) stays a real subproc
 
 The call sees exactly `env` as its environment and `cwd` as its working folder, both put back
 afterwards (so is anything the command set, e.g. `--config` sets JARVIS_CONFIG); stdin is
-`input` (not a terminal). An exception the CLI would have shown as a traceback fails the test
-here (the CLI never shows one).
+`input` (not a terminal). A log record that reaches the root logger goes to the command's
+stderr, as in a real process without logging set up (Python's last-resort handler), not to
+pytest's log capture: a test that checks what stderr shows sees it. An exception the CLI would
+have shown as a traceback fails the test here (the CLI never shows one).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 from pathlib import Path
-from typing import Any
 
 
 def run_in_process(args: list[str] | tuple[str, ...], env: dict[str, str] | None = None,
-                   cwd: Path | str | None = None, input: str | bytes | None = None,
-                   **_ignored: Any) -> subprocess.CompletedProcess[str]:
-    """Run `jarvis ARGS` in process; the result as subprocess.run(..., text=True) gives it.
-    Keyword arguments only a subprocess has (timeout, ...) are accepted and ignored."""
+                   cwd: Path | str | None = None, input: str | bytes | None = None
+                   ) -> subprocess.CompletedProcess[str]:
+    """Run `jarvis ARGS` in process; the result as subprocess.run(..., text=True) gives it."""
+    # The MCP SDK's stdio_client takes `errlog=sys.stderr` as a default argument: imported for
+    # the first time while CliRunner has swapped sys.stderr, it would keep that stream, and
+    # every later server start in this test process would fail (`fileno`). Imported here first.
+    import mcp.client.stdio  # noqa: F401
     from click.testing import CliRunner
 
     from jarvis.cli import cli
 
     saved_env = dict(os.environ)
     saved_cwd = os.getcwd()
+    root = logging.getLogger()
+    saved_handlers = root.handlers[:]
     try:
+        root.handlers = []  # records reach logging.lastResort: the swapped sys.stderr
         if env is not None:
             os.environ.clear()
             os.environ.update(env)
@@ -38,6 +46,7 @@ def run_in_process(args: list[str] | tuple[str, ...], env: dict[str, str] | None
             os.chdir(cwd)
         result = CliRunner().invoke(cli, [str(a) for a in args], input=input, prog_name="jarvis")
     finally:
+        root.handlers = saved_handlers
         os.chdir(saved_cwd)
         os.environ.clear()
         os.environ.update(saved_env)

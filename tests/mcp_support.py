@@ -127,7 +127,7 @@ def cli(args: list[str], env: dict[str, str], cwd: Path, timeout: float = 60,
                           capture_output=True, text=True, timeout=timeout, **kwargs)
 
 
-def cli_in_process(args: list[str], env: dict[str, str], cwd: Path, **kwargs: Any
+def cli_in_process(args: list[str], env: dict[str, str], cwd: Path
                    ) -> subprocess.CompletedProcess[str]:
     """`jarvis ARGS` as `cli` runs it, but in this process (tests/cli_support.py): for tests of
     what a command says, not of the process (its exit, its children, the terminal)."""
@@ -135,7 +135,7 @@ def cli_in_process(args: list[str], env: dict[str, str], cwd: Path, **kwargs: An
 
     env = dict(env)
     env.pop("JARVIS_CONFIG", None)
-    return run_in_process(args, env=env, cwd=cwd, **kwargs)
+    return run_in_process(args, env=env, cwd=cwd)
 
 
 __all__ = ["FEATURES", "NODISCOVER", "HttpFeatures", "HttpToolbox", "SERVERS", "TOOLBOX", "cli",
