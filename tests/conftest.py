@@ -184,32 +184,32 @@ def tg():
 # --- the order tests run in -------------------------------------------------------------------
 UNPRIVILEGED_RUN = "tests/test_sandbox_unprivileged.py::"
 
-# The longest tests (node id prefix -> seconds in a quiet full run on a 2-core machine, as
+# The longest tests (node id prefix -> seconds in a full run on a 2-core machine, as
 # relative weights; why each takes its time: README's "The slowest tests"). They start first,
 # spread over the shares of the collection that `--dist worksteal` gives the test processes,
 # so that none starts late and runs on alone at the end (a process that runs out of
 # tests steals from the end of the other's queue).
 SLOWEST: dict[str, float] = {
-    UNPRIVILEGED_RUN: 140,
-    "tests/test_scheduler_celery_chaos.py::test_kill_9_workers_and_daemons": 36,
+    UNPRIVILEGED_RUN: 163,
+    "tests/test_scheduler_celery_chaos.py::test_kill_9_workers_and_daemons": 35,
+    "tests/test_every_tool_everywhere.py::test_jarvis_mcp_serve": 29,
     "tests/test_scheduler_namespaces.py::test_kill_9_chaos_across_pid_namespaces": 23,
-    "tests/test_every_tool_everywhere.py::test_jarvis_mcp_serve": 23,
     "tests/test_scheduler_namespaces.py::test_a_daemon_killed_in_either_namespace": 21,
+    "tests/test_mcp_sandbox.py::test_unsandboxed_servers_are_named_in_mcp_list": 12,
     "tests/test_mcp_defects.py::test_failed_server_says_why_and_is_remembered": 12,
     "tests/test_scheduler_namespaces.py::test_live_daemons_in_two_pid_namespaces": 11,
-    "tests/test_mcp_sandbox.py::test_unsandboxed_servers_are_named_in_mcp_list": 10,
-    "tests/test_scheduler_celery.py::test_misconfiguration_is_one_clear_line": 9,
-    "tests/test_every_tool_everywhere.py::test_jarvis_serve_ors_and_openai_api": 9,
-    "tests/test_mcp_cli.py::test_tools_commands_start_servers_only_when_needed": 8,
-    "tests/test_mcp_sandbox.py::test_real_servers_work_in_the_sandbox[bwrap]": 8,
-    "tests/test_scheduler_fencing_celery.py::test_kill_9_between_a_send_and_its_record": 8,
+    "tests/test_mcp_defects.py::test_junk_on_stdout_is_one_line_not_a_traceback": 10,
+    "tests/test_mcp_beyond_tools.py::test_progress_cannot_stretch_a_call": 9,
+    "tests/test_scheduler_fencing_celery.py::test_kill_9_between_a_send_and_its_record": 9,
+    "tests/test_mcp_sandbox.py::test_real_servers_work_in_the_sandbox[bwrap]": 9,
+    "tests/test_mcp_sandbox.py::test_real_servers_work_in_the_sandbox[namespaces]": 8,
+    "tests/test_url_keys.py::test_keys_in_mcp_urls_never_reach_the_screen": 8,
+    "tests/test_scheduler_celery.py::test_misconfiguration_is_one_clear_line": 8,
     "tests/test_scheduler_celery.py::test_a_run_past_its_timeout_ends_with_its_process": 8,
-    "tests/test_approvals_serve.py::test_a_chat_run_parks_and_the_server_continues_it_once": 7,
-    "tests/test_sandbox_host_resources.py::test_doctor_says_how_kernel_memory_is_bounded": 7,
-    "tests/test_mcp_beyond_tools.py::test_progress_cannot_stretch_a_call": 7,
+    "tests/test_scheduler_notify_shutdown.py::test_sigterm_records_a_stuck_delivery": 7,
+    "tests/test_mcp_defects.py::test_timed_out_server_tree_is_killed_when_jarvis_exits": 7,
     "tests/test_scheduler_notify_shutdown.py::test_a_delivery_that_cannot_finish_in_time": 7,
-    "tests/test_scheduler_daemon.py::test_a_timed_out_attempt_holds_its_worker": 6,
-    "tests/test_cli_help.py::test_every_command_answers_help_in_a_subprocess": 6,
+    "tests/test_scheduler_celery.py::test_a_timed_out_run_whose_delivery_outlasts_its": 7,
 }
 
 
