@@ -251,9 +251,10 @@ class Parking:
             if stored is None:
                 raise JarvisError(f"run {self.run_id} was taken over by another continuation "
                                   f"while this one ran; nothing was recorded from it")
-            from jarvis.approvals.notify import notify
+            if parked.resumer != INBOUND:  # an inbound's run asks in its own chat instead
+                from jarvis.approvals.notify import notify
 
-            notify(config, store, approvals)
+                notify(config, store, approvals)
         finally:
             store.close()
         out["status"] = "parked"
