@@ -136,3 +136,30 @@ def test_without_notify_ask_refuses_as_before(tmp_path, cli_env):
         assert out["status"] == "ok" and "pending_approvals" not in out
         assert out["content"].startswith("tool said: ERROR (denied)"), out["content"]
         assert marks(target) == [] and receiver.requests() == []
+        assert 'set [approvals] notify = "CHANNEL"' in asked.stderr, asked.stderr
+
+
+def test_two_continues_racing_continue_the_run_once(tmp_path, cli_env):
+    """Two `jarvis approvals continue RUN` started together: the approvals store's
+    compare-and-set gives the run to one; the other is refused; the tool ran once."""
+    with FakeOpenAIServer(default=answer_from_request) as engine, Receiver() as receiver:
+        (tmp_path / "ws").mkdir()
+        folder, env = setup(tmp_path, cli_env, engine, receiver)
+        target = tmp_path / "out.txt"
+        out = json.loads(cli(env, folder, "ask", "--json", "--tools", "danger",
+                             f"write race {target}").stdout)
+        (pending,) = out["pending_approvals"]
+        from jarvis.approvals import decide
+        from jarvis.core.config import load_config
+
+        decide(pending["id"], True, by="test", config=load_config(folder / "config.toml"))
+        racers = [subprocess.Popen([sys.executable, "-m", "jarvis.cli", "approvals", "continue",
+                                    out["run_id"]], env=env, cwd=folder,
+                                   stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True) for _ in range(2)]
+        results = [(p.wait(60), *p.communicate()) for p in racers]
+    codes = sorted(code for code, _, _ in results)
+    assert codes[0] == 0 and codes[1] != 0, results
+    loser = next(err for code, _, err in results if code != 0)
+    assert "continued already" in loser or "could not be claimed" in loser, loser
+    assert marks(target) == ["written race"]

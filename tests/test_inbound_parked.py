@@ -58,7 +58,7 @@ def test_a_messages_run_parks_asks_in_the_chat_and_goes_on_once_after_the_reply(
             sent = tg.wait_for_sent(3)
             said = [m["text"] for m in sent[1:3]]
             assert said[0].startswith(f"Approved {ident}: danger"), said
-            assert "its answer follows" in said[0]
+            assert "jarvis listen continues its run" in said[0]
             assert said[1] == f"tool said: wrote {target}", said
             assert all(m["chat_id"] == 42 for m in sent)
             assert marks(target) == ["written chat"]

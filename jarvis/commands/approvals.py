@@ -147,23 +147,14 @@ def _decide(approval_id: str, approve: bool, reason: str | None, always: bool) -
     if approval.grant_id:
         click.echo(f"grant {approval.grant_id} made: {approval.tool} may send there without "
                    f"asking (`jarvis grants revoke {approval.grant_id}`)", err=True)
-    from jarvis.approvals.records import CLI, INBOUND, SCHEDULER, SERVE
+    from jarvis.approvals import next_step
+    from jarvis.approvals.records import CLI
 
     run = _run_of(config, approval.run_id)
-    resumer = run.resumer if run is not None else None
-    if resumer == CLI:
-        if run.status == "ready":
-            _continue(config, approval.run_id)
-        else:
-            click.echo(f"its run {approval.run_id} goes on once its other requests are "
-                       f"answered", err=True)
+    if run is not None and run.resumer == CLI and run.status == "ready":
+        _continue(config, approval.run_id)  # `jarvis ask`'s run: it goes on here, now
         return
-    next_step = {
-        SCHEDULER: "the scheduler continues its run within a tick",
-        SERVE: "jarvis serve continues its run and sends the answer to your channel",
-        INBOUND: "jarvis listen continues its run and replies where its message came from",
-    }.get(str(resumer), f"its run continues when its program calls resume({approval.run_id!r})")
-    click.echo(f"{next_step}", err=True)
+    click.echo(next_step(config, approval), err=True)
 
 
 def _run_of(config: Any, run_id: str) -> Any:

@@ -316,6 +316,8 @@ def ask(ctx: click.Context, query: tuple[str, ...], agent: str | None, tools: st
         output_schema = _load_schema_file(schema_file)  # a bad file: one line, exit 2
     # A structured answer is printed once it is checked, never streamed unchecked.
     streaming = not (as_json or no_stream or output_schema is not None)
+    defer: str | None = None
+    notify = False
     handler = _LogLines(lines)
     logging.getLogger("jarvis").addHandler(handler)
     # The built-in HTTP client: importing the openai package would triple start-up time.
@@ -328,8 +330,9 @@ def ask(ctx: click.Context, query: tuple[str, ...], agent: str | None, tools: st
             # No terminal (cron, a script) and a channel to ask on: a call that needs the
             # person parks instead of being refused (a structured answer is checked in one
             # go: it cannot park).
+            notify = bool(j.config.approvals.notify)
             defer = "defer" if (not _isatty(sys.stdin) and output_schema is None
-                                and bool(j.config.approvals.notify)) else None
+                                and notify) else None
             # Where it was asked: its continuation (`jarvis approvals approve`, maybe in
             # another folder) uses this workspace's tools and agents.
             where = ({"cli": {"workspace": str(j.config.source)}}
@@ -349,6 +352,8 @@ def ask(ctx: click.Context, query: tuple[str, ...], agent: str | None, tools: st
     if result.get("status") == "parked":
         parked_exit(ctx, result, as_json, stdout.wrote)
         return
+    if defer is None and not _isatty(sys.stdin):
+        _refusal_hint(result, notify and output_schema is not None)
     stopped = result.get("stop_reason") in ("max_turns", "loop_guard", "budget")
     if output_schema is not None and not stopped:
         _structured_exit(ctx, result, as_json)
@@ -398,6 +403,19 @@ def parked_exit(ctx: click.Context, result: dict[str, Any], as_json: bool,
                "elsewhere: `jarvis approvals continue " + run_id + "`, or a running `jarvis "
                "serve` continues it and sends the answer to your channel).", err=True)
     ctx.exit(PARKED_EXIT_CODE)
+
+
+def _refusal_hint(result: dict[str, Any], structured: bool) -> None:
+    # structured: `notify` is set, but a --schema ask does not park.
+    """No terminal, and calls were refused for want of a person: say how to be asked."""
+    refused = [t for t in result.get("tool_results") or [] if t.get("error_type") == "denied"]
+    if not refused:
+        return
+    how = ("a --schema ask cannot wait for an answer; ask without --schema" if structured else
+           'set [approvals] notify = "CHANNEL" in config.toml and such runs wait for your '
+           "answer on that channel instead (docs/approvals.md)")
+    click.echo(f"note: {len(refused)} call(s) needed your approval and were refused (no "
+               f"terminal to ask on): {how}", err=True)
 
 
 def _load_schema_file(path: str) -> dict[str, Any]:

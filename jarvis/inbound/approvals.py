@@ -44,24 +44,7 @@ def answer_approval(config: Any, inbound: str, sender: str, action: str,
     what = visible(f"{approval.tool} -> {approval.where}", 300, one_line=True)
     if not approve:
         return f"Denied {approval.id}: {what}. The run is told the call was refused."
-    then = (f"scheduled task {approval.task_id} goes on within a tick of the scheduler"
-            if approval.task_id else _then(config, approval.run_id))
-    return f"Approved {approval.id}: {what}; {then}."
+    from jarvis.approvals import next_step
 
+    return f"Approved {approval.id}: {what}; {next_step(config, approval)}."
 
-def _then(config: Any, run_id: str) -> str:
-    """What happens next to the run of a request the person answered (not a task's)."""
-    from jarvis.approvals.records import CLI, INBOUND, SERVE
-    from jarvis.approvals.stores import open_approvals
-
-    store = open_approvals(config, create=False)
-    run = store.get_run(run_id, with_state=False) if store is not None else None
-    if store is not None:
-        store.close()
-    resumer = run.resumer if run is not None else None
-    if run is not None and run.status != "ready":
-        return "the run goes on once its other requests are answered"
-    return {INBOUND: "the run goes on now; its answer follows where its message came from",
-            SERVE: "jarvis serve continues the run and sends its answer to your channel",
-            CLI: f"continue it with `jarvis approvals continue {run_id}`"}.get(
-                str(resumer), "the run goes on when it is resumed")
