@@ -115,3 +115,46 @@ def test_without_notify_a_messages_run_is_refused_as_before(tmp_path, cli_env):
             answer = tg.wait_for_sent(1)[0]
     assert answer["text"].startswith("tool said: ERROR (denied)"), answer["text"]
     assert marks(target) == []
+
+
+def test_a_listener_killed_during_a_continuation_does_not_run_it_again(tmp_path, cli_env):
+    """kill -9 after the approved call ran, before the continuation's answer was recorded: the
+    next listener takes the continuation's ledger entry over, does not continue the run again
+    (the approvals store says it was continued), and says so in the chat, once."""
+    import threading
+
+    target = tmp_path / "once.txt"
+    after_tool = threading.Event()
+    gate = threading.Event()
+
+    def model(body: dict):
+        if body["messages"][-1].get("role") == "tool":
+            after_tool.set()
+            gate.wait(60)  # the killed listener's continuation waits here
+        return answer_from_request(body)
+
+    with FakeTelegram() as tg, FakeOpenAIServer(default=model) as llm, Receiver() as receiver:
+        write_config(receiver, tg)
+        env = listen_env(cli_env, llm, tg=tg)
+        first = Listen(env)
+        try:
+            tg.add_message(42, f"write once {target}")
+            ident = request_id(tg.wait_for_sent(1)[0]["text"])
+            tg.add_message(42, f"approve {ident}")
+            assert after_tool.wait(30)  # the approved call ran; the answer is not recorded
+            assert marks(target) == ["written once"]
+        finally:
+            first.kill9()
+        gate.set()
+        with Listen(env) as second:
+            second.wait_for_line("taking over message")
+            said = tg.wait_for_sent(3)[2]["text"]
+            wait_for(lambda: all(r["status"] in ("sent", "ignored") for r in ledger_rows(env)),
+                     30, "every message finished")
+        rows = ledger_rows(env)
+    assert said.startswith("Your answer was recorded, but the run was not continued here"), said
+    assert "continued already" in said
+    assert marks(target) == ["written once"]  # the call ran once
+    assert len(tg.sent) == 3
+    (continued,) = [r for r in rows if "+continue:" in r["key"]]
+    assert continued["attempts"] == 2 and continued["status"] == "sent"
