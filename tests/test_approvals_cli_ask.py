@@ -163,3 +163,43 @@ def test_two_continues_racing_continue_the_run_once(tmp_path, cli_env):
     loser = next(err for code, _, err in results if code != 0)
     assert "continued already" in loser or "could not be claimed" in loser, loser
     assert marks(target) == ["written race"]
+
+
+def test_an_approve_killed_during_the_continuation_is_not_continued_again(tmp_path, cli_env):
+    """kill -9 of `jarvis approvals approve` after the approved call ran, before the run
+    finished: the run is not continued again (its call happened once); `continue` says so."""
+    import signal
+    import threading
+
+    after_tool = threading.Event()
+    gate = threading.Event()
+
+    def model(body: dict):
+        if body["messages"][-1].get("role") == "tool":
+            after_tool.set()
+            gate.wait(60)
+        return answer_from_request(body)
+
+    with FakeOpenAIServer(default=model) as engine, Receiver() as receiver:
+        (tmp_path / "ws").mkdir()
+        folder, env = setup(tmp_path, cli_env, engine, receiver)
+        target = tmp_path / "out.txt"
+        out = json.loads(cli(env, folder, "ask", "--json", "--tools", "danger",
+                             f"write killed {target}").stdout)
+        (pending,) = out["pending_approvals"]
+        approving = subprocess.Popen([sys.executable, "-m", "jarvis.cli", "approvals", "approve",
+                                      pending["id"]], env=env, cwd=folder,
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        try:
+            assert after_tool.wait(30)
+            assert marks(target) == ["written killed"]
+        finally:
+            approving.send_signal(signal.SIGKILL)
+            approving.wait(10)
+            gate.set()
+        again = cli(env, folder, "approvals", "continue", out["run_id"])
+        assert again.returncode != 0 and "continued already" in again.stderr, again.stderr
+        repeat = cli(env, folder, "approvals", "approve", pending["id"])
+        assert repeat.returncode != 0 and "already" in repeat.stderr
+    assert marks(target) == ["written killed"]
