@@ -26,6 +26,11 @@ RUN_STATUSES = (PARKED, READY, RESUMED, EXPIRED)
 # run's message came to (jarvis.inbound.parked).
 SCHEDULER, SDK, SERVE, CLI, INBOUND = "scheduler", "sdk", "serve", "cli", "inbound"
 GRANT_KINDS = ("host", "channel", "server")
+# Why a call of `jarvis mcp serve` or an ORS session that needs the person is refused, not
+# parked: its caller waits for the tool's result within the call (docs/approvals.md).
+IN_CALL = ("{what} answers each tool call within the call, so it cannot wait for your approval; "
+           "a grant lets such calls through: `jarvis grants add TOOL --host HOST` (or "
+           "--channel, --server)")
 
 
 def iso(ts: float | None) -> str | None:
