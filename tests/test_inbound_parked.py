@@ -9,21 +9,40 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 from approvals_support import Receiver, answer_from_request, marks, workspace
-from inbound_support import Listen, approval, jarvis, ledger_rows, listen_env, telegram_config
+from inbound_support import (
+    Listen,
+    approval,
+    jarvis,
+    ledger_rows,
+    listen_env,
+    mail,
+    mail_config,
+    telegram_config,
+)
+from mail_servers import SmtpReceiver, start_dovecot
 from telegram_server import FakeTelegram
 from waiting import wait_for
 
 from jarvis.testing import FakeOpenAIServer
 
 
-def write_config(receiver: Receiver, tg: FakeTelegram, notify: bool = True) -> None:
+@pytest.fixture(scope="module")
+def dovecot():
+    server = start_dovecot()
+    yield server
+    server.stop()
+
+
+def write_config(receiver: Receiver, tg: FakeTelegram | None, notify: bool = True,
+                 inbound: str = "") -> None:
     work = workspace(Path.cwd())  # the `danger` tool: needs confirmation, marks each run
     (work / "config.toml").write_text(
         "[memory]\ncontext = false\n"
         f'[channels.me]\nurl = "json://{receiver.hostport}/me"\nretries = 0\n'
         f'[approvals]\nnotify = "{"me" if notify else ""}"\n'
-        + telegram_config(tg, extra='tools = ["danger"]'))
+        + (inbound or telegram_config(tg, extra='tools = ["danger"]')))
 
 
 def request_id(text: str) -> str:
@@ -158,3 +177,30 @@ def test_a_listener_killed_during_a_continuation_does_not_run_it_again(tmp_path,
     assert len(tg.sent) == 3
     (continued,) = [r for r in rows if "+continue:" in r["key"]]
     assert continued["attempts"] == 2 and continued["status"] == "sent"
+
+
+def test_an_email_runs_request_and_answer_go_to_the_same_thread(tmp_path, cli_env, dovecot):
+    mailbox = dovecot.emptied()
+    target = tmp_path / "mail.txt"
+    with SmtpReceiver() as smtp, FakeOpenAIServer(default=answer_from_request) as llm, \
+            Receiver() as receiver:
+        write_config(receiver, None,
+                     inbound=mail_config(mailbox, smtp, extra='tools = ["danger"]'))
+        env = listen_env(cli_env, llm, dovecot=mailbox)
+        with Listen(env):
+            mailbox.deliver(mail(f"Please write {target}", message_id="<q1@example.com>"))
+            (_, _, asked) = smtp.wait_for(1)[0]
+            text = asked.get_content()
+            assert "needs your approval" in text, text
+            ident = request_id(text)
+            assert marks(target) == []
+            mailbox.deliver(mail(f"approve {ident}", subject="Re: A question",
+                                 message_id="<q2@example.com>"))
+            replies = [m[2] for m in smtp.wait_for(3)]
+    assert replies[1].get_content().startswith(f"Approved {ident}: danger")
+    answer = replies[2]
+    assert answer.get_content().strip() == f"tool said: wrote {target}"
+    # The answer is a reply to the first mail, in its thread, with a Message-ID of its own.
+    assert answer["In-Reply-To"] == "<q1@example.com>"
+    assert answer["Message-ID"] != replies[0]["Message-ID"]
+    assert len(marks(target)) == 1

@@ -1,7 +1,9 @@
 """Approvals: runs that wait for the person, the requests they wait on, and grants.
 
-A run with nobody to ask (a scheduled task, an SDK call with `on_approval="defer"`) that
-reaches a call needing a person (a tool's confirmation, or the egress guard) parks: its state
+A run with nobody to ask (a scheduled task, an SDK call with `on_approval="defer"`; with
+`[approvals] notify` set also `jarvis ask` without a terminal, a message to `jarvis listen`
+and a chat run of `jarvis serve`) that reaches a call needing a person (a tool's
+confirmation, or the egress guard) parks: its state
 and one request per such call are stored, the person is told on `[approvals] notify`, and
 once they answer (`jarvis approvals approve|deny ID`, the link's page, `jarvis serve`'s HTTP
 API, a chat front end through `decide`), the run continues where it stopped, exactly once,
