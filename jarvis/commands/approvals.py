@@ -34,10 +34,11 @@ def _when(ts: float | None) -> str:
 def approvals() -> None:
     """Requests of runs waiting for you: list, show, approve, deny (docs/approvals.md).
 
-    A run with nobody to ask (a scheduled task, `jarvis ask` without a terminal, an inbound
-    message, a chat run of `jarvis serve`, an SDK call with on_approval="defer") that reaches
-    a call needing you parks when `[approvals] notify` is set; it continues where it stopped,
-    once, after you answer. A `jarvis ask` run continues in `approve`/`deny` itself.
+    A run with nobody to ask that reaches a call needing you parks: a scheduled task, an SDK
+    call with on_approval="defer", and with `[approvals] notify` set `jarvis ask` without a
+    terminal, a message to `jarvis listen` and a chat run of `jarvis serve`. It continues where
+    it stopped, once, after you answer; a `jarvis ask` run continues in `approve`/`deny`
+    itself (or `continue RUN`).
     """
 
 
