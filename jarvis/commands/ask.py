@@ -398,10 +398,9 @@ def parked_exit(ctx: click.Context, result: dict[str, Any], as_json: bool,
                    err=True)
         click.echo(f"  approve: jarvis approvals approve {ident}", err=True)
         click.echo(f"  deny:    jarvis approvals deny {ident}", err=True)
-    click.echo("The request was sent to your channel; once answered, the run goes on, once: "
-               "`jarvis approvals approve|deny` continues it and prints its answer (answered "
-               "elsewhere: `jarvis approvals continue " + run_id + "`, or a running `jarvis "
-               "serve` continues it and sends the answer to your channel).", err=True)
+    click.echo("The request was sent to your channel. `jarvis approvals approve|deny` continues "
+               "the run, once, and prints its answer; answered elsewhere (the link, a reply), "
+               "`jarvis approvals continue " + run_id + "` does.", err=True)
     ctx.exit(PARKED_EXIT_CODE)
 
 
