@@ -113,7 +113,6 @@ def _load_plugins(selection: list[str] | None | str) -> PluginReport:
     if wanted == []:
         _last_report = report
         return report
-    ToolRegistry._ensure_loaded()  # built-ins first, so a clash is blamed on the plugin
     seen: set[str] = set()
     for ep in installed_plugins():
         info = PluginInfo(ep.name, ep.value, ep.distribution, ep.version)
@@ -126,6 +125,7 @@ def _load_plugins(selection: list[str] | None | str) -> PluginReport:
                   "uninstall one of them")
             continue
         seen.add(ep.name)
+        ToolRegistry._ensure_loaded()  # built-ins first, so a clash is blamed on the plugin
         _load_one(ep, info)
     for name in wanted or []:
         if name not in seen:
