@@ -26,10 +26,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import sys
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from jarvis.core import private_cache
@@ -38,26 +36,41 @@ FORMAT = 1
 KEEP_FILES = 4
 RACY_NS = 200_000_000  # a file changed less than 0.2 s before the scan: not cached
 _SUFFIXES = (".dist-info", ".egg-info")
-# importlib.metadata.EntryPoint.pattern
-_PATTERN = re.compile(r"(?P<module>[\w.]+)\s*(:\s*(?P<attr>[\w.]+)\s*)?((?P<extras>\[.*\])\s*)?$")
+# importlib.metadata.EntryPoint.pattern (compiled on first load)
+_PATTERN = r"(?P<module>[\w.]+)\s*(:\s*(?P<attr>[\w.]+)\s*)?((?P<extras>\[.*\])\s*)?$"
 
 
-@dataclass(frozen=True, slots=True)
 class EntryPoint:
     """One installed entry point and the distribution that declares it."""
 
-    name: str
-    value: str
-    group: str
-    distribution: str = ""
-    version: str = ""
+    __slots__ = ("name", "value", "group", "distribution", "version")
+
+    def __init__(self, name: str, value: str, group: str, distribution: str = "",
+                 version: str = "") -> None:
+        self.name = name
+        self.value = value
+        self.group = group
+        self.distribution = distribution
+        self.version = version
+
+    def __repr__(self) -> str:
+        return (f"EntryPoint(name={self.name!r}, value={self.value!r}, group={self.group!r}, "
+                f"distribution={self.distribution!r}, version={self.version!r})")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, EntryPoint):
+            return NotImplemented
+        return all(getattr(self, k) == getattr(other, k) for k in self.__slots__)
+
+    __hash__ = None  # type: ignore[assignment]
 
     def load(self) -> Any:
         """Import the module the value names and return it, or the attribute it names (as
         importlib.metadata.EntryPoint.load)."""
         import importlib
+        import re
 
-        match = _PATTERN.match(self.value)
+        match = re.match(_PATTERN, self.value)
         if match is None:
             raise ValueError(f"entry point {self.name!r} = {self.value!r} is not "
                              "'module' or 'module:attribute'")
