@@ -207,9 +207,9 @@ class ToolRegistry(RegistryBase):
 
         The registry sits in core and knows no tool (arrows point down); the package that
         owns the catalog installs these hooks (`jarvis/__init__.py` does, for jarvis.tools,
-        the scheduler's tools and the MCP bridge). Until the whole catalog is loaded, a
-        lookup by name and a registration under a built-in's name load that built-in alone
-        (so a newcomer taking its name is refused, as with the whole catalog loaded).
+        the scheduler's tools and the MCP bridge). A lookup by name and a registration under
+        a built-in's name load that built-in first, alone (so a newcomer taking its name is
+        refused, as with the whole catalog loaded).
         """
         cls._catalog_loader = loader
         cls._catalog_part = part
@@ -217,8 +217,10 @@ class ToolRegistry(RegistryBase):
 
     @classmethod
     def _load_builtin(cls, key: str) -> None:
+        # Also once the whole catalog is loading (or loaded): a lookup on another thread while
+        # it loads waits for that tool's module instead of missing the name.
         part = cls._catalog_part
-        if part is not None and not cls._loaded and isinstance(key, str) and key not in cls._entries:
+        if part is not None and isinstance(key, str) and key not in cls._entries:
             part(key)
 
     @classmethod
