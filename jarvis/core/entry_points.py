@@ -15,8 +15,9 @@ everything importlib.metadata reads to find it, taken with os.scandir and os.sta
 So a distribution installed or removed (its name comes or goes), reinstalled (a new folder)
 or rewritten in place (the file's ctime moves, whatever its size or mtime) gives another key,
 and the next run scans again. A `.pth` file or an `.egg-link` (a develop install) acts through
-sys.path (the folder it adds is on it at the next start), so sys.path in the key covers it. A file changed within RACY_NS of the scan could share its
-timestamp with a later rewrite (file systems stamp coarsely), so such a scan is not cached.
+sys.path (the folder it adds is on it at the next start), so sys.path in the key covers it.
+A file changed within RACY_NS of the scan could share its timestamp with a later rewrite
+(file systems stamp coarsely), so such a scan is not cached.
 Another finder on sys.meta_path that can find distributions (its own, outside sys.path) turns
 the cache off. A cache file that is missing, unreadable, not private or malformed means a
 real scan.
