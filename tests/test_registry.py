@@ -217,6 +217,31 @@ def test_a_lookup_by_name_loads_that_builtin_alone():
         "CalculatorTool", True, ["jarvis.tools.calculator", "jarvis.tools.think"], True, True]
 
 
+def test_every_builtin_builds_alone_in_a_fresh_interpreter():
+    # Loading a built-in by name imports its module alone: each must build, with the same
+    # spec, without what the rest of the catalog would have imported before it (a test
+    # process has them all loaded, so only a fresh interpreter shows a missing import).
+    from concurrent.futures import ThreadPoolExecutor
+
+    import jarvis
+
+    code = ("import json, sys\n"
+            "from jarvis.tools.catalog import build_tool\n"
+            "spec = build_tool(sys.argv[1]).spec\n"
+            "print(json.dumps([spec.name, spec.egress, sorted(spec.output_labels)]))\n")
+
+    def alone(name: str) -> tuple[str, Any]:
+        out = subprocess.run([sys.executable, "-c", code, name], capture_output=True, text=True)
+        assert out.returncode == 0, (name, out.stderr[-2000:])
+        return name, json.loads(out.stdout)
+
+    with ThreadPoolExecutor(4) as pool:
+        built = dict(pool.map(alone, sorted(jarvis.BUILTIN_TOOLS)))
+    for name, got in built.items():
+        spec = build_tool(name).spec
+        assert got == [spec.name, spec.egress, sorted(spec.output_labels)], name
+
+
 def test_a_newcomer_taking_a_builtin_name_is_refused_before_the_catalog_loads():
     # As when importing the tool package registered every built-in: the built-in of that name
     # is registered first, and the newcomer gets the clash.
