@@ -25,10 +25,8 @@ def run_in_process(args: list[str] | tuple[str, ...], env: dict[str, str] | None
                    cwd: Path | str | None = None, input: str | bytes | None = None
                    ) -> subprocess.CompletedProcess[str]:
     """Run `jarvis ARGS` in process; the result as subprocess.run(..., text=True) gives it."""
-    # The MCP SDK's stdio_client takes `errlog=sys.stderr` as a default argument: imported for
-    # the first time while CliRunner has swapped sys.stderr, it would keep that stream, and
-    # every later server start in this test process would fail (`fileno`). Imported here first.
-    import mcp.client.stdio  # noqa: F401
+    # (mcp.client.stdio is imported by conftest.py with the real stderr: its stdio_client
+    # binds errlog=sys.stderr when first imported, which must not be CliRunner's stream.)
     from click.testing import CliRunner
 
     from jarvis.cli import cli

@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
 from approvals_support import Receiver, answer_from_request, marks, workspace
 from inbound_support import (
     Listen,
@@ -21,18 +20,11 @@ from inbound_support import (
     mail_config,
     telegram_config,
 )
-from mail_servers import SmtpReceiver, start_dovecot
+from mail_servers import SmtpReceiver
 from telegram_server import FakeTelegram
 from waiting import wait_for
 
 from jarvis.testing import FakeOpenAIServer
-
-
-@pytest.fixture(scope="module")
-def dovecot():
-    server = start_dovecot()
-    yield server
-    server.stop()
 
 
 def write_config(receiver: Receiver, tg: FakeTelegram | None, notify: bool = True,
