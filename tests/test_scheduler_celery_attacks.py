@@ -96,6 +96,10 @@ def test_forged_messages_are_refused_in_one_line_and_the_real_run_runs_once(
         w.wait_for_line("Can't decode message body")
         wait_for(lambda: sum(f"run {run.id + 1000} (attempt 1, epoch 1): not started here" in line
                              for line in w.lines) == 5, timeout=15, what="the eta messages now")
+        # The run's row says succeeded before Celery logs the task's end: wait for that line.
+        wait_for(lambda: [line for line in w.lines if "] succeeded in" in line
+                          and not line.endswith("'dropped'")], timeout=15,
+                 what="the worker's line for the real run")
         text = w.text()
     finally:
         w.close()
