@@ -32,11 +32,15 @@ log = logging.getLogger("jarvis.scheduler")
 PRUNE_EVERY_SECONDS = 3600.0  # how often a running daemon applies [scheduler] keep_runs
 DISPATCH_BATCH = 100  # runs claimed for dispatch per ledger transaction
 UNSENT_SECONDS = 10.0  # a run claimed this long ago and never sent is sent again
+PARKED_CHECK_SECONDS = 0.05  # the local daemon looks at parked runs at most this often
 
 
 class SchedulerDaemon:
     """Run what is due: once (`run_due`), or as a daemon (`run_forever`, `start`/`stop`); a
     part of TaskScheduler."""
+
+    _parked_next = 0.0  # time.monotonic() when _tick next looks at parked runs
+
     def run_due(self) -> list[Run]:
         """Run everything due now (catch-up policy included), wait for it, and return the
         finished runs: what `jarvis scheduler start --once` does. With a dispatcher, what is
@@ -221,9 +225,14 @@ class SchedulerDaemon:
         with self._active_lock:
             free = self.max_workers - len(self._active)
         free -= self._held_by_orphans()
-        for claim in self._continuations(free):
-            self._spawn(claim)
-            free -= 1
+        # Parked runs are looked at on a tick at most every PARKED_CHECK_SECONDS (a burst
+        # wakes the loop at every finished run); a tick that skips the look wakes again by then.
+        parked_due = self._parked_next - time.monotonic()
+        if parked_due <= 0:
+            self._parked_next = time.monotonic() + PARKED_CHECK_SECONDS
+            for claim in self._continuations(free):
+                self._spawn(claim)
+                free -= 1
         claims: list[Claim] = []
         # next_wake only decides whether to claim and how long to sleep; claim_due decides
         # what runs. So when the last tick saw something due, claim at once (a claim that
@@ -248,6 +257,8 @@ class SchedulerDaemon:
             delay = wake_at - self.clock()
             # Due but not claimable right now (e.g. busy elsewhere): wait a poll, not spin.
             timeout = min(self.poll_seconds, delay) if delay > 0 or claims else self.poll_seconds
+        if parked_due > 0:
+            timeout = min(timeout, parked_due)
         return timeout, idle_state
 
     def _dispatch_tick(self, idle_state: str | None) -> tuple[float, str]:
@@ -398,6 +409,8 @@ class SchedulerDaemon:
         return state
 
     def _log_start(self, claim: Claim) -> None:
+        if not log.isEnabledFor(logging.INFO):  # its time is formatted only when logged
+            return
         log.info("task %s: run %d started (%s, occurrence %s, attempt %d)", claim.task.id,
                  claim.run.id, claim.run.trigger, iso(claim.run.scheduled_for), claim.run.attempt)
 
@@ -411,11 +424,12 @@ class SchedulerDaemon:
             if bus is not None:
                 from jarvis.core.events import EventType
 
-                bus.publish(EventType.SCHEDULER_TASK_START, {
-                    "task_id": claim.task.id, "run_id": claim.run.id,
-                    "prompt": claim.task.prompt, "trigger": claim.run.trigger})
+                if _listened(bus, EventType.SCHEDULER_TASK_START):
+                    bus.publish(EventType.SCHEDULER_TASK_START, {
+                        "task_id": claim.task.id, "run_id": claim.run.id,
+                        "prompt": claim.task.prompt, "trigger": claim.run.trigger})
             run = self._execute_claim(claim, pool)
-            if bus is not None:
+            if bus is not None and _listened(bus, EventType.SCHEDULER_TASK_END):
                 bus.publish(EventType.SCHEDULER_TASK_END, {
                     "task_id": claim.task.id, "run_id": claim.run.id, "status": run.status,
                     "success": run.status == "succeeded", "result": run.answer or "",
@@ -544,6 +558,13 @@ class SchedulerDaemon:
                 log.warning("recording run %d failed (%s); retrying", run.id, exc)
                 time.sleep(0.5 * (attempt + 1))
         return None
+
+
+def _listened(bus: Any, event_type: Any) -> bool:
+    """Whether publishing `event_type` on `bus` reaches anyone (a bus that cannot say: yes),
+    so a run's event data is built only for a listener."""
+    has = getattr(bus, "has_subscribers", None)
+    return True if has is None else bool(has(event_type))
 
 
 def _timed_out(task: Task, took: float | None) -> RunOutcome:
