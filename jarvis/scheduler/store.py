@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from jarvis.errors import UserError
+from jarvis.scheduler.group_commit import GroupCommit
 from jarvis.scheduler.records import Run, Task, finished_status
 from jarvis.scheduler.store_common import (  # "X as X": callers import X from here
     FINISHED,
@@ -200,6 +201,7 @@ class SchedulerStore(StoreBase):
                             f"[scheduler] db_path or JARVIS_SCHEDULER_DB to a writable file") from None
         self.path = path
         self._lock = threading.RLock()
+        self._finishes = GroupCommit(self.immediate, self._finish_in)
         self.db = sqlite_utils.Database(conn, execute_plugins=False)
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
@@ -431,24 +433,30 @@ class SchedulerStore(StoreBase):
         recovered it), in which case nothing is written.
         """
         status = finished_status(success, error_type)
-        retry = retry and status == "failed"
-        answer, error = _clip(answer, MAX_ANSWER_CHARS), _clip(error, MAX_ERROR_CHARS)
-        with self.immediate() as conn:
-            # The compare-and-set returns the row it wrote (RETURNING): not read again.
-            cursor = conn.execute(
-                "UPDATE runs SET status = ?, finished_at = ?, answer = ?, error = ?, "
-                "error_type = ?, run_log_id = ?, lease_until = NULL WHERE id = ? AND "
-                "claimed_by = ? AND status = 'running' RETURNING *",
-                (status, now, answer, error, error_type, run_log_id, run_id, owner))
-            rows = cursor.fetchall()
-            if len(rows) != 1:
-                return None
-            run = _run(dict(zip([d[0] for d in cursor.description], rows[0], strict=True)))
-            if retry:
-                self._after_attempt(conn, run, now=now, retry=True, crashed=False)
-            else:
-                self._after_final(conn, run, now)
-            return run
+        # Finishes that arrive together (a burst's workers) share one transaction; each
+        # returns once the transaction holding its row has committed.
+        return self._finishes.submit((
+            run_id, owner, now, status, _clip(answer, MAX_ANSWER_CHARS),
+            _clip(error, MAX_ERROR_CHARS), error_type, run_log_id, retry and status == "failed"))
+
+    def _finish_in(self, conn: sqlite3.Connection, item: tuple) -> Run | None:
+        """finish_run's writes, inside the (shared) write transaction."""
+        run_id, owner, now, status, answer, error, error_type, run_log_id, retry = item
+        # The compare-and-set returns the row it wrote (RETURNING): not read again.
+        cursor = conn.execute(
+            "UPDATE runs SET status = ?, finished_at = ?, answer = ?, error = ?, "
+            "error_type = ?, run_log_id = ?, lease_until = NULL WHERE id = ? AND "
+            "claimed_by = ? AND status = 'running' RETURNING *",
+            (status, now, answer, error, error_type, run_log_id, run_id, owner))
+        rows = cursor.fetchall()
+        if len(rows) != 1:
+            return None
+        run = _run(dict(zip([d[0] for d in cursor.description], rows[0], strict=True)))
+        if retry:
+            self._after_attempt(conn, run, now=now, retry=True, crashed=False)
+        else:
+            self._after_final(conn, run, now)
+        return run
 
     @staticmethod
     def _after_final(conn: sqlite3.Connection, run: Run, now: float) -> None:
