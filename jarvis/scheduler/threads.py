@@ -30,17 +30,29 @@ IDLE_NAME = "jarvis-idle"
 class Job:
     """One call handed to the pool; quacks like the Thread it replaces (is_alive, join)."""
 
-    __slots__ = ("_done", "name")
+    __slots__ = ("_done", "_ended", "name")
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self._done = threading.Event()
+        self._ended = False
+        # Held until the call ends; a waiter takes it and gives it back at once. A plain lock,
+        # not a threading.Event: a run's supervisor waits on its call this way, and an Event
+        # (a Condition making a lock per wait) was a measurable part of a run's cost.
+        self._done = threading.Lock()
+        self._done.acquire()
 
     def is_alive(self) -> bool:
-        return not self._done.is_set()
+        return not self._ended
 
     def join(self, timeout: float | None = None) -> None:
-        self._done.wait(timeout)
+        if self._ended:
+            return
+        if self._done.acquire(timeout=-1 if timeout is None else max(timeout, 0.0)):
+            self._done.release()
+
+    def _end(self) -> None:
+        self._ended = True
+        self._done.release()
 
 
 class ThreadPool:
@@ -104,7 +116,7 @@ class _Worker:
             finally:
                 me.name = IDLE_NAME
                 self.pool._park(self)  # idle before the waiter wakes: it may hand the next call
-                job._done.set()
+                job._end()
 
 
 # The daemon's runs and their supervisors (jarvis.scheduler.daemon).
