@@ -21,7 +21,7 @@ from typing import Any, Self
 from jarvis.errors import EngineError, JarvisError
 from jarvis.scheduler.fencing import ledger_fence
 from jarvis.scheduler.records import Run, Task
-from jarvis.scheduler.runner import RunOutcome, start_run
+from jarvis.scheduler.runner import RunOutcome, run_here, start_run
 from jarvis.scheduler.schedules import iso
 from jarvis.scheduler.store import Claim
 from jarvis.scheduler.store_common import StoreUnavailable
@@ -40,6 +40,7 @@ class SchedulerDaemon:
     part of TaskScheduler."""
 
     _parked_next = 0.0  # time.monotonic() when _tick next looks at parked runs
+    _next_beat = 0.0  # time.monotonic() when _watch next renews the leases
 
     def run_due(self) -> list[Run]:
         """Run everything due now (catch-up policy included), wait for it, and return the
@@ -165,6 +166,10 @@ class SchedulerDaemon:
                 log.error("scheduler loop error (will retry in %g s): %s: %s",
                           self.poll_seconds, type(exc).__name__, exc)
                 timeout = self.poll_seconds
+            try:
+                timeout = min(timeout, self._watch())  # the leases and timeouts of its runs
+            except Exception as exc:  # noqa: BLE001 - as above: the next pass retries
+                log.error("scheduler loop error (leases): %s: %s", type(exc).__name__, exc)
             self._wake.wait(max(timeout, 0.0))
             self._wake.clear()
         self._shutdown()
@@ -281,25 +286,32 @@ class SchedulerDaemon:
 
         def work() -> None:
             try:
-                self._execute(claim, pool=RUN_THREADS)
+                self._execute(claim, here=True)
             finally:
                 with self._active_lock:
                     self._active.pop(claim.run.id, None)
                 self._wake.set()
 
-        # The daemon's supervisors and calls run on reused threads (jarvis.scheduler.threads);
-        # `--once` passes (run_due) start their own, which end with the pass.
+        # The daemon's runs run on reused threads (jarvis.scheduler.threads), each call on its
+        # run's thread, watched by the loop (_watch); `--once` passes (run_due) start a
+        # supervisor and a call thread per run, which end with the pass.
         job = Job(f"jarvis-run-{claim.run.id}")
         with self._active_lock:
             self._active[claim.run.id] = job  # before the call: it may end at once
+            # Its timeout runs from now; the loop's next _watch sees it (and wakes by then).
+            self._deadlines[claim.run.id] = (time.monotonic() + claim.task.timeout_seconds,
+                                             claim.task)
         RUN_THREADS.submit(work, job.name, job)
 
     def _shutdown(self) -> None:
         deadline = time.monotonic() + self.shutdown_timeout
         with self._active_lock:
             pending = dict(self._active)
-        for thread in pending.values():
-            thread.join(max(0.0, deadline - time.monotonic()))
+        # While they end, their leases are kept and their timeouts watched, as while running.
+        self._watch()
+        while (waiting := [t for t in pending.values() if t.is_alive()]) and (
+                left := deadline - time.monotonic()) > 0:
+            waiting[0].join(min(left, self._watch()))
         alive = {run_id: thread for run_id, thread in pending.items() if thread.is_alive()}
         with self._active_lock:
             delivering = set(alive) & self._delivering
@@ -327,6 +339,10 @@ class SchedulerDaemon:
                     call = self._executing[run_id]
                     if call is not None and call.is_alive():
                         self._orphans[run_id] = call
+                        # A call on its run's own thread (_execute_here): its worker is held
+                        # by it as an orphan now, not counted twice as active.
+                        if self._active.get(run_id) is call:
+                            del self._active[run_id]
             if overdue:
                 task = self.store.get_task(self.store.get_run(run_id).task_id)
                 run = self.store.finish_run(run_id, self.owner, now=self.clock(), success=False,
@@ -414,9 +430,10 @@ class SchedulerDaemon:
         log.info("task %s: run %d started (%s, occurrence %s, attempt %d)", claim.task.id,
                  claim.run.id, claim.run.trigger, iso(claim.run.scheduled_for), claim.run.attempt)
 
-    def _execute(self, claim: Claim, pool: Any = None) -> Run:
-        """Run one claimed occurrence with its timeout, keep its lease alive, record it (its
-        call on a thread of `pool`, a ThreadPool, if given)."""
+    def _execute(self, claim: Claim, here: bool = False) -> Run:
+        """Run one claimed occurrence with its timeout, keep its lease alive, record it: its
+        call on a thread of its own, watched from this one; `here`: on this thread, watched by
+        the daemon loop (`_watch`)."""
         with self._active_lock:
             self._executing[claim.run.id] = None
         bus = getattr(self, "bus", None)
@@ -428,7 +445,7 @@ class SchedulerDaemon:
                     bus.publish(EventType.SCHEDULER_TASK_START, {
                         "task_id": claim.task.id, "run_id": claim.run.id,
                         "prompt": claim.task.prompt, "trigger": claim.run.trigger})
-            run = self._execute_claim(claim, pool)
+            run = self._execute_here(claim) if here else self._execute_claim(claim)
             if bus is not None and _listened(bus, EventType.SCHEDULER_TASK_END):
                 bus.publish(EventType.SCHEDULER_TASK_END, {
                     "task_id": claim.task.id, "run_id": claim.run.id, "status": run.status,
@@ -440,15 +457,75 @@ class SchedulerDaemon:
                 self._executing.pop(claim.run.id, None)
                 self._given_up.discard(claim.run.id)
                 self._overdue.discard(claim.run.id)
+                self._deadlines.pop(claim.run.id, None)
 
-    def _execute_claim(self, claim: Claim, pool: Any = None) -> Run:
+    def _execute_here(self, claim: Claim) -> Run:
+        """The daemon's way: the call on this thread (one thread and two wake-ups per run
+        fewer than a supervisor's); the loop keeps the lease and marks the call overdue at its
+        timeout (`_watch`), as a supervisor would."""
+        task, run = claim.task, claim.run
+        fence = ledger_fence(self.store, run, self.owner, self.lease_seconds, clock=self.clock)
+        with self._active_lock:
+            self._executing[run.id] = self._active.get(run.id)  # this run's job: the call's
+            due = self._deadlines[run.id][0]  # set by _spawn
+        started = due - task.timeout_seconds
+        box = run_here(self.runner, task, run, fence)
+        with self._active_lock:
+            self._deadlines.pop(run.id, None)
+            late = run.id not in self._overdue and run.id not in self._given_up and (
+                time.monotonic() >= due)
+            if late:  # past its timeout before the loop saw it: as the loop would have
+                self._overdue.add(run.id)
+        if late:
+            self._abandon(task, run.id)
+        with self._active_lock:
+            timed_out = run.id in self._overdue
+        return self._conclude(task, run, box, started, timed_out)
+
+    def _abandon(self, task: Task, run_id: int) -> None:
+        self.abandoned += 1
+        log.warning("task %s: run %d timed out after %g s; its call is still running "
+                    "and its result will be dropped; the task's retry and next runs "
+                    "wait until it ends (it holds one of the %d workers)", task.id,
+                    run_id, task.timeout_seconds, self.max_workers)
+
+    def _watch(self) -> float:
+        """For the runs executing on the daemon's threads (`_execute_here`): renew their
+        leases every lease/4 s and mark each call overdue at its timeout. Returns the seconds
+        until it is next needed."""
+        now = time.monotonic()
+        beat = max(self.lease_seconds / 4, 0.05)
+        late: list[tuple[Task, int]] = []
+        with self._active_lock:
+            if not self._deadlines:
+                self._next_beat = now + beat  # a run just claimed has a fresh lease
+                return float("inf")
+            upcoming = [self._next_beat]
+            for run_id, (due, task) in self._deadlines.items():
+                if run_id in self._overdue or run_id in self._given_up:
+                    continue
+                if due <= now:
+                    self._overdue.add(run_id)
+                    late.append((task, run_id))
+                else:
+                    upcoming.append(due)
+        for task, run_id in late:
+            self._abandon(task, run_id)
+        if now >= self._next_beat:
+            self._next_beat = now + beat
+            try:
+                self.store.heartbeat(self.owner, self.clock() + self.lease_seconds)
+            except (sqlite3.OperationalError, StoreUnavailable) as exc:  # busy: the next beat
+                log.warning("could not renew the leases of this daemon's runs: %s", exc)
+        return max(min(upcoming) - now, 0.0)
+
+    def _execute_claim(self, claim: Claim) -> Run:
         task, run = claim.task, claim.run
         started = time.monotonic()
         # The run's lease is checked before each of its engine and tool calls: a run another
         # daemon recovered (this one stalled past its lease) makes no further call.
         fence = ledger_fence(self.store, run, self.owner, self.lease_seconds, clock=self.clock)
-        worker, box = start_run(self.runner, task, run, f"jarvis-task-{task.id}", fence=fence,
-                                pool=pool)
+        worker, box = start_run(self.runner, task, run, f"jarvis-task-{task.id}", fence=fence)
         with self._active_lock:
             self._executing[run.id] = worker
         beat = max(self.lease_seconds / 4, 0.05)
@@ -460,13 +537,9 @@ class SchedulerDaemon:
             left = task.timeout_seconds - (time.monotonic() - started)
             if left <= 0 and not timed_out:
                 timed_out = True
-                self.abandoned += 1
                 with self._active_lock:
                     self._overdue.add(run.id)
-                log.warning("task %s: run %d timed out after %g s; its call is still running "
-                            "and its result will be dropped; the task's retry and next runs "
-                            "wait until it ends (it holds one of the %d workers)", task.id,
-                            run.id, task.timeout_seconds, self.max_workers)
+                self._abandon(task, run.id)
             worker.join(beat if timed_out else min(beat, left))
             if self._was_given_up(run.id):
                 return run
@@ -475,6 +548,11 @@ class SchedulerDaemon:
                     self.store.heartbeat(self.owner, self.clock() + self.lease_seconds)
                 except (sqlite3.OperationalError, StoreUnavailable) as exc:  # busy: the next beat will do
                     log.warning("could not renew the lease of run %d: %s", run.id, exc)
+        return self._conclude(task, run, box, started, timed_out)
+
+    def _conclude(self, task: Task, run: Run, box: dict[str, Any], started: float,
+                  timed_out: bool) -> Run:
+        """After the call: record its outcome (or that it timed out), log, deliver."""
         if self._was_given_up(run.id):
             return run
         if timed_out:
