@@ -2,10 +2,12 @@
 them to a dispatcher's workers), keeps their leases, records them, and shuts down cleanly.
 
 The loop sleeps until the next due occurrence, but at most `poll_seconds`, so tasks added by
-other processes are noticed within that time. Each claimed run executes on a worker thread
-that keeps the run's lease alive while it waits. A run past its timeout is recorded as failed
-("timeout") and its result dropped, but only when its call really ends (Python cannot kill a
-thread): until then it keeps its worker and blocks its task's retry and next runs.
+other processes are noticed within that time. Each claimed run's call executes on a pooled
+thread of its own; the loop renews its runs' leases and marks a call overdue at its timeout
+(`--once` passes give each call a supervisor thread that does this). A run past its timeout
+is recorded as failed ("timeout") and its result dropped, but only when its call really ends
+(Python cannot kill a thread): until then it keeps its worker and blocks its task's retry and
+next runs.
 
 A part of TaskScheduler (jarvis.scheduler.scheduler), whose __init__ sets what this uses.
 """

@@ -1,7 +1,7 @@
-"""Reused threads for the daemon's runs: a run's call and its supervisor each need a thread of
-their own (Python cannot stop a call past its timeout, so the supervisor waits on it with its
-own lease and timeout), but starting two threads per run was a third of the daemon's cost
-when many runs are due at once (each start waits for the new thread to be scheduled).
+"""Reused threads for the daemon's runs: each run's call needs a thread of its own (Python
+cannot stop a call past its timeout, so the daemon loop watches it from outside, with the
+run's lease), but starting a thread per run was a large part of the daemon's cost when many
+runs are due at once (each start waits for the new thread to be scheduled).
 
 `ThreadPool.submit(fn, name)` hands `fn` to an idle thread of the pool, or starts one; a
 thread whose call has ended waits `linger` seconds for the next and then ends, so an idle
@@ -36,8 +36,8 @@ class Job:
         self.name = name
         self._ended = False
         # Held until the call ends; a waiter takes it and gives it back at once. A plain lock,
-        # not a threading.Event: a run's supervisor waits on its call this way, and an Event
-        # (a Condition making a lock per wait) was a measurable part of a run's cost.
+        # not a threading.Event: waiters (a shutdown, a --once pass) wait on calls this way, and
+        # an Event (a Condition making a lock per wait) was a measurable part of a run's cost.
         self._done = threading.Lock()
         self._done.acquire()
 
@@ -119,5 +119,5 @@ class _Worker:
                 job._end()
 
 
-# The daemon's runs and their supervisors (jarvis.scheduler.daemon).
+# The daemon's runs (jarvis.scheduler.daemon).
 RUN_THREADS = ThreadPool()
