@@ -14,6 +14,11 @@ then each source tree), bytecode cached:
    after close (the interpreter's own start excluded). Floor: what a config load minimally
    does: import tomllib, read and parse the same config.toml.
 
+JARVIS_LOAD_PLUGINS is unset in the children (the default: every installed plugin, so the
+entry-point scan runs). Before the rounds, each tree runs one untimed `Jarvis()` and one
+untimed `ask` (a first start validates the config and scans the installed plugins; later
+starts read both from $JARVIS_HOME/cache).
+
 `--src DIR` (repeatable) measures another checkout's `jarvis/` too (e.g. main's, exported with
 `git archive main jarvis | tar -x -C /tmp/main-src`), in the same rounds, so before/after
 ratios come from one run.
@@ -110,15 +115,21 @@ def main() -> None:
         base = dict(os.environ, JARVIS_HOME=home, JARVIS_ENGINE="vllm", VLLM_HOST=server.url,
                     JARVIS_MODEL="test-model")
         base.pop("PYTHONPATH", None)
+        base.pop("JARVIS_LOAD_PLUGINS", None)  # the default: every installed plugin (a scan)
         envs = {name: dict(base, PYTHONPATH=root) for name, root in trees}
         for root in {root for _, root in trees}:  # bytecode cached before the clock runs
             subprocess.run([sys.executable, "-m", "compileall", "-q", f"{root}/jarvis"], check=True)
 
-        for name, _root in trees:  # a first load validates and caches the config (untimed)
-            child_cpu([sys.executable, "-c", JARVIS_INIT], envs[name], home)
-
         def script() -> None:
             server.add(reply(tool_calls=[tool_call("calculator", {"expression": "2+2"})]), "4")
+
+        # Untimed: a first start validates and caches the config and scans the installed
+        # plugins (cached too); the rounds measure the starts after it.
+        for name, _root in trees:
+            child_cpu([sys.executable, "-c", JARVIS_INIT], envs[name], home)
+            script()
+            child_cpu([sys.executable, "-m", "jarvis.cli", "ask", "--tools", "calculator",
+                       "what is 2+2"], envs[name], home)
 
         for _ in range(args.repeat):
             script()

@@ -80,18 +80,58 @@ _EXPORTS: dict[str, str] = {
 __getattr__ = lazy_getattr("jarvis", _EXPORTS, globals())
 
 # The built-in tool catalog, each part loaded from the layer that owns it: the tool package's
-# own tools, the scheduler's tools, the MCP bridge. The registry (core) knows none of them;
-# it calls load_builtin_catalog the first time a lookup needs the built-ins.
+# own tools, the scheduler's tools, the MCP bridge. The registry (core) knows none of them:
+# looking up a built-in by name imports its module alone (BUILTIN_TOOLS), and anything that
+# needs them all (listing, a plugin, a workspace tool file or an MCP server registering beside
+# them) loads the whole catalog first (load_builtin_catalog).
 BUILTIN_CATALOG: tuple[str, ...] = ("jarvis.tools", "jarvis.scheduler.tools", "jarvis.mcp.adapter")
+# built-in tool name -> the module whose import registers it (tests/test_registry.py checks
+# it against what each module registers)
+BUILTIN_TOOLS: dict[str, str] = {
+    "calculator": "jarvis.tools.calculator",
+    "channel_list": "jarvis.tools.channel_tools",
+    "channel_send": "jarvis.tools.channel_tools",
+    "channel_status": "jarvis.tools.channel_tools",
+    "code_interpreter": "jarvis.tools.code_interpreter",
+    "file_read": "jarvis.tools.file_read",
+    "http_request": "jarvis.tools.http_request",
+    "llm": "jarvis.tools.llm_tool",
+    "memory_index": "jarvis.tools.memory_tools",
+    "memory_retrieve": "jarvis.tools.memory_tools",
+    "memory_search": "jarvis.tools.memory_tools",
+    "memory_store": "jarvis.tools.memory_tools",
+    "repl": "jarvis.tools.repl",
+    "retrieval": "jarvis.tools.retrieval",
+    "think": "jarvis.tools.think",
+    "web_fetch": "jarvis.tools.web_fetch",
+    "web_search": "jarvis.tools.web_search",
+    "cancel_scheduled_task": "jarvis.scheduler.tools",
+    "list_scheduled_tasks": "jarvis.scheduler.tools",
+    "pause_scheduled_task": "jarvis.scheduler.tools",
+    "resume_scheduled_task": "jarvis.scheduler.tools",
+    "schedule_task": "jarvis.scheduler.tools",
+    "mcp_adapter": "jarvis.mcp.adapter",
+    "mcp_read_resource": "jarvis.mcp.adapter",
+}
 
 
 def load_builtin_catalog() -> None:
     """Register every built-in tool in ToolRegistry (cheap after the first call)."""
-    for module in BUILTIN_CATALOG:
+    from jarvis.tools.catalog import load_builtins
+
+    load_builtins()
+    for module in BUILTIN_CATALOG[1:]:
         importlib.import_module(module)
 
 
-_ToolRegistry.set_catalog_loader(load_builtin_catalog)
+def _load_builtin_tool(name: str) -> None:
+    """Register the built-in tool `name` alone (nothing when no built-in has that name)."""
+    module = BUILTIN_TOOLS.get(name)
+    if module is not None:
+        importlib.import_module(module)
+
+
+_ToolRegistry.set_catalog_loader(load_builtin_catalog, _load_builtin_tool)
 
 
 def __dir__() -> list[str]:

@@ -20,10 +20,16 @@ def load_extensions(config: Any) -> None:
     import sys
 
     from jarvis.plugins import load_plugins
-    from jarvis.workspace.tools import load_workspace_tools
+    from jarvis.workspace import workspace_path
 
     load_plugins()
-    load_workspace_tools(config)
+    # With no tools folder, and the loader never imported (so it has registered nothing to
+    # undo), there is nothing to load: its module is not imported either.
+    if ("jarvis.workspace.tools" in sys.modules
+            or workspace_path(config, config.workspace.tools_dir).is_dir()):
+        from jarvis.workspace.tools import load_workspace_tools
+
+        load_workspace_tools(config)
     check_tool_tables(config)
     # With no server configured, and the manager never imported (so it has registered
     # nothing to undo), the MCP client (asyncio, ssl, the SDK's types) is not imported at all.

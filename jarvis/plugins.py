@@ -82,19 +82,21 @@ def last_report() -> PluginReport | None:
     return _last_report
 
 
-# Scanning every installed distribution costs ~10 ms; the answer only changes with sys.path
-# (or a pip install in the middle of a run, which `refresh=True` picks up).
+# The scan is cached on disk (jarvis.core.entry_points: keyed by what it reads, so an install,
+# removal or rewrite is seen by the next run) and in the process for the same sys.path (a pip
+# install in the middle of a run is picked up by `refresh=True`).
 _SCAN: tuple[tuple[str, ...], list[Any]] | None = None
 
 
 def installed_plugins(refresh: bool = False) -> list[Any]:
-    """The installed entry points of the `jarvis` group, sorted by name."""
+    """The installed entry points of the `jarvis` group, sorted by name (EntryPoint: name,
+    value, distribution, version, load())."""
     global _SCAN
     key = tuple(sys.path)
     if refresh or _SCAN is None or _SCAN[0] != key:
-        from importlib.metadata import entry_points
+        from jarvis.core.entry_points import entry_points
 
-        _SCAN = (key, sorted(entry_points(group=GROUP), key=lambda ep: (ep.name, ep.value)))
+        _SCAN = (key, entry_points(GROUP, refresh=refresh))
     return list(_SCAN[1])
 
 
@@ -111,10 +113,9 @@ def _load_plugins(selection: list[str] | None | str) -> PluginReport:
     if wanted == []:
         _last_report = report
         return report
-    ToolRegistry._ensure_loaded()  # built-ins first, so a clash is blamed on the plugin
     seen: set[str] = set()
     for ep in installed_plugins():
-        info = PluginInfo(ep.name, ep.value, *_dist(ep))
+        info = PluginInfo(ep.name, ep.value, ep.distribution, ep.version)
         report.plugins.append(info)
         if wanted is not None and ep.name not in wanted:
             info.status = "skipped"
@@ -124,6 +125,7 @@ def _load_plugins(selection: list[str] | None | str) -> PluginReport:
                   "uninstall one of them")
             continue
         seen.add(ep.name)
+        ToolRegistry._ensure_loaded()  # built-ins first, so a clash is blamed on the plugin
         _load_one(ep, info)
     for name in wanted or []:
         if name not in seen:
@@ -135,13 +137,6 @@ def _load_plugins(selection: list[str] | None | str) -> PluginReport:
             report.plugins.append(info)
     _last_report = report
     return report
-
-
-def _dist(ep: Any) -> tuple[str, str]:
-    dist = getattr(ep, "dist", None)
-    if dist is None:
-        return "", ""
-    return dist.metadata["Name"] or "", dist.version or ""
 
 
 def _load_one(ep: Any, info: PluginInfo) -> None:

@@ -5,6 +5,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+# The SDK's stdio_client takes `errlog=sys.stderr` as a default bound when mcp.client.stdio is
+# first imported: were that first import inside click's CliRunner (an in-process jarvis
+# command), every later SDK stdio client in the process would get CliRunner's stream, which
+# has no file descriptor. Import it here, with the real stderr.
+import mcp.client.stdio  # noqa: F401
 import pytest
 
 from jarvis.core.registry import AgentRegistry, EngineRegistry, ToolRegistry

@@ -95,23 +95,26 @@ ALLOWED: dict[tuple[str, str, str], str] = {
         "config.toml found by the config lookup or named by --config / JARVIS_CONFIG",
     ("jarvis.core.config_cache", "schema_digest", ".read_bytes"):
         "jarvis's own config modules (their source keys the validated-config cache)",
-    ("jarvis.core.config_cache", "load", "os.open"):
-        "a validated-config cache file: JARVIS_HOME/cache/config/<sha256>.json, O_NOFOLLOW",
-    ("jarvis.core.config_cache", "store", "jarvis.core.paths.private_dir"):
-        "makes JARVIS_HOME/cache/config 0700 before a cache file is written",
-    ("jarvis.core.config_cache", "store", "os.open"):
-        "a new validated-config cache file (O_EXCL, O_NOFOLLOW, 0600) in JARVIS_HOME",
-    ("jarvis.core.config_cache", "store", "os.replace"):
-        "puts that cache file in place, within JARVIS_HOME/cache/config",
-    ("jarvis.core.config_cache", "store", ".unlink"):
+    ("jarvis.core.private_cache", "read", "os.open"):
+        "a cache file: JARVIS_HOME/cache/{config,entry-points}/<sha256>.json, O_NOFOLLOW",
+    ("jarvis.core.private_cache", "read", "jarvis.core.paths.tighten"):
+        "makes that cache file, JARVIS_HOME/cache and its folder private again when left open, "
+        "like the rest of JARVIS_HOME",
+    ("jarvis.core.private_cache", "write", "jarvis.core.paths.private_dir"):
+        "makes JARVIS_HOME/cache/<name> 0700 before a cache file is written",
+    ("jarvis.core.private_cache", "write", "os.open"):
+        "a new cache file (O_EXCL, O_NOFOLLOW, 0600) in JARVIS_HOME/cache/<name>",
+    ("jarvis.core.private_cache", "write", "os.replace"):
+        "puts that cache file in place, within JARVIS_HOME/cache/<name>",
+    ("jarvis.core.private_cache", "write", ".unlink"):
         "removes that temporary cache file when writing it failed",
-    ("jarvis.core.config_cache", "_prune", ".glob"):
-        "lists JARVIS_HOME/cache/config to keep only the newest cache files",
-    ("jarvis.core.config_cache", "_prune", ".unlink"):
-        "removes an old cache file found in JARVIS_HOME/cache/config",
-    ("jarvis.core.config_cache", "load", "jarvis.core.paths.tighten"):
-        "makes JARVIS_HOME/cache and cache/config private again when left open, like the rest "
-        "of JARVIS_HOME",
+    ("jarvis.core.private_cache", "_prune", ".glob"):
+        "lists JARVIS_HOME/cache/<name> to keep only the newest cache files",
+    ("jarvis.core.private_cache", "_prune", ".unlink"):
+        "removes an old cache file found in JARVIS_HOME/cache/<name>",
+    ("jarvis.core.entry_points", "_key", "os.scandir"):
+        "lists each sys.path folder for its *.dist-info/*.egg-info names (only os.stat of their "
+        "metadata files follows; nothing is read): the key of the installed-plugins cache",
     ("jarvis.core.workspace_lookup", "_is_workspace", ".read_text"):
         "a config.toml in a folder above the current one, read by the config lookup to tell a "
         "jarvis workspace from another program's config (never a model's path)",

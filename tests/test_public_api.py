@@ -57,10 +57,11 @@ def test_import_jarvis_loads_no_heavy_dependency():
 
 
 def test_cli_and_builtin_tools_load_no_heavy_dependency():
-    # `jarvis --help` imports jarvis.cli; building an executor imports jarvis.tools and with
-    # it every module in BUILTIN_MODULES; each command module is imported when it is used.
+    # `jarvis --help` imports jarvis.cli; building an executor imports jarvis.tools; listing
+    # the tools imports every module in BUILTIN_MODULES; each command module is imported
+    # when it is used.
     commands = sorted(p.stem for p in (Path(jarvis.__file__).parent / "commands").glob("*.py"))
-    code = "import jarvis.cli, jarvis.tools, jarvis.tools.executor\n" + "".join(
+    code = "import jarvis.cli, jarvis.tools, jarvis.tools.executor\njarvis.tools.load_builtins()\n" + "".join(
         f"import jarvis.commands.{name}\n" for name in commands)
     assert _loaded_after(code) == []
 

@@ -173,21 +173,91 @@ def test_file_read_settings_from_config_table(tmp_path):
     assert reader.allowed_dirs == [tmp_path.resolve()]
 
 
-def test_importing_the_tools_package_registers_every_builtin():
-    # A fresh interpreter, reading the registry directly (no lazy loading on lookup).
+def test_the_builtin_name_table_is_what_each_module_registers():
+    # A fresh interpreter, reading the registry directly (no lazy loading on lookup): each
+    # catalog module registers exactly the names jarvis.BUILTIN_TOOLS gives it, and
+    # importing the tool package registers none.
     code = (
-        "import json, jarvis.tools\n"
+        "import importlib, json, jarvis, jarvis.tools\n"
         "from jarvis.core.registry import ToolRegistry as R\n"
-        "print(json.dumps({k: getattr(v, '__module__', type(v).__module__) "
-        "for k, v in R._entries.items()}))\n"
+        "from jarvis.tools.catalog import BUILTIN_MODULES\n"
+        "found = {'jarvis.tools': sorted(R._entries)}\n"
+        "for module in (*BUILTIN_MODULES, *jarvis.BUILTIN_CATALOG[1:]):\n"
+        "    before = set(R._entries)\n"
+        "    importlib.import_module(module)\n"
+        "    found[module] = sorted(set(R._entries) - before)\n"
+        "print(json.dumps(found))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    registered = json.loads(out.stdout)
-    assert OWN_BUILTINS <= set(registered)
-    # every module in the built-in catalog registered at least one tool
-    modules = set(registered.values())
-    for module in BUILTIN_MODULES:
-        assert module in modules or any(m.startswith(module) for m in modules), module
+    found = json.loads(out.stdout)
+    import jarvis
+
+    assert found.pop("jarvis.tools") == []
+    expected: dict[str, list[str]] = {}
+    for name, module in jarvis.BUILTIN_TOOLS.items():
+        expected.setdefault(module, []).append(name)
+    assert found == {module: sorted(names) for module, names in expected.items()}
+    assert set(found) == {*BUILTIN_MODULES, *jarvis.BUILTIN_CATALOG[1:]}
+    assert OWN_BUILTINS <= set(jarvis.BUILTIN_TOOLS)
+
+
+def test_a_lookup_by_name_loads_that_builtin_alone():
+    code = (
+        "import json, sys\n"
+        "from jarvis.core.registry import ToolRegistry as R\n"
+        "tool = R.get('calculator').__name__\n"
+        "has = R.contains('think')\n"
+        "alone = sorted(m for m in sys.modules if m.startswith(('jarvis.tools.calculator',\n"
+        "    'jarvis.tools.think', 'jarvis.tools.web_fetch', 'jarvis.scheduler', 'jarvis.mcp')))\n"
+        "names = R.keys()\n"
+        "print(json.dumps([tool, has, alone, R._loaded, 'web_fetch' in names]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == [
+        "CalculatorTool", True, ["jarvis.tools.calculator", "jarvis.tools.think"], True, True]
+
+
+def test_every_builtin_builds_alone_in_a_fresh_interpreter():
+    # Loading a built-in by name imports its module alone: each must build, with the same
+    # spec, without what the rest of the catalog would have imported before it (a test
+    # process has them all loaded, so only a fresh interpreter shows a missing import).
+    from concurrent.futures import ThreadPoolExecutor
+
+    import jarvis
+
+    code = ("import json, sys\n"
+            "from jarvis.tools.catalog import build_tool\n"
+            "spec = build_tool(sys.argv[1]).spec\n"
+            "print(json.dumps([spec.name, spec.egress, sorted(spec.output_labels)]))\n")
+
+    def alone(name: str) -> tuple[str, Any]:
+        out = subprocess.run([sys.executable, "-c", code, name], capture_output=True, text=True)
+        assert out.returncode == 0, (name, out.stderr[-2000:])
+        return name, json.loads(out.stdout)
+
+    with ThreadPoolExecutor(4) as pool:
+        built = dict(pool.map(alone, sorted(jarvis.BUILTIN_TOOLS)))
+    for name, got in built.items():
+        spec = build_tool(name).spec
+        assert got == [spec.name, spec.egress, sorted(spec.output_labels)], name
+
+
+def test_a_newcomer_taking_a_builtin_name_is_refused_before_the_catalog_loads():
+    # As when importing the tool package registered every built-in: the built-in of that name
+    # is registered first, and the newcomer gets the clash.
+    code = (
+        "from jarvis import tool\n"
+        "from jarvis.errors import DuplicateNameError\n"
+        "try:\n"
+        "    @tool\n"
+        "    def think(thought: str) -> str:\n"
+        "        \"\"\"Not the built-in.\"\"\"\n"
+        "        return thought\n"
+        "except DuplicateNameError as exc:\n"
+        "    print(exc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "tool 'think' is already registered" in out.stdout, out
 
 
 def test_the_catalog_hook_loads_every_part_of_the_builtin_catalog():

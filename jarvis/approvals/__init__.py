@@ -1,7 +1,9 @@
 """Approvals: runs that wait for the person, the requests they wait on, and grants.
 
-A run with nobody to ask (a scheduled task, an SDK call with `on_approval="defer"`) that
-reaches a call needing a person (a tool's confirmation, or the egress guard) parks: its state
+A run with nobody to ask (a scheduled task, an SDK call with `on_approval="defer"`; with
+`[approvals] notify` set also `jarvis ask` without a terminal, a message to `jarvis listen`
+and a chat run of `jarvis serve`) that reaches a call needing a person (a tool's
+confirmation, or the egress guard) parks: its state
 and one request per such call are stored, the person is told on `[approvals] notify`, and
 once they answer (`jarvis approvals approve|deny ID`, the link's page, `jarvis serve`'s HTTP
 API, a chat front end through `decide`), the run continues where it stopped, exactly once,
@@ -41,7 +43,7 @@ from jarvis.approvals.records import (
 )
 
 __all__ = ["APPROVED", "Approval", "DENIED", "EXPIRED", "Grant", "PARKED", "PENDING",
-           "ParkedRun", "READY", "RESUMED", "decide", "open_approvals", "pending"]
+           "ParkedRun", "READY", "RESUMED", "decide", "next_step", "open_approvals", "pending"]
 
 
 def open_approvals(config: Any = None, *, create: bool = True) -> Any:
@@ -93,3 +95,31 @@ def pending(config: Any = None) -> list[Approval]:
         return store.list("pending")
     finally:
         store.close()
+
+
+def next_step(config: Any, approval: Approval) -> str:
+    """What happens to the run of an answered request, as the person reads it ("the scheduler
+    continues its run within a tick", ...), by who continues it (jarvis.approvals.records)."""
+    from jarvis.approvals.records import CLI, INBOUND, SCHEDULER, SERVE
+
+    store = open_approvals(_config(config), create=False)
+    run = store.get_run(approval.run_id, with_state=False) if store is not None else None
+    if store is not None:
+        store.close()
+    if run is None:
+        return "its run is no longer parked"
+    if run.status == PARKED:
+        return "its run goes on once its other requests are answered"
+    if run.status == EXPIRED:
+        return "its run expired"
+    if run.status == RESUMED and run.resumer == CLI:
+        return "its run was continued already"
+    return {
+        SCHEDULER: f"scheduled task {approval.task_id} goes on: the scheduler continues its "
+                   f"run within a tick",
+        SERVE: "jarvis serve continues its run and sends the answer to your channel",
+        INBOUND: "jarvis listen continues its run and sends its answer where its message "
+                 "came from",
+        CLI: f"continue its run with `jarvis approvals continue {run.run_id}` (it prints the "
+             f"answer)",
+    }.get(run.resumer, f"its run continues when its program calls resume({run.run_id!r})")

@@ -28,8 +28,10 @@ from typing import Any
 
 from jarvis.approvals.records import (
     APPROVED,
+    CLI,
     DENIED,
     EXPIRED,
+    INBOUND,
     PARKED,
     READY,
     RESUMED,
@@ -237,8 +239,8 @@ class Parking:
         if fence is not None and hasattr(fence, "positions"):
             state["effects"] = fence.positions()  # the effect keys the run used so far
         parked = ParkedRun(run_id=self.run_id, state=state,
-                           resumer=SCHEDULER if self.sched_run_id is not None
-                           else SERVE if record.get("source") == "serve" else SDK,
+                           resumer=_resumer(self.sched_run_id, record.get("source"),
+                                            self.run_metadata),
                            task_id=self.task_id, sched_run_id=self.sched_run_id,
                            created_at=self.resume.run.created_at if self.resume else now,
                            expires_at=expires)
@@ -249,9 +251,10 @@ class Parking:
             if stored is None:
                 raise JarvisError(f"run {self.run_id} was taken over by another continuation "
                                   f"while this one ran; nothing was recorded from it")
-            from jarvis.approvals.notify import notify
+            if parked.resumer != INBOUND:  # an inbound's run asks in its own chat instead
+                from jarvis.approvals.notify import notify
 
-            notify(config, store, approvals)
+                notify(config, store, approvals)
         finally:
             store.close()
         out["status"] = "parked"
@@ -267,6 +270,15 @@ class Parking:
             store.finish(self.run_id, self.resume.run.epoch, status)
         finally:
             store.close()
+
+
+def _resumer(sched_run_id: Any, source: Any, run_metadata: dict[str, Any]) -> str:
+    """Who continues a run that parks (jarvis.approvals.records)."""
+    if sched_run_id is not None:
+        return SCHEDULER
+    if isinstance(run_metadata.get("inbound"), dict):
+        return INBOUND
+    return {"serve": SERVE, "cli": CLI}.get(str(source), SDK)
 
 
 def _ask(approver: Any, request: Any, confirmation: bool = False) -> bool:
@@ -299,7 +311,13 @@ def resume(self: Any, run_id: str, decisions: dict[str, Any] | None = None,
     `jarvis approvals approve ID`, count too). Returns what ask_full returns (the run may
     park again). Other ask_full arguments (on_token, approvers) may be given. This is
     `Jarvis.resume`."""
-    return self.ask_full(**resume_arguments(self, run_id, decisions, kwargs), **kwargs)
+    out = self.ask_full(**resume_arguments(self, run_id, decisions, kwargs), **kwargs)
+    # A run that parked as a conversation's turn (`jarvis ask`, an inbound message): the turn
+    # gets its answer now.
+    from jarvis.conversations.session import answer_parked_turn
+
+    answer_parked_turn(self, out)
+    return out
 
 
 def resume_arguments(system: Any, run_id: str, decisions: dict[str, Any] | None = None,
@@ -317,6 +335,8 @@ def resume_arguments(system: Any, run_id: str, decisions: dict[str, Any] | None 
     # serve continuing its chat run: its claim is the store's compare-and-set alone (no
     # ledger decided it first), so a run continued already is never taken again.
     served = bool((options or {}).pop("_served", False))
+    # the inbound listener continuing its message's run (jarvis.inbound.parked).
+    inbound = bool((options or {}).pop("_inbound", False))
 
     store = open_approvals(system.config)
     try:
@@ -331,6 +351,10 @@ def resume_arguments(system: Any, run_id: str, decisions: dict[str, Any] | None 
         if found.resumer == SERVE and not served:
             raise UserError(f"run {found.run_id} is a chat run of jarvis serve: the server "
                             f"continues it once its requests are answered")
+        if found.resumer == INBOUND and not inbound:
+            raise UserError(f"run {found.run_id} answers a message to `jarvis listen`: the "
+                            f"listener continues it once its requests are answered and sends "
+                            f"its answer where the message came from")
         for approval_id, value in (decisions or {}).items():
             approve = _answer(value)
             try:

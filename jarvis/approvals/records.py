@@ -20,10 +20,17 @@ REQUEST_STATUSES = (PENDING, APPROVED, DENIED, EXPIRED)
 PARKED, READY, RESUMED = "parked", "ready", "resumed"
 RUN_STATUSES = (PARKED, READY, RESUMED, EXPIRED)
 # Who continues a parked run: the scheduler (the daemon or a Celery worker that claims it),
-# `jarvis serve` (a chat run: jarvis.approvals.served), or the SDK process that calls
-# Jarvis.resume.
-SCHEDULER, SDK, SERVE = "scheduler", "sdk", "serve"
+# `jarvis serve` (a chat run: jarvis.approvals.served), the SDK process that calls
+# Jarvis.resume, the CLI (`jarvis ask` without a terminal: `jarvis approvals approve|deny|
+# continue` continues it, or a `jarvis serve` that answers), or the inbound listener the
+# run's message came to (jarvis.inbound.parked).
+SCHEDULER, SDK, SERVE, CLI, INBOUND = "scheduler", "sdk", "serve", "cli", "inbound"
 GRANT_KINDS = ("host", "channel", "server")
+# Why a call of `jarvis mcp serve` or an ORS session that needs the person is refused, not
+# parked: its caller waits for the tool's result within the call (docs/approvals.md).
+IN_CALL = ("{what} answers each tool call within the call, so it cannot wait for your approval; "
+           "a grant lets such calls through: `jarvis grants add TOOL --host HOST` (or "
+           "--channel, --server)")
 
 
 def iso(ts: float | None) -> str | None:

@@ -34,8 +34,11 @@ def _when(ts: float | None) -> str:
 def approvals() -> None:
     """Requests of runs waiting for you: list, show, approve, deny (docs/approvals.md).
 
-    A run with nobody to ask (a scheduled task, an SDK call with on_approval="defer") that
-    reaches a call needing you parks; it continues where it stopped once you answer.
+    A run with nobody to ask that reaches a call needing you parks: a scheduled task, an SDK
+    call with on_approval="defer", and with `[approvals] notify` set `jarvis ask` without a
+    terminal, a message to `jarvis listen` and a chat run of `jarvis serve`. It continues where
+    it stopped, once, after you answer; a `jarvis ask` run continues in `approve`/`deny`
+    itself (or `continue RUN`).
     """
 
 
@@ -145,9 +148,64 @@ def _decide(approval_id: str, approve: bool, reason: str | None, always: bool) -
     if approval.grant_id:
         click.echo(f"grant {approval.grant_id} made: {approval.tool} may send there without "
                    f"asking (`jarvis grants revoke {approval.grant_id}`)", err=True)
-    next_step = ("the scheduler continues its run within a tick" if approval.task_id
-                 else f"its run continues when its program calls resume({approval.run_id!r})")
-    click.echo(f"{next_step}", err=True)
+    from jarvis.approvals import next_step
+    from jarvis.approvals.records import CLI
+
+    run = _run_of(config, approval.run_id)
+    if run is not None and run.resumer == CLI and run.status == "ready":
+        _continue(config, approval.run_id)  # `jarvis ask`'s run: it goes on here, now
+        return
+    click.echo(next_step(config, approval), err=True)
+
+
+def _run_of(config: Any, run_id: str) -> Any:
+    from jarvis.approvals.stores import open_approvals
+
+    store = open_approvals(config, create=False)
+    if store is None:
+        return None
+    try:
+        return store.get_run(run_id, with_state=False)
+    finally:
+        store.close()
+
+
+def _continue(config: Any, run_id: str) -> None:
+    """Continue a parked run of `jarvis ask` (no terminal) here, once: in the workspace it was
+    asked in; its answer goes to stdout, like the ask's would have (exit codes as ask's)."""
+    from jarvis.approvals.stores import open_approvals
+    from jarvis.commands._common import system_factory
+    from jarvis.commands.ask import STOPPED_EXIT_CODE, parked_exit
+    from jarvis.errors import UserError
+
+    store = open_approvals(config, create=False)
+    found = store.get_run(run_id) if store is not None else None
+    if store is not None:
+        store.close()
+    if found is None:
+        raise UserError(f"no parked run {run_id[:40]!r}; `jarvis approvals list --all` shows "
+                        f"the runs and their requests")
+    from jarvis.approvals.records import CLI
+
+    if found.resumer != CLI:
+        raise UserError(f"run {found.run_id} was not parked by `jarvis ask` (it is continued by "
+                        f"its {found.resumer}): `jarvis approvals continue` continues only "
+                        f"those")
+    ask = found.state.get("ask") or {}
+    workspace = ((ask.get("run_metadata") or {}).get("cli") or {}).get("workspace")
+    ctx = click.get_current_context()
+    click.echo(f"continuing run {found.run_id}", err=True)
+    with system_factory(config)(workspace) as system:
+        out = system.resume(found.run_id)
+    if out.get("status") == "parked":
+        parked_exit(ctx, out, False, False)
+        return
+    if out.get("stop_reason") in ("max_turns", "loop_guard", "budget"):
+        click.echo(f"Error: {out.get('stop_message')} (exit code {STOPPED_EXIT_CODE})", err=True)
+        ctx.exit(STOPPED_EXIT_CODE)
+    from jarvis.commands._common import shown_data
+
+    click.echo(shown_data(out.get("content") or ""))
 
 
 @approvals.command("approve")
@@ -165,6 +223,16 @@ def approve(approval_id: str, always: bool) -> None:
 def deny(approval_id: str, reason: str | None) -> None:
     """Deny request APPROVAL_ID: the model reads a `denied` result and the run goes on."""
     _decide(approval_id, False, reason, False)
+
+
+@approvals.command("continue")
+@click.argument("run_id")
+def continue_run(run_id: str) -> None:
+    """Continue RUN_ID, a run of `jarvis ask` without a terminal that parked, once its
+    requests are answered (approve/deny here continue it at once; answered elsewhere, by the
+    link, HTTP or a reply, this does). Its answer goes to stdout; a second continue is
+    refused."""
+    _continue(load_cli_config(), run_id)
 
 
 def approvals_of_runs(config: Any, run_ids: list[str]) -> dict[str, list[dict[str, Any]]]:

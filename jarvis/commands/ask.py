@@ -3,7 +3,8 @@ results go to stderr as they happen; `--json` prints the whole ask_full dict ins
 
 Exit codes: 0 answered; 1 failed (engine, run); 2 misuse (unknown tool, bad option);
 3 stopped without an answer (max_turns reached, the loop guard stopped a repeating model, or
-the budget ran out).
+the budget ran out); 4 parked: without a terminal and with `[approvals] notify` set, a call
+that needs the person waits for them (docs/approvals.md); stderr says how to answer.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from jarvis.core.terminal import paint, visible
 
 PREVIEW_CHARS = 200
 STOPPED_EXIT_CODE = 3  # max_turns, the loop guard or the budget ended the run without an answer
+PARKED_EXIT_CODE = 4  # no terminal: the run waits for the person's approval (docs/approvals.md)
 MAX_STDIN_CHARS = 1_000_000
 
 
@@ -314,6 +316,8 @@ def ask(ctx: click.Context, query: tuple[str, ...], agent: str | None, tools: st
         output_schema = _load_schema_file(schema_file)  # a bad file: one line, exit 2
     # A structured answer is printed once it is checked, never streamed unchecked.
     streaming = not (as_json or no_stream or output_schema is not None)
+    defer: str | None = None
+    notify = False
     handler = _LogLines(lines)
     logging.getLogger("jarvis").addHandler(handler)
     # The built-in HTTP client: importing the openai package would triple start-up time.
@@ -323,7 +327,18 @@ def ask(ctx: click.Context, query: tuple[str, ...], agent: str | None, tools: st
             _show_events(j.bus, status, j, lines)
             record = chosen_conversation(j.config, continue_last, conversation_id)
             answer = asker(j, record, source="cli", agent=agent, tools=tools)
+            # No terminal (cron, a script) and a channel to ask on: a call that needs the
+            # person parks instead of being refused (a structured answer is checked in one
+            # go: it cannot park).
+            notify = bool(j.config.approvals.notify)
+            defer = "defer" if (not _isatty(sys.stdin) and output_schema is None
+                                and notify) else None
+            # Where it was asked: its continuation (`jarvis approvals approve`, maybe in
+            # another folder) uses this workspace's tools and agents.
+            where = ({"cli": {"workspace": str(j.config.source)}}
+                     if defer and j.config.source is not None else None)
             result = answer(question, agent=agent, tools=tools, system=system,
+                            on_approval=defer, run_metadata=where,
                             max_turns=max_turns, approver=terminal_approver(yes),
                             egress_approver=terminal_egress_approver(),
                             allow_egress=list(allow_egress),
@@ -334,6 +349,11 @@ def ask(ctx: click.Context, query: tuple[str, ...], agent: str | None, tools: st
         status.close()
         logging.getLogger("jarvis").removeHandler(handler)
         stdout.finish()  # text streamed before a failure still ends its line
+    if result.get("status") == "parked":
+        parked_exit(ctx, result, as_json, stdout.wrote)
+        return
+    if defer is None and not _isatty(sys.stdin):
+        _refusal_hint(result, notify and output_schema is not None)
     stopped = result.get("stop_reason") in ("max_turns", "loop_guard", "budget")
     if output_schema is not None and not stopped:
         _structured_exit(ctx, result, as_json)
@@ -358,6 +378,43 @@ def ask(ctx: click.Context, query: tuple[str, ...], agent: str | None, tools: st
         click.echo(f"{error} {result['stop_message']} (exit code {STOPPED_EXIT_CODE})", err=True)
     if stopped:
         ctx.exit(STOPPED_EXIT_CODE)
+
+
+def parked_exit(ctx: click.Context, result: dict[str, Any], as_json: bool,
+                streamed: bool) -> None:
+    """A run that parked: `--json` prints it (status "parked", run_id, pending_approvals);
+    stderr says which run waits and the exact commands that answer it; exit code 4. The text
+    the model wrote before the call (streamed already, or not) is no answer: stdout stays
+    empty of it."""
+    if as_json:
+        echo_json(result)
+    run_id = visible(str(result.get("run_id") or (result.get("pending_approvals") or [{}])[0]
+                         .get("run_id")), 80, one_line=True)
+    click.echo(f"{paint('parked:', 'yellow', 'bold')} run {run_id} waits for your approval "
+               f"(no terminal to ask on; exit code {PARKED_EXIT_CODE})", err=True)
+    for item in result.get("pending_approvals") or []:
+        ident = visible(str(item.get("id")), 40, one_line=True)
+        click.echo(visible(f"  {item.get('tool')} -> {item.get('where')}", 300, one_line=True),
+                   err=True)
+        click.echo(f"  approve: jarvis approvals approve {ident}", err=True)
+        click.echo(f"  deny:    jarvis approvals deny {ident}", err=True)
+    click.echo("The request was sent to your channel. `jarvis approvals approve|deny` continues "
+               "the run, once, and prints its answer; answered elsewhere (the link, a reply), "
+               "`jarvis approvals continue " + run_id + "` does.", err=True)
+    ctx.exit(PARKED_EXIT_CODE)
+
+
+def _refusal_hint(result: dict[str, Any], structured: bool) -> None:
+    # structured: `notify` is set, but a --schema ask does not park.
+    """No terminal, and calls were refused for want of a person: say how to be asked."""
+    refused = [t for t in result.get("tool_results") or [] if t.get("error_type") == "denied"]
+    if not refused:
+        return
+    how = ("a --schema ask cannot wait for an answer; ask without --schema" if structured else
+           'set [approvals] notify = "CHANNEL" in config.toml and such runs wait for your '
+           "answer on that channel instead (docs/approvals.md)")
+    click.echo(f"note: {len(refused)} call(s) needed your approval and were refused (no "
+               f"terminal to ask on): {how}", err=True)
 
 
 def _load_schema_file(path: str) -> dict[str, Any]:

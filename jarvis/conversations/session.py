@@ -120,6 +120,24 @@ def ask_in_conversation(jarvis: Any, conversation: str | ConversationRecord | No
             store.close()
 
 
+def answer_parked_turn(jarvis: Any, out: dict[str, Any], trust: Any = None) -> str | None:
+    """A run that parked in a conversation (its turn was kept without its answer) and was
+    continued: its turn gets the continuation's answer, and the conversation the trust the
+    run grew (`trust`: its RunTrust state, else what `out` says). Returns the conversation's
+    id, or None (not a conversation's run, or it parked again)."""
+    run_id = out.get("run_id")
+    if (not run_id or out.get("status") == "parked"
+            or "conversation" not in (out.get("metadata") or {})):
+        return None
+    provenance = Provenance(None)
+    provenance.after(out, {"trust": trust} if trust is not None else None)
+    with open_conversations(jarvis.config) as store:
+        found = store.answer_turn(str(run_id), out.get("content") or "", provenance.to_dict())
+    if found is not None:
+        out["conversation_id"] = found
+    return found
+
+
 class Conversation:
     """A conversation bound to a Jarvis: `ask`/`ask_full` continue it (see ask_full for the
     arguments; `defaults` given here apply to every turn)."""

@@ -373,6 +373,31 @@ class ConversationStore:
                              "WHERE id = ?", (position, now, new_title, conversation_id))
         return Turn(position, query, answer, now, run_id, person_text, dict(metadata or {}))
 
+    def answer_turn(self, run_id: str, answer: str,
+                    trust: dict[str, Any] | None = None) -> str | None:
+        """Give the turn of run `run_id` its answer (a run that parked for the person's
+        approval and was continued: jarvis.approvals), and merge `trust` into its
+        conversation's provenance. Returns the conversation's id, or None when no turn is that
+        run's."""
+        with self._write() as conn:
+            row = conn.execute("SELECT conversation_id FROM conversation_turns WHERE run_id = ? "
+                               "ORDER BY position DESC LIMIT 1", (run_id,)).fetchone()
+            if row is None:
+                return None
+            conn.execute("UPDATE conversation_turns SET answer = ? WHERE conversation_id = ? AND "
+                         "run_id = ?", (_cut(answer), row[0], run_id))
+            if trust is not None:
+                from jarvis.conversations.provenance import merged_state
+
+                current = conn.execute("SELECT trust FROM conversations WHERE id = ?",
+                                       (row[0],)).fetchone()
+                # The stored state (its person's words) with every mark of the run's added.
+                stored = _loads(current[0] if current else None, None) or {}
+                conn.execute("UPDATE conversations SET trust = ?, updated_at = ? WHERE id = ?",
+                             (_json(merged_state(trust, stored) if stored else trust),
+                              time.time(), row[0]))
+            return str(row[0])
+
     def set_trust(self, conversation_id: str, trust: dict[str, Any]) -> None:
         with self._write() as conn:
             conn.execute("UPDATE conversations SET trust = ?, updated_at = ? WHERE id = ?",

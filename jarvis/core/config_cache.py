@@ -28,6 +28,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from jarvis.core import private_cache
 from jarvis.core.config_base import (
     ENV_OVERRIDES,
     PATH_KEYS,
@@ -35,7 +36,6 @@ from jarvis.core.config_base import (
     KeepRunsMethods,
     RootMethods,
 )
-from jarvis.core.paths import jarvis_home, tighten
 
 FORMAT = 1
 KEEP_FILES = 8  # newest cache files kept; older ones are removed when one is written
@@ -46,7 +46,7 @@ _schema_digest: str | None = None
 
 
 def cache_dir() -> Path:
-    return jarvis_home() / "cache" / "config"
+    return private_cache.cache_folder("config")
 
 
 def _installed(module: str, filename: str) -> str:
@@ -130,68 +130,19 @@ def store(key: str, config: Any, inputs: str, provenance: dict[str, str],
                            "tree": _encode(config)}, allow_nan=True)
     except (TypeError, ValueError):
         return
-    from jarvis.core.paths import private_dir
-
-    folder = cache_dir()
-    target = folder / f"{key}.json"
-    temp = folder / f".{key}.{os.getpid()}.{threading.get_ident()}.tmp"
-    try:
-        private_dir(folder)
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        try:
-            os.fchmod(fd, 0o600)
-            os.write(fd, body.encode())
-        finally:
-            os.close(fd)
-        os.replace(temp, target)
-        _prune(folder, target)
-    except OSError:
-        try:
-            temp.unlink()
-        except OSError:
-            pass
-
-
-def _prune(folder: Path, keep: Path) -> None:
-    entries = []
-    for path in folder.glob("*.json"):
-        try:
-            entries.append((path.stat().st_mtime_ns, path))
-        except OSError:
-            continue
-    entries.sort(reverse=True)
-    for _, path in entries[KEEP_FILES:]:
-        if path != keep:
-            try:
-                path.unlink()
-            except OSError:
-                pass
+    private_cache.write(cache_dir(), f"{key}.json", body.encode(), KEEP_FILES)
 
 
 # --- reading ------------------------------------------------------------------------------------
 def load(key: str) -> Any:
     """The view of the cached config of `key`, or None (no usable cache file)."""
-    folder = cache_dir()
-    path = folder / f"{key}.json"
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError:
+    raw = private_cache.read(cache_dir(), f"{key}.json")
+    if raw is None:
         return None
     try:
-        info = os.fstat(fd)
-        if info.st_uid != os.geteuid() or info.st_mode & 0o077:
-            tighten(path)  # made private (with a warning) and rewritten after validation
-            return None  # not ours alone: never trusted as validated
-        for held in (folder.parent, folder):  # private like the rest of JARVIS_HOME
-            tighten(held)
-        with os.fdopen(fd, "rb") as handle:
-            fd = -1
-            entry = json.loads(handle.read())
-    except (OSError, ValueError):
+        entry = json.loads(raw)
+    except ValueError:
         return None
-    finally:
-        if fd >= 0:
-            os.close(fd)
     if not isinstance(entry, dict) or entry.get("format") != FORMAT or entry.get("key") != key:
         return None
     source = Path(entry["source"]) if entry["source"] else None

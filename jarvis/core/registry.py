@@ -195,19 +195,39 @@ class ToolRegistry(RegistryBase):
     kind = "tool"
     _loaded: ClassVar[bool] = False
     _catalog_loader: ClassVar[Callable[[], None] | None] = None
+    _catalog_part: ClassVar[Callable[[str], None] | None] = None
     _on_demand: ClassVar[dict[str, Callable[[str | None], None]]] = {}
     _explain: ClassVar[dict[str, Callable[[str], str | None]]] = {}
 
     @classmethod
-    def set_catalog_loader(cls, loader: Callable[[], None] | None) -> None:
-        """Install the hook that registers the built-in catalog on first lookup.
+    def set_catalog_loader(cls, loader: Callable[[], None] | None,
+                           part: Callable[[str], None] | None = None) -> None:
+        """Install the hooks that register the built-in catalog on first lookup: `loader`
+        registers all of it, `part(name)` only the built-in called `name` (if any).
 
         The registry sits in core and knows no tool (arrows point down); the package that
-        owns the catalog installs this hook (`jarvis/__init__.py` does, for jarvis.tools,
-        the scheduler's tools and the MCP bridge).
+        owns the catalog installs these hooks (`jarvis/__init__.py` does, for jarvis.tools,
+        the scheduler's tools and the MCP bridge). A lookup by name and a registration under
+        a built-in's name load that built-in first, alone (so a newcomer taking its name is
+        refused, as with the whole catalog loaded).
         """
         cls._catalog_loader = loader
+        cls._catalog_part = part
         cls._loaded = False
+
+    @classmethod
+    def _load_builtin(cls, key: str) -> None:
+        # Also once the whole catalog is loading (or loaded): a lookup on another thread while
+        # it loads waits for that tool's module instead of missing the name.
+        part = cls._catalog_part
+        if part is not None and isinstance(key, str) and key not in cls._entries:
+            part(key)
+
+    @classmethod
+    def register_value(cls, key: str, value: Any, *, origin: str | None = None,
+                       replace: bool = False) -> None:
+        cls._load_builtin(key)
+        super().register_value(key, value, origin=origin, replace=replace)
 
     @classmethod
     def _ensure_loaded(cls) -> None:
@@ -244,6 +264,7 @@ class ToolRegistry(RegistryBase):
 
     @classmethod
     def get(cls, key: str) -> Any:
+        cls._load_builtin(key)
         cls._resolve(key)
         if key not in cls._entries:
             cls.check_available(key)
@@ -261,6 +282,9 @@ class ToolRegistry(RegistryBase):
 
     @classmethod
     def contains(cls, key: str) -> bool:
+        cls._load_builtin(key)
+        if key in cls._entries:
+            return True
         cls._resolve(key)
         return super().contains(key)
 

@@ -11,7 +11,6 @@ what went wrong and what to do.
 from __future__ import annotations
 
 import os
-import random
 import re
 import threading
 import time
@@ -448,6 +447,8 @@ class OpenAICompatEngine:
         return self._backoff(attempt)
 
     def _backoff(self, attempt: int) -> float:
+        import random  # only a retry needs it (~2 ms to import on every start)
+
         return self.retry_backoff * (2 ** attempt) * (1 + random.random() * 0.25)
 
     def _status_hint(self, where: str, status: int, message: str, params: dict[str, Any]) -> str:

@@ -29,6 +29,7 @@ from jarvis.engine.wire import (
     BodyDecoder,
     Deadline,
     WireError,
+    parse_json,
     read_body,
     sse_events,
     too_large,
@@ -268,10 +269,7 @@ class HTTPTransport:
             conn.close()
         else:
             self._checkin(conn)
-        try:
-            return json.loads(raw)
-        except (ValueError, RecursionError) as exc:
-            raise WireError("protocol", f"the reply is not JSON: {raw[:200]!r}") from exc
+        return parse_json(raw)
 
     def chat(self, params: dict[str, Any]) -> dict[str, Any]:
         data = self._json("POST", "/chat/completions", params)
@@ -397,19 +395,10 @@ class OpenAITransport:
     def chat(self, params: dict[str, Any]) -> dict[str, Any]:
         deadline = Deadline(self.timeout)
         try:
-            response = self._open(params, deadline)
-            try:
-                raw = read_body(response.iter_bytes(), deadline, self.max_response_bytes)
-            except Exception as exc:
-                raise self._error(exc, deadline) from exc
-            finally:
-                response.close()
+            raw = self._read(self._open(params, deadline), deadline)
         finally:
             deadline.cancel()
-        try:
-            data = json.loads(raw)
-        except (ValueError, RecursionError) as exc:
-            raise WireError("protocol", f"the reply is not JSON: {raw[:200]!r}") from exc
+        data = parse_json(raw)
         if not isinstance(data, dict):
             raise WireError("protocol", "the reply is not a JSON object")
         return data
@@ -438,20 +427,20 @@ class OpenAITransport:
         try:
             response = self._request(
                 lambda: self.client.models.with_streaming_response.list().__enter__(), deadline)
-            try:
-                raw = read_body(response.iter_bytes(), deadline, self.max_response_bytes)
-            except Exception as exc:
-                raise self._error(exc, deadline) from exc
-            finally:
-                response.close()
+            raw = self._read(response, deadline)
         finally:
             deadline.cancel()
-        try:
-            data = json.loads(raw)
-        except (ValueError, RecursionError) as exc:
-            raise WireError("protocol", f"the model list is not JSON: {raw[:200]!r}") from exc
+        data = parse_json(raw, "the model list")
         items = data.get("data") if isinstance(data, dict) else None
         return [str(m["id"]) for m in items or [] if isinstance(m, dict) and m.get("id")]
+
+    def _read(self, response: Any, deadline: Deadline) -> bytes:
+        try:
+            return read_body(response.iter_bytes(), deadline, self.max_response_bytes)
+        except Exception as exc:
+            raise self._error(exc, deadline) from exc
+        finally:
+            response.close()
 
     def close(self) -> None:
         self.client.close()

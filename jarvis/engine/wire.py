@@ -239,6 +239,14 @@ def read_body(chunks: Iterable[bytes], deadline: Deadline, limit: int) -> bytes:
     return b"".join(parts)
 
 
+def parse_json(raw: bytes, what: str = "the reply") -> Any:
+    """`raw` as JSON; a body that is not JSON is the server's protocol error."""
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise WireError("protocol", f"{what} is not JSON: {raw[:200]!r}") from exc
+
+
 def sse_events(chunks: Iterable[bytes], deadline: Deadline, limit: int,
                max_line: int, error_message: Any) -> Iterator[dict[str, Any]]:
     """The JSON events of a server-sent-event stream of byte `chunks`.

@@ -23,7 +23,6 @@ from typing import Any
 from jarvis.core.types import TextBlock, ToolCallAction, ToolResult
 from jarvis.env.types import (
     RESERVED_TOOL_NAMES,
-    CallToolAction,
     CallToolObservation,
     ListToolsAction,
     ListToolsObservation,
@@ -31,6 +30,7 @@ from jarvis.env.types import (
     State,
     ToolDefinition,
     ToolError,
+    tool_call_of,
 )
 from jarvis.errors import ToolDefinitionError, UserError
 from jarvis.tools.base import BaseTool, check_tool_name
@@ -239,11 +239,7 @@ class Environment:
     def _jarvis_dispatch(self, action: Any, raw: Callable[[Any], Any]) -> Observation:
         if isinstance(action, ListToolsAction):
             return ListToolsObservation(tools=[d.to_json_schema() for d in self.actions()])
-        mcp = isinstance(action, CallToolAction)
-        call = action.to_tool_call() if mcp else action
-        if not isinstance(call, ToolCallAction):
-            raise UserError(f"{type(self).__name__}.step() takes a ToolCallAction, "
-                            f"CallToolAction or ListToolsAction, not {type(action).__name__}")
+        call, mcp = tool_call_of(action, type(self).__name__)
         executor = self._jarvis_executor()
         state = self.state
         executor.run_id = getattr(state, "episode_id", None)

@@ -20,7 +20,6 @@ from typing import Any
 
 from jarvis.core.types import ImageBlock, TextBlock, ToolCallAction, block_from_dict
 from jarvis.env.types import (
-    CallToolAction,
     CallToolObservation,
     EnvError,
     ListToolsAction,
@@ -29,6 +28,7 @@ from jarvis.env.types import (
     State,
     ToolDefinition,
     ToolError,
+    tool_call_of,
 )
 from jarvis.errors import UserError
 
@@ -174,11 +174,7 @@ class EnvClient:
         """One tool call in the current session (POST /{env}/call)."""
         if isinstance(action, ListToolsAction):
             return ListToolsObservation(tools=[d.to_json_schema() for d in self.actions()])
-        mcp = isinstance(action, CallToolAction)
-        call = action.to_tool_call() if mcp else action
-        if not isinstance(call, ToolCallAction):
-            raise UserError(f"EnvClient.step() takes a ToolCallAction, CallToolAction or "
-                            f"ListToolsAction, not {type(action).__name__}")
+        call, mcp = tool_call_of(action, "EnvClient")
         state = self.state
         status, answer = self._request("POST", f"/{self.env_name}/call",
                                        {"name": call.tool_name, "input": call.parameters},

@@ -18,10 +18,9 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from jarvis.core.types import TextBlock, ToolCallAction
+from jarvis.core.types import TextBlock
 from jarvis.env.base import Environment, direct
 from jarvis.env.types import (
-    CallToolAction,
     CallToolObservation,
     ListToolsAction,
     ListToolsObservation,
@@ -29,6 +28,7 @@ from jarvis.env.types import (
     State,
     ToolDefinition,
     ToolError,
+    tool_call_of,
 )
 from jarvis.errors import UserError
 
@@ -107,11 +107,7 @@ class ToolEnvironment(Environment):
         """Run one tool call through the executor; its result is the observation."""
         if isinstance(action, ListToolsAction):
             return ListToolsObservation(tools=[d.to_json_schema() for d in self.actions()])
-        mcp = isinstance(action, CallToolAction)
-        call = action.to_tool_call() if mcp else action
-        if not isinstance(call, ToolCallAction):
-            raise UserError(f"ToolEnvironment.step() takes a ToolCallAction, CallToolAction or "
-                            f"ListToolsAction, not {type(action).__name__}")
+        call, mcp = tool_call_of(action, "ToolEnvironment")
         state = self.state
         result = self._executor.execute(call)
         state.step_count += 1

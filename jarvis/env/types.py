@@ -87,6 +87,20 @@ class CallToolAction:
 Action = ToolCallAction | CallToolAction | ListToolsAction
 
 
+def tool_call_of(action: Any, taker: str) -> tuple[ToolCallAction, bool]:
+    """The call a step's `action` asks for, and whether it came in MCP form (CallToolAction).
+
+    `taker` names the environment in the error a wrong kind of action gets."""
+    from jarvis.errors import UserError
+
+    mcp = isinstance(action, CallToolAction)
+    call = action.to_tool_call() if mcp else action
+    if not isinstance(call, ToolCallAction):
+        raise UserError(f"{taker}.step() takes a ToolCallAction, CallToolAction or "
+                        f"ListToolsAction, not {type(action).__name__}")
+    return call, mcp
+
+
 @dataclass(kw_only=True)
 class ListToolsObservation(Observation):
     """The answer to a ListToolsAction: MCP tool entries (name, description, input_schema)."""

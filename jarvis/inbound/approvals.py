@@ -5,7 +5,8 @@ forwarded, quoted or attached content: the listener only looks at a message with
 an answer to a pending approval request (jarvis.approvals, docs/approvals.md): it is
 recorded as the person's decision, by `inbound NAME: SENDER`, exactly as `jarvis approvals
 approve|deny ID` would. The run waiting on it continues where it stopped (a scheduled task's
-within a tick of the scheduler; an SDK run when its caller resumes it). The reply says what
+within a tick of the scheduler; a message's own run in the listener, its answer sent where the
+message came from; an SDK run when its caller resumes it). The reply says what
 was decided, or why nothing was (an unknown or ambiguous id, answered already, expired).
 """
 
@@ -43,6 +44,7 @@ def answer_approval(config: Any, inbound: str, sender: str, action: str,
     what = visible(f"{approval.tool} -> {approval.where}", 300, one_line=True)
     if not approve:
         return f"Denied {approval.id}: {what}. The run is told the call was refused."
-    then = (f"scheduled task {approval.task_id} goes on within a tick of the scheduler"
-            if approval.task_id else "the run goes on when it is resumed")
-    return f"Approved {approval.id}: {what}; {then}."
+    from jarvis.approvals import next_step
+
+    return f"Approved {approval.id}: {what}; {next_step(config, approval)}."
+

@@ -245,6 +245,12 @@ class InboundLedger:
                 held += cursor.rowcount == 1
         return held
 
+    def payload(self, inbound: str, key: str) -> dict[str, Any] | None:
+        """The message `key` of `inbound` as it was claimed (None: not in the ledger)."""
+        rows = self.store._query(self._sql("SELECT payload FROM {t} WHERE inbound = ? AND "
+                                           "key = ?"), (inbound, key))
+        return json.loads(rows[0]["payload"] or "{}") if rows else None
+
     def status(self, inbound: str, key: str) -> str | None:
         rows = self.store._query(self._sql("SELECT status FROM {t} WHERE inbound = ? AND "
                                            "key = ?"), (inbound, key))

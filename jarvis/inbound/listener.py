@@ -12,8 +12,12 @@ A listener that finds a message in the ledger whose listener died goes on from t
 state: it runs the model only when no answer was recorded, and never sends a part again that
 may have gone out.
 
-Runs here have no person at a terminal: tools that need confirmation run only when listed in
-the inbound's `approved_tools`, and egress that needs a person is denied (docs/trust.md).
+Runs here have no person at a terminal: tools that need confirmation run without asking only
+when listed in the inbound's `approved_tools`. Any other call that needs the person (and
+egress the guard holds, docs/trust.md) parks the run when `[approvals] notify` is set: the
+answer to the message asks the person in the same chat, and once they answer, the run is
+continued here, once, and its answer sent there (jarvis.inbound.parked). Without `notify`
+such calls are refused.
 """
 
 from __future__ import annotations
@@ -70,6 +74,7 @@ class Listener:
         log.info("inbound %s: listening (%s)", self.name, self.channel.account)
         try:
             while not self.stop.is_set():
+                self.continue_parked()
                 for claim in self.ledger.stale(self.name):
                     log.warning("inbound %s: taking over message %s (its listener stopped; "
                                 "attempt %d)", self.name, claim.key, claim.attempts)
@@ -104,7 +109,37 @@ class Listener:
             if state in FINISHED:
                 self.channel.ack(message)  # finished before, not acknowledged yet
             return state or "busy"
-        return self._work(claim)
+        done = self._work(claim)
+        self.continue_parked()  # an `approve ID` reply: its run goes on at once
+        return done
+
+    def continue_parked(self) -> int:
+        """Continue the parked runs of this inbound's messages whose requests are answered,
+        each as a ledger message of its own (once, answered in the original chat); returns
+        how many this call handled."""
+        from jarvis.inbound.parked import continuation_payload, parks, ready_runs
+
+        if not parks(self.system.config):
+            return 0
+        try:
+            ready = ready_runs(self.system.config, self.name)
+        except JarvisError as exc:
+            log.warning("inbound %s: cannot look for answered runs: %s", self.name, exc)
+            return 0
+        done = 0
+        for run_id, epoch, key in ready:
+            original = self.ledger.payload(self.name, key)
+            if original is None:
+                log.warning("inbound %s: run %s answers message %s, which is not in the "
+                            "ledger; not continued", self.name, run_id, key)
+                continue
+            payload = continuation_payload(original, run_id, epoch)
+            claim, _ = self.ledger.claim(self.name, payload["key"], payload,
+                                         str(original.get("sender") or ""))
+            if claim is not None:
+                self._work(claim)
+                done += 1
+        return done
 
     def _work(self, claim: InboundClaim) -> str:
         message = InboundMessage.from_dict(claim.payload)
@@ -158,7 +193,13 @@ class Listener:
             self.ledger.advance(claim, "ignored", error=message.refusal)
             self.channel.ack(message)
             return False
-        answer, run_id, conversation_id, error = self._answer(claim, message)
+        if claim.payload.get("continue_run"):  # an answered run of an earlier message
+            from jarvis.inbound.parked import continue_run
+
+            answer, run_id, conversation_id, error = continue_run(
+                self.system, str(claim.payload["continue_run"]))
+        else:
+            answer, run_id, conversation_id, error = self._answer(claim, message)
         self.ledger.advance(claim, "answered", answer=answer, run_id=run_id,
                             conversation_id=conversation_id, error=error)
         return True
@@ -171,6 +212,7 @@ class Listener:
             return (answer_approval(self.system.config, self.name, message.sender, *command),
                     None, None, None)
         from jarvis.conversations import ask_in_conversation, open_conversations
+        from jarvis.inbound.parked import parked_answer, parks
 
         s = self.settings
         source = f"{message.kind}:{self.name}"
@@ -184,6 +226,7 @@ class Listener:
                     taints=taints(message), store=store, tools=list(s.tools),
                     agent=s.agent or None, system=s.system or None, max_turns=s.max_turns,
                     approved_tools=list(s.approved_tools), approver=None, source=source,
+                    on_approval="defer" if parks(self.system.config) else None,
                     run_metadata={"inbound": {
                         "name": self.name, "key": claim.key, "epoch": claim.epoch,
                         "sender": message.sender,
@@ -192,6 +235,9 @@ class Listener:
             log.error("inbound %s: the run for message %s failed: %s", self.name, claim.key, exc)
             text = " ".join(str(exc).split())[:500]
             return f"Sorry, I could not answer that: {text}", None, None, str(exc)
+        if result.get("status") == "parked":  # ask here; continued once answered
+            return (parked_answer(self.system.config, result), result.get("run_id"),
+                    result.get("conversation_id"), None)
         meta = result.get("metadata") or {}
         answer = result.get("content") or ""
         if meta.get("max_turns_exceeded") or meta.get("loop_detected"):

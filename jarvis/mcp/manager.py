@@ -130,6 +130,7 @@ class McpManager:
         """Make the registry hold exactly this server's selected tools (the list may have changed)."""
         from jarvis.mcp.tool import McpTool
 
+        ToolRegistry._ensure_loaded()  # built-ins first: a server's tool taking one's name is refused
         with self._lock:
             tools = {t.name: t for t in state.tools or []}
             names = local_names(state.name, selected(state.config, tools))
@@ -501,6 +502,7 @@ def register_mcp_tools(config: Any) -> McpManager | None:
                 _retire(_ACTIVE)
                 _ACTIVE = None
         return None
+    ToolRegistry._ensure_loaded()  # built-ins first (on this thread, before any connection)
     manager = get_manager(config)
     manager.auto_register = True
     manager.load_cached()

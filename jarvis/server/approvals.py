@@ -210,8 +210,11 @@ class ApprovalRoutes:
         said = "approved" if approve else "denied"
         granted = (f"<p>Grant {html.escape(approval.grant_id)} made: this tool may send there "
                    f"without asking.</p>" if approval.grant_id else "")
-        return _page(200, "Answered", f"<p>You {said} request {html.escape(approval.id)}. Its "
-                     f"run goes on.</p>{granted}")
+        from jarvis.approvals import next_step
+
+        then = next_step(self.config, approval)
+        return _page(200, "Answered", f"<p>You {said} request {html.escape(approval.id)}: "
+                     f"{html.escape(then)}.</p>{granted}")
 
 
 def _binding(nonce: str) -> str:

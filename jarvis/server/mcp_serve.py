@@ -269,7 +269,12 @@ def make_executor(tools: list[BaseTool], config: Any, approved: set[str]) -> Too
     # One run per connection: what it reads taints it; the person's [egress] rules apply and
     # nobody is there to ask (docs/trust.md).
     trust = RunTrust(run_id="mcp-serve", rules=EgressRules.from_config(config))
+    from jarvis.approvals.parking import add_grants
+    from jarvis.approvals.records import IN_CALL
+
+    add_grants(config, trust)  # the person's grants (as of the server's start) let calls through
     return ToolExecutor(tools, approver=approver, default_timeout=config.tools.default_timeout,
+                        no_person=IN_CALL.format(what="jarvis mcp serve"),
                         max_output_chars=config.tools.max_output_chars, run_id="mcp-serve",
                         approved_tools=approved,
                         max_abandoned_per_tool=config.tools.max_abandoned_per_tool,

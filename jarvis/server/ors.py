@@ -235,13 +235,15 @@ class OrsEnvironment:
                 raise ApiError(429, f"the server holds its maximum of {self.max_sessions} sessions; "
                                f"delete finished sessions (POST /delete) or try again later")
         names = self._task_tools(task_spec)
+        from jarvis.approvals.records import IN_CALL
         from jarvis.trust.run import RunTrust
 
         executor = ToolExecutor([self.tools[n] for n in names], run_id=sid, approver=self.approver,
                                 default_timeout=self.default_timeout,
                                 max_output_chars=self.max_output_chars, **self.abandoned_caps,
                                 trust=RunTrust(run_id=sid, rules=self.rules),
-                                trusted_tools=self.trusted_tools)
+                                trusted_tools=self.trusted_tools,
+                                no_person=IN_CALL.format(what="an ORS session"))
         self.sessions[sid] = Session(sid, executor, names, task_spec)
         return JSONResponse({"sid": sid})
 

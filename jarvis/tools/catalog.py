@@ -1,8 +1,9 @@
 """The tool package's built-in tools and building tool instances by name.
 
-Importing `jarvis.tools` imports every module in BUILTIN_MODULES, which registers the tool
-package's built-in tools in ToolRegistry (the scheduler's tools and the MCP bridge live in
-their own packages, above this one; `jarvis.load_builtin_catalog` loads all of them). Those
+`load_builtins` imports every module in BUILTIN_MODULES, which registers the tool package's
+built-in tools in ToolRegistry (the scheduler's tools and the MCP bridge live in their own
+packages, above this one; `jarvis.load_builtin_catalog` loads all of them, and a lookup by
+name loads one module, see `jarvis.BUILTIN_TOOLS`). Those
 modules must stay cheap to import: heavy dependencies (openai, mcp, sqlite-utils, httpx) are
 imported inside the functions that use them.
 """

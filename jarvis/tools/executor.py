@@ -167,6 +167,8 @@ class ToolExecutor:
         trusted_tools: names the person vouches for: neutral results, nothing sent out.
         fence: a scheduled run's RunFence (jarvis.tools.fence), checked before every call.
         budget: the run's BudgetMeter (jarvis.tools.budget), asked before every call.
+        no_person: why nobody can be asked here, said when a call the guard holds is refused
+            (default: no terminal; `jarvis mcp serve` and ORS say they answer in-call).
     """
 
     def __init__(self, tools: Iterable[BaseTool] = (), bus: EventBus | None = None, *,
@@ -180,8 +182,10 @@ class ToolExecutor:
                  metadata: dict[str, Any] | None = None, trust: RunTrust | None = None,
                  egress_approver: EgressApprover | None = None,
                  on_person_needed: PersonNeeded | None = None,
-                 trusted_tools: Iterable[str] = (), fence: Any = None, budget: Any = None) -> None:
+                 trusted_tools: Iterable[str] = (), fence: Any = None, budget: Any = None,
+                 no_person: str | None = None) -> None:
         self.bus = bus
+        self.no_person = no_person or "no terminal; --yes does not cover this"
         self.fence, self.budget = fence, budget
         self.approver = approver
         self.egress_approver = egress_approver

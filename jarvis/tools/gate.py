@@ -198,8 +198,8 @@ def _refused(request: ApprovalRequest) -> str:
 def _ask_egress(executor: ToolExecutor, request: ApprovalRequest) -> tuple[Verdict, str]:
     approver = executor.egress_approver
     if approver is None:
-        return Verdict.DENY, (f"{_refused(request)}. No person was there to ask (no "
-                              f"terminal; --yes does not cover this)")
+        return Verdict.DENY, (f"{_refused(request)}. No person was there to ask "
+                              f"({executor.no_person})")
     try:
         with executor._approve_lock:
             ask = getattr(approver, "approve_request", None)  # an approver object's own form

@@ -143,6 +143,7 @@ def _read_source(path: Path, folder: Path) -> bytes:
 
 
 def _load_tool_file(path: Path, folder: Path) -> ToolFileReport:
+    ToolRegistry._ensure_loaded()  # built-ins first: a file taking one's name is refused
     try:
         info = path.stat()
         stamp = (info.st_mtime_ns, info.st_size)
