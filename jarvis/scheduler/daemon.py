@@ -168,10 +168,7 @@ class SchedulerDaemon:
                 log.error("scheduler loop error (will retry in %g s): %s: %s",
                           self.poll_seconds, type(exc).__name__, exc)
                 timeout = self.poll_seconds
-            try:
-                timeout = min(timeout, self._watch())  # the leases and timeouts of its runs
-            except Exception as exc:  # noqa: BLE001 - as above: the next pass retries
-                log.error("scheduler loop error (leases): %s: %s", type(exc).__name__, exc)
+            timeout = min(timeout, self._watch_safely())  # the leases and timeouts of its runs
             self._wake.wait(max(timeout, 0.0))
             self._wake.clear()
         self._shutdown()
@@ -310,10 +307,10 @@ class SchedulerDaemon:
         with self._active_lock:
             pending = dict(self._active)
         # While they end, their leases are kept and their timeouts watched, as while running.
-        self._watch()
+        self._watch_safely()
         while (waiting := [t for t in pending.values() if t.is_alive()]) and (
                 left := deadline - time.monotonic()) > 0:
-            waiting[0].join(min(left, self._watch()))
+            waiting[0].join(min(left, self._watch_safely()))
         alive = {run_id: thread for run_id, thread in pending.items() if thread.is_alive()}
         with self._active_lock:
             delivering = set(alive) & self._delivering
@@ -490,6 +487,15 @@ class SchedulerDaemon:
                     "and its result will be dropped; the task's retry and next runs "
                     "wait until it ends (it holds one of the %d workers)", task.id,
                     run_id, task.timeout_seconds, self.max_workers)
+
+    def _watch_safely(self) -> float:
+        """`_watch`, whose unexpected error is logged (the loop and the shutdown go on; the
+        next pass, within a poll, tries again)."""
+        try:
+            return self._watch()
+        except Exception as exc:  # noqa: BLE001 - e.g. a damaged database: log, go on
+            log.error("scheduler loop error (leases): %s: %s", type(exc).__name__, exc)
+            return self.poll_seconds
 
     def _watch(self) -> float:
         """For the runs executing on the daemon's threads (`_execute_here`): renew their
