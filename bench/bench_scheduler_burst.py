@@ -67,7 +67,11 @@ def jarvis_burst(db: Path, runs: int, workers: int) -> dict[str, float]:
     scheduler.start()
     time.sleep(0.3)  # the daemon is idle, waiting
     threading.Thread.start = counting_start  # type: ignore[method-assign]
-    store.db.conn.set_trace_callback(trace)
+    # Under the store's lock: set_trace_callback holds the GIL while it waits for the
+    # connection, and a statement under way on the daemon's thread needs the GIL for its trace
+    # (a deadlock that hung a round, now and then).
+    with store._lock:
+        store.db.conn.set_trace_callback(trace)
     try:
         due = time.time()
         cpu = time.process_time()
@@ -77,7 +81,8 @@ def jarvis_burst(db: Path, runs: int, workers: int) -> dict[str, float]:
         if not done.wait(300):
             raise SystemExit(f"only {finished[0]} of {runs} runs finished")
         cpu = time.process_time() - cpu
-        store.db.conn.set_trace_callback(None)
+        with store._lock:
+            store.db.conn.set_trace_callback(None)
     finally:
         threading.Thread.start = original_start  # type: ignore[method-assign]
     last = store._query("SELECT max(finished_at) AS t, count(*) AS n, "

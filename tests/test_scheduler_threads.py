@@ -132,3 +132,43 @@ def test_the_daemon_runs_a_burst_without_two_thread_starts_per_run(tmp_path) -> 
     assert thread_starts[0] < count / 2, thread_starts[0]
     assert threads.RUN_THREADS.started - started_before < count / 2
     store.close()
+
+
+def test_the_loop_keeps_a_long_calls_lease_and_marks_it_overdue_at_its_timeout(tmp_path):
+    # A daemon's call runs on its run's own thread, with no supervisor beside it: the loop
+    # renews the leases (a lease of 1 s, a call of several) and marks the call overdue when
+    # its timeout passes, while it still runs; at shutdown it is recorded as timed out.
+    store = SchedulerStore(tmp_path / "s.db")
+    release = threading.Event()
+    started = threading.Event()
+
+    def runner(task, occurrence) -> str:
+        started.set()
+        release.wait(30)
+        return "late"
+
+    sched = TaskScheduler(store=store, runner=runner, max_workers=1, poll_seconds=0.2,
+                          lease_seconds=1.0, shutdown_timeout=0)
+    task = sched.add("echo slow", every=3600, timeout_seconds=2.0)
+    with store.immediate() as conn:
+        conn.execute("UPDATE tasks SET next_run = ?", (time.time() - 0.1,))
+    sched.start()
+    try:
+        assert started.wait(10)
+        run = store.list_runs(task.id)[0]
+        first_lease = run.lease_until
+        # Renewed every 0.25 s: past its first lease and still held (nothing to recover).
+        wait_for(lambda: store.get_run(run.id).lease_until > first_lease + 1.0, timeout=10,
+                 what="the lease to be renewed")
+        assert store.recover(now=time.time()) == []
+        assert sched.abandoned == 0
+        wait_for(lambda: sched.abandoned == 1, timeout=10, what="the call to be marked overdue")
+        assert started.is_set() and not release.is_set()  # marked while the call still runs
+        assert store.get_run(run.id).status == "running"
+    finally:
+        sched.stop(timeout=10)
+        release.set()
+    ended = store.get_run(run.id)
+    assert (ended.status, ended.error_type) == ("failed", "timeout")
+    assert len(store.list_runs(task.id)) == 1
+    store.close()

@@ -2,10 +2,12 @@
 them to a dispatcher's workers), keeps their leases, records them, and shuts down cleanly.
 
 The loop sleeps until the next due occurrence, but at most `poll_seconds`, so tasks added by
-other processes are noticed within that time. Each claimed run executes on a worker thread
-that keeps the run's lease alive while it waits. A run past its timeout is recorded as failed
-("timeout") and its result dropped, but only when its call really ends (Python cannot kill a
-thread): until then it keeps its worker and blocks its task's retry and next runs.
+other processes are noticed within that time. Each claimed run's call executes on a pooled
+thread of its own; the loop renews its runs' leases and marks a call overdue at its timeout
+(`--once` passes give each call a supervisor thread that does this). A run past its timeout
+is recorded as failed ("timeout") and its result dropped, but only when its call really ends
+(Python cannot kill a thread): until then it keeps its worker and blocks its task's retry and
+next runs.
 
 A part of TaskScheduler (jarvis.scheduler.scheduler), whose __init__ sets what this uses.
 """
@@ -21,7 +23,7 @@ from typing import Any, Self
 from jarvis.errors import EngineError, JarvisError
 from jarvis.scheduler.fencing import ledger_fence
 from jarvis.scheduler.records import Run, Task
-from jarvis.scheduler.runner import RunOutcome, start_run
+from jarvis.scheduler.runner import RunOutcome, run_here, start_run
 from jarvis.scheduler.schedules import iso
 from jarvis.scheduler.store import Claim
 from jarvis.scheduler.store_common import StoreUnavailable
@@ -32,11 +34,16 @@ log = logging.getLogger("jarvis.scheduler")
 PRUNE_EVERY_SECONDS = 3600.0  # how often a running daemon applies [scheduler] keep_runs
 DISPATCH_BATCH = 100  # runs claimed for dispatch per ledger transaction
 UNSENT_SECONDS = 10.0  # a run claimed this long ago and never sent is sent again
+PARKED_CHECK_SECONDS = 0.05  # the local daemon looks at parked runs at most this often
 
 
 class SchedulerDaemon:
     """Run what is due: once (`run_due`), or as a daemon (`run_forever`, `start`/`stop`); a
     part of TaskScheduler."""
+
+    _parked_next = 0.0  # time.monotonic() when _tick next looks at parked runs
+    _next_beat = 0.0  # time.monotonic() when _watch next renews the leases
+
     def run_due(self) -> list[Run]:
         """Run everything due now (catch-up policy included), wait for it, and return the
         finished runs: what `jarvis scheduler start --once` does. With a dispatcher, what is
@@ -161,6 +168,7 @@ class SchedulerDaemon:
                 log.error("scheduler loop error (will retry in %g s): %s: %s",
                           self.poll_seconds, type(exc).__name__, exc)
                 timeout = self.poll_seconds
+            timeout = min(timeout, self._watch_safely())  # the leases and timeouts of its runs
             self._wake.wait(max(timeout, 0.0))
             self._wake.clear()
         self._shutdown()
@@ -221,9 +229,14 @@ class SchedulerDaemon:
         with self._active_lock:
             free = self.max_workers - len(self._active)
         free -= self._held_by_orphans()
-        for claim in self._continuations(free):
-            self._spawn(claim)
-            free -= 1
+        # Parked runs are looked at on a tick at most every PARKED_CHECK_SECONDS (a burst
+        # wakes the loop at every finished run); a tick that skips the look wakes again by then.
+        parked_due = self._parked_next - time.monotonic()
+        if parked_due <= 0:
+            self._parked_next = time.monotonic() + PARKED_CHECK_SECONDS
+            for claim in self._continuations(free):
+                self._spawn(claim)
+                free -= 1
         claims: list[Claim] = []
         # next_wake only decides whether to claim and how long to sleep; claim_due decides
         # what runs. So when the last tick saw something due, claim at once (a claim that
@@ -248,6 +261,8 @@ class SchedulerDaemon:
             delay = wake_at - self.clock()
             # Due but not claimable right now (e.g. busy elsewhere): wait a poll, not spin.
             timeout = min(self.poll_seconds, delay) if delay > 0 or claims else self.poll_seconds
+        if parked_due > 0:
+            timeout = min(timeout, parked_due)
         return timeout, idle_state
 
     def _dispatch_tick(self, idle_state: str | None) -> tuple[float, str]:
@@ -270,25 +285,32 @@ class SchedulerDaemon:
 
         def work() -> None:
             try:
-                self._execute(claim, pool=RUN_THREADS)
+                self._execute(claim, here=True)
             finally:
                 with self._active_lock:
                     self._active.pop(claim.run.id, None)
                 self._wake.set()
 
-        # The daemon's supervisors and calls run on reused threads (jarvis.scheduler.threads);
-        # `--once` passes (run_due) start their own, which end with the pass.
+        # The daemon's runs run on reused threads (jarvis.scheduler.threads), each call on its
+        # run's thread, watched by the loop (_watch); `--once` passes (run_due) start a
+        # supervisor and a call thread per run, which end with the pass.
         job = Job(f"jarvis-run-{claim.run.id}")
         with self._active_lock:
             self._active[claim.run.id] = job  # before the call: it may end at once
+            # Its timeout runs from now; the loop's next _watch sees it (and wakes by then).
+            self._deadlines[claim.run.id] = (time.monotonic() + claim.task.timeout_seconds,
+                                             claim.task)
         RUN_THREADS.submit(work, job.name, job)
 
     def _shutdown(self) -> None:
         deadline = time.monotonic() + self.shutdown_timeout
         with self._active_lock:
             pending = dict(self._active)
-        for thread in pending.values():
-            thread.join(max(0.0, deadline - time.monotonic()))
+        # While they end, their leases are kept and their timeouts watched, as while running.
+        self._watch_safely()
+        while (waiting := [t for t in pending.values() if t.is_alive()]) and (
+                left := deadline - time.monotonic()) > 0:
+            waiting[0].join(min(left, self._watch_safely()))
         alive = {run_id: thread for run_id, thread in pending.items() if thread.is_alive()}
         with self._active_lock:
             delivering = set(alive) & self._delivering
@@ -316,6 +338,10 @@ class SchedulerDaemon:
                     call = self._executing[run_id]
                     if call is not None and call.is_alive():
                         self._orphans[run_id] = call
+                        # A call on its run's own thread (_execute_here): its worker is held
+                        # by it as an orphan now, not counted twice as active.
+                        if self._active.get(run_id) is call:
+                            del self._active[run_id]
             if overdue:
                 task = self.store.get_task(self.store.get_run(run_id).task_id)
                 run = self.store.finish_run(run_id, self.owner, now=self.clock(), success=False,
@@ -398,12 +424,15 @@ class SchedulerDaemon:
         return state
 
     def _log_start(self, claim: Claim) -> None:
+        if not log.isEnabledFor(logging.INFO):  # its time is formatted only when logged
+            return
         log.info("task %s: run %d started (%s, occurrence %s, attempt %d)", claim.task.id,
                  claim.run.id, claim.run.trigger, iso(claim.run.scheduled_for), claim.run.attempt)
 
-    def _execute(self, claim: Claim, pool: Any = None) -> Run:
-        """Run one claimed occurrence with its timeout, keep its lease alive, record it (its
-        call on a thread of `pool`, a ThreadPool, if given)."""
+    def _execute(self, claim: Claim, here: bool = False) -> Run:
+        """Run one claimed occurrence with its timeout, keep its lease alive, record it: its
+        call on a thread of its own, watched from this one; `here`: on this thread, watched by
+        the daemon loop (`_watch`)."""
         with self._active_lock:
             self._executing[claim.run.id] = None
         bus = getattr(self, "bus", None)
@@ -411,11 +440,12 @@ class SchedulerDaemon:
             if bus is not None:
                 from jarvis.core.events import EventType
 
-                bus.publish(EventType.SCHEDULER_TASK_START, {
-                    "task_id": claim.task.id, "run_id": claim.run.id,
-                    "prompt": claim.task.prompt, "trigger": claim.run.trigger})
-            run = self._execute_claim(claim, pool)
-            if bus is not None:
+                if _listened(bus, EventType.SCHEDULER_TASK_START):
+                    bus.publish(EventType.SCHEDULER_TASK_START, {
+                        "task_id": claim.task.id, "run_id": claim.run.id,
+                        "prompt": claim.task.prompt, "trigger": claim.run.trigger})
+            run = self._execute_here(claim) if here else self._execute_claim(claim)
+            if bus is not None and _listened(bus, EventType.SCHEDULER_TASK_END):
                 bus.publish(EventType.SCHEDULER_TASK_END, {
                     "task_id": claim.task.id, "run_id": claim.run.id, "status": run.status,
                     "success": run.status == "succeeded", "result": run.answer or "",
@@ -426,15 +456,84 @@ class SchedulerDaemon:
                 self._executing.pop(claim.run.id, None)
                 self._given_up.discard(claim.run.id)
                 self._overdue.discard(claim.run.id)
+                self._deadlines.pop(claim.run.id, None)
 
-    def _execute_claim(self, claim: Claim, pool: Any = None) -> Run:
+    def _execute_here(self, claim: Claim) -> Run:
+        """The daemon's way: the call on this thread (one thread and two wake-ups per run
+        fewer than a supervisor's); the loop keeps the lease and marks the call overdue at its
+        timeout (`_watch`), as a supervisor would."""
+        task, run = claim.task, claim.run
+        fence = ledger_fence(self.store, run, self.owner, self.lease_seconds, clock=self.clock)
+        with self._active_lock:
+            self._executing[run.id] = self._active.get(run.id)  # this run's job: the call's
+            due = self._deadlines[run.id][0]  # set by _spawn
+        started = due - task.timeout_seconds
+        box = run_here(self.runner, task, run, fence)
+        with self._active_lock:
+            self._deadlines.pop(run.id, None)
+            late = run.id not in self._overdue and run.id not in self._given_up and (
+                time.monotonic() >= due)
+            if late:  # past its timeout before the loop saw it: as the loop would have
+                self._overdue.add(run.id)
+        if late:
+            self._abandon(task, run.id)
+        with self._active_lock:
+            timed_out = run.id in self._overdue
+        return self._conclude(task, run, box, started, timed_out)
+
+    def _abandon(self, task: Task, run_id: int) -> None:
+        self.abandoned += 1
+        log.warning("task %s: run %d timed out after %g s; its call is still running "
+                    "and its result will be dropped; the task's retry and next runs "
+                    "wait until it ends (it holds one of the %d workers)", task.id,
+                    run_id, task.timeout_seconds, self.max_workers)
+
+    def _watch_safely(self) -> float:
+        """`_watch`, whose unexpected error is logged (the loop and the shutdown go on; the
+        next pass, within a poll, tries again)."""
+        try:
+            return self._watch()
+        except Exception as exc:  # noqa: BLE001 - e.g. a damaged database: log, go on
+            log.error("scheduler loop error (leases): %s: %s", type(exc).__name__, exc)
+            return self.poll_seconds
+
+    def _watch(self) -> float:
+        """For the runs executing on the daemon's threads (`_execute_here`): renew their
+        leases every lease/4 s and mark each call overdue at its timeout. Returns the seconds
+        until it is next needed."""
+        now = time.monotonic()
+        beat = max(self.lease_seconds / 4, 0.05)
+        late: list[tuple[Task, int]] = []
+        with self._active_lock:
+            if not self._deadlines:
+                self._next_beat = now + beat  # a run just claimed has a fresh lease
+                return float("inf")
+            upcoming = [self._next_beat]
+            for run_id, (due, task) in self._deadlines.items():
+                if run_id in self._overdue or run_id in self._given_up:
+                    continue
+                if due <= now:
+                    self._overdue.add(run_id)
+                    late.append((task, run_id))
+                else:
+                    upcoming.append(due)
+        for task, run_id in late:
+            self._abandon(task, run_id)
+        if now >= self._next_beat:
+            self._next_beat = now + beat
+            try:
+                self.store.heartbeat(self.owner, self.clock() + self.lease_seconds)
+            except (sqlite3.OperationalError, StoreUnavailable) as exc:  # busy: the next beat
+                log.warning("could not renew the leases of this daemon's runs: %s", exc)
+        return max(min(upcoming) - now, 0.0)
+
+    def _execute_claim(self, claim: Claim) -> Run:
         task, run = claim.task, claim.run
         started = time.monotonic()
         # The run's lease is checked before each of its engine and tool calls: a run another
         # daemon recovered (this one stalled past its lease) makes no further call.
         fence = ledger_fence(self.store, run, self.owner, self.lease_seconds, clock=self.clock)
-        worker, box = start_run(self.runner, task, run, f"jarvis-task-{task.id}", fence=fence,
-                                pool=pool)
+        worker, box = start_run(self.runner, task, run, f"jarvis-task-{task.id}", fence=fence)
         with self._active_lock:
             self._executing[run.id] = worker
         beat = max(self.lease_seconds / 4, 0.05)
@@ -446,13 +545,9 @@ class SchedulerDaemon:
             left = task.timeout_seconds - (time.monotonic() - started)
             if left <= 0 and not timed_out:
                 timed_out = True
-                self.abandoned += 1
                 with self._active_lock:
                     self._overdue.add(run.id)
-                log.warning("task %s: run %d timed out after %g s; its call is still running "
-                            "and its result will be dropped; the task's retry and next runs "
-                            "wait until it ends (it holds one of the %d workers)", task.id,
-                            run.id, task.timeout_seconds, self.max_workers)
+                self._abandon(task, run.id)
             worker.join(beat if timed_out else min(beat, left))
             if self._was_given_up(run.id):
                 return run
@@ -461,6 +556,11 @@ class SchedulerDaemon:
                     self.store.heartbeat(self.owner, self.clock() + self.lease_seconds)
                 except (sqlite3.OperationalError, StoreUnavailable) as exc:  # busy: the next beat will do
                     log.warning("could not renew the lease of run %d: %s", run.id, exc)
+        return self._conclude(task, run, box, started, timed_out)
+
+    def _conclude(self, task: Task, run: Run, box: dict[str, Any], started: float,
+                  timed_out: bool) -> Run:
+        """After the call: record its outcome (or that it timed out), log, deliver."""
         if self._was_given_up(run.id):
             return run
         if timed_out:
@@ -544,6 +644,13 @@ class SchedulerDaemon:
                 log.warning("recording run %d failed (%s); retrying", run.id, exc)
                 time.sleep(0.5 * (attempt + 1))
         return None
+
+
+def _listened(bus: Any, event_type: Any) -> bool:
+    """Whether publishing `event_type` on `bus` reaches anyone (a bus that cannot say: yes),
+    so a run's event data is built only for a listener."""
+    has = getattr(bus, "has_subscribers", None)
+    return True if has is None else bool(has(event_type))
 
 
 def _timed_out(task: Task, took: float | None) -> RunOutcome:

@@ -54,11 +54,27 @@ def ledger_fence(store: Any, run: Run, owner: str, lease_seconds: float,
         return bool(store.renew(run.id, run.epoch, owner, lease_seconds))
 
     # A ledger of another make without `renew` gives its runs keys and no lease check.
+    renews, records = _ledger_kind(store, EffectLedger)
     return RunFence(idempotency_key=run.idempotency_key, attempt=run.attempt, epoch=run.epoch,
                     run_id=run.id, task_id=run.task_id, owner=owner,
-                    hold=hold if hasattr(store, "renew") else None,
-                    effects=store if isinstance(store, EffectLedger) else None,
+                    hold=hold if renews else None, effects=store if records else None,
                     patience=lease_seconds)
+
+
+_KINDS: dict[type, tuple[bool, bool]] = {}
+
+
+def _ledger_kind(store: Any, effect_ledger: type) -> tuple[bool, bool]:
+    """(has `renew`, is an EffectLedger) of `store`, asked once per class: the protocol's
+    isinstance walks its attributes on every call (a tenth of a local run's cost). A store
+    with such methods set on the instance itself is asked each time."""
+    own = getattr(store, "__dict__", None)
+    if own and any(name in own for name in ("renew", "begin_effect", "finish_effect")):
+        return hasattr(store, "renew"), isinstance(store, effect_ledger)
+    kind = _KINDS.get(type(store))
+    if kind is None:
+        kind = _KINDS[type(store)] = (hasattr(store, "renew"), isinstance(store, effect_ledger))
+    return kind
 
 
 def deliver_once(store: Any, task: Task, run: Run,

@@ -4,6 +4,7 @@ occurrence). Times are POSIX timestamps in UTC; `to_dict()` shows them as ISO 86
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from jarvis.scheduler.schedules import Schedule, iso
@@ -151,8 +152,6 @@ class Run:
     def idempotency_key(self) -> str:
         """Names the occurrence, the same for every attempt: a tool with external effects can
         de-duplicate on it (with `attempt` telling a re-run from the first)."""
-        from datetime import UTC, datetime
-
         when = datetime.fromtimestamp(self.scheduled_for, UTC).isoformat(timespec="milliseconds")
         return f"{self.task_id}@{when}"
 

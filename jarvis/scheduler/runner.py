@@ -189,23 +189,35 @@ def start_run(runner: TaskRunner, task: Task, run: Run, name: str,
     on the returned handle (is_alive, join) with its own lease and timeout."""
     box: dict[str, Any] = {}
 
-    resume = getattr(runner, "resume", None) if run.parked_at is not None else None
-
     def call() -> None:
-        if fence is not None:
-            from jarvis.scheduler.fencing import set_fence
-
-            set_fence(fence)
-        try:
-            box["outcome"] = resume(task, run) if resume is not None else runner.run(task, run)
-        except BaseException as exc:  # noqa: BLE001 - the caller records it
-            box["error"] = exc
+        _call(runner, task, run, fence, box)
 
     if pool is not None:
         return pool.submit(call, name), box
     thread = threading.Thread(target=call, daemon=True, name=name)
     thread.start()
     return thread, box
+
+
+def run_here(runner: TaskRunner, task: Task, run: Run, fence: Any = None) -> dict[str, Any]:
+    """`runner.run(task, run)` on this thread (a daemon's pooled job, whose context is its
+    own), with `fence` as its current fence; returns the box, as `start_run` fills it."""
+    box: dict[str, Any] = {}
+    _call(runner, task, run, fence, box)
+    return box
+
+
+def _call(runner: TaskRunner, task: Task, run: Run, fence: Any, box: dict[str, Any]) -> None:
+    if fence is not None:
+        from jarvis.scheduler.fencing import set_fence
+
+        set_fence(fence)
+    # A continuation of a parked run resumes it (the runner's `resume`), else it runs anew.
+    resume = getattr(runner, "resume", None) if run.parked_at is not None else None
+    try:
+        box["outcome"] = resume(task, run) if resume is not None else runner.run(task, run)
+    except BaseException as exc:  # noqa: BLE001 - the caller records it
+        box["error"] = exc
 
 
 def task_tools(task: Task) -> list[str] | None:

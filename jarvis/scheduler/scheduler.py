@@ -119,6 +119,9 @@ class TaskScheduler(TaskOperations, SchedulerDaemon, ResultDelivery, ParkedRuns)
         self._active: dict[int, threading.Thread] = {}
         self._last_wake: float | None = None  # the daemon's last next_wake (daemon._tick)
         self._overdue: set[int] = set()  # runs past their timeout whose call still runs
+        # Runs whose call runs on the daemon's own job (daemon._execute_here) -> (monotonic
+        # deadline, task): the loop marks them overdue at their deadline (daemon._watch).
+        self._deadlines: dict[int, tuple[float, Task]] = {}
         self._given_up: set[int] = set()  # runs recorded before their call ended
         # Runs whose _execute is under way. Each of these sets only ever holds such runs (or
         # runs delivering): _execute's end clears its run from all of them, and _give_up

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from jarvis.errors import UserError
+from jarvis.scheduler.group_commit import GroupCommit
 from jarvis.scheduler.records import Run, Task, finished_status
 from jarvis.scheduler.store_common import (  # "X as X": callers import X from here
     FINISHED,
@@ -200,6 +201,7 @@ class SchedulerStore(StoreBase):
                             f"[scheduler] db_path or JARVIS_SCHEDULER_DB to a writable file") from None
         self.path = path
         self._lock = threading.RLock()
+        self._finishes = GroupCommit(self.immediate, self._finish_in)
         self.db = sqlite_utils.Database(conn, execute_plugins=False)
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
@@ -333,7 +335,11 @@ class SchedulerStore(StoreBase):
                              (owner, now + lease_seconds, now, row["id"]))
                 conn.execute("UPDATE tasks SET last_run = ?, updated_at = ? WHERE id = ?",
                              (now, now, task.id))
-                claims.append(Claim(task, self.get_run(row["id"])))
+                # The row as just written (read under this transaction's lock): not read again.
+                run = _run(row)
+                run.status, run.claimed_by = "running", owner
+                run.lease_until, run.started_at = now + lease_seconds, now
+                claims.append(Claim(task, run))
             room = limit - len(claims)
             if room <= 0:
                 return claims
@@ -371,7 +377,12 @@ class SchedulerStore(StoreBase):
                 (task.id, plan.run_at, owner, now + lease_seconds, now))
             # Ignored: this occurrence already ran (clock moved back, or resumed): never twice.
             if cursor.rowcount == 1:
-                claim = Claim(task, self.get_run(cursor.lastrowid))
+                # The row just inserted (the other columns are NULL or their defaults): built
+                # here, not read back.
+                claim = Claim(task, Run(id=cursor.lastrowid, task_id=task.id,
+                                        scheduled_for=plan.run_at, attempt=1, status="running",
+                                        trigger="schedule", claimed_by=owner,
+                                        lease_until=now + lease_seconds, started_at=now))
         status, outcome = plan.task_after(task, started=claim is not None)
         conn.execute("UPDATE tasks SET next_run = ?, status = ?, last_outcome = ?, "
                      "last_run = CASE WHEN ? THEN ? ELSE last_run END, updated_at = ? WHERE id = ?",
@@ -422,19 +433,39 @@ class SchedulerStore(StoreBase):
         recovered it), in which case nothing is written.
         """
         status = finished_status(success, error_type)
-        with self.immediate() as conn:
-            cursor = conn.execute(
-                "UPDATE runs SET status = ?, finished_at = ?, answer = ?, error = ?, "
-                "error_type = ?, run_log_id = ?, lease_until = NULL WHERE id = ? AND "
-                "claimed_by = ? AND status = 'running'",
-                (status, now, _clip(answer, MAX_ANSWER_CHARS), _clip(error, MAX_ERROR_CHARS),
-                 error_type, run_log_id, run_id, owner))
-            if cursor.rowcount != 1:
-                return None
-            run = self.get_run(run_id)
-            self._after_attempt(conn, run, now=now, retry=retry and status == "failed",
-                                crashed=False)
-            return run
+        # Finishes that arrive together (a burst's workers) share one transaction; each
+        # returns once the transaction holding its row has committed.
+        return self._finishes.submit((
+            run_id, owner, now, status, _clip(answer, MAX_ANSWER_CHARS),
+            _clip(error, MAX_ERROR_CHARS), error_type, run_log_id, retry and status == "failed"))
+
+    def _finish_in(self, conn: sqlite3.Connection, item: tuple) -> Run | None:
+        """finish_run's writes, inside the (shared) write transaction."""
+        run_id, owner, now, status, answer, error, error_type, run_log_id, retry = item
+        # The compare-and-set returns the row it wrote (RETURNING): not read again.
+        cursor = conn.execute(
+            "UPDATE runs SET status = ?, finished_at = ?, answer = ?, error = ?, "
+            "error_type = ?, run_log_id = ?, lease_until = NULL WHERE id = ? AND "
+            "claimed_by = ? AND status = 'running' RETURNING *",
+            (status, now, answer, error, error_type, run_log_id, run_id, owner))
+        rows = cursor.fetchall()
+        if len(rows) != 1:
+            return None
+        run = _run(dict(zip([d[0] for d in cursor.description], rows[0], strict=True)))
+        if retry:
+            self._after_attempt(conn, run, now=now, retry=True, crashed=False)
+        else:
+            self._after_final(conn, run, now)
+        return run
+
+    @staticmethod
+    def _after_final(conn: sqlite3.Connection, run: Run, now: float) -> None:
+        """`_after_attempt` without a retry, in one statement: the task's summary, and a
+        one-off task that has nothing left to run completed (the same rule, in SQL)."""
+        conn.execute(
+            "UPDATE tasks SET last_outcome = ?, status = CASE WHEN schedule_type = 'once' AND "
+            "next_run IS NULL AND status = 'active' AND ? THEN 'completed' ELSE status END, "
+            "updated_at = ? WHERE id = ?", (run.status, run.trigger != "manual", now, run.task_id))
 
     def recover(self, *, now: float, is_dead: Callable[[str | None], bool] = owner_is_dead,
                 exclude_owner: str | None = None) -> list[Run]:

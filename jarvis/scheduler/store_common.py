@@ -165,9 +165,21 @@ def _task_row(task: Task) -> dict[str, Any]:
 def _task(row: dict[str, Any]) -> Task:
     data = {k: row[k] for k in _TASK_FIELDS if k in row}
     for key, empty in (("tools", "[]"), ("approved_tools", "[]"), ("metadata", "{}")):
-        data[key] = json.loads(data.get(key) or empty)
-    data["trust"] = json.loads(data["trust"]) if data.get("trust") else None
+        data[key] = _json(data.get(key) or empty)
+    data["trust"] = _json(data["trust"]) if data.get("trust") else None
     return Task(**data)
+
+
+def _json(text: str) -> Any:
+    # Most tasks store empty lists and objects: made here without the decoder (a claim
+    # decodes its tasks' columns, in a burst a tenth of the daemon's cost).
+    if text == "[]":
+        return []
+    if text == "{}":
+        return {}
+    if text == "null":
+        return None
+    return json.loads(text)
 
 
 def _run(row: dict[str, Any]) -> Run:

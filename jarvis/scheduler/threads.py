@@ -1,7 +1,7 @@
-"""Reused threads for the daemon's runs: a run's call and its supervisor each need a thread of
-their own (Python cannot stop a call past its timeout, so the supervisor waits on it with its
-own lease and timeout), but starting two threads per run was a third of the daemon's cost
-when many runs are due at once (each start waits for the new thread to be scheduled).
+"""Reused threads for the daemon's runs: each run's call needs a thread of its own (Python
+cannot stop a call past its timeout, so the daemon loop watches it from outside, with the
+run's lease), but starting a thread per run was a large part of the daemon's cost when many
+runs are due at once (each start waits for the new thread to be scheduled).
 
 `ThreadPool.submit(fn, name)` hands `fn` to an idle thread of the pool, or starts one; a
 thread whose call has ended waits `linger` seconds for the next and then ends, so an idle
@@ -30,17 +30,29 @@ IDLE_NAME = "jarvis-idle"
 class Job:
     """One call handed to the pool; quacks like the Thread it replaces (is_alive, join)."""
 
-    __slots__ = ("_done", "name")
+    __slots__ = ("_done", "_ended", "name")
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self._done = threading.Event()
+        self._ended = False
+        # Held until the call ends; a waiter takes it and gives it back at once. A plain lock,
+        # not a threading.Event: waiters (a shutdown, a --once pass) wait on calls this way, and
+        # an Event (a Condition making a lock per wait) was a measurable part of a run's cost.
+        self._done = threading.Lock()
+        self._done.acquire()
 
     def is_alive(self) -> bool:
-        return not self._done.is_set()
+        return not self._ended
 
     def join(self, timeout: float | None = None) -> None:
-        self._done.wait(timeout)
+        if self._ended:
+            return
+        if self._done.acquire(timeout=-1 if timeout is None else max(timeout, 0.0)):
+            self._done.release()
+
+    def _end(self) -> None:
+        self._ended = True
+        self._done.release()
 
 
 class ThreadPool:
@@ -104,8 +116,8 @@ class _Worker:
             finally:
                 me.name = IDLE_NAME
                 self.pool._park(self)  # idle before the waiter wakes: it may hand the next call
-                job._done.set()
+                job._end()
 
 
-# The daemon's runs and their supervisors (jarvis.scheduler.daemon).
+# The daemon's runs (jarvis.scheduler.daemon).
 RUN_THREADS = ThreadPool()
