@@ -165,9 +165,9 @@ def _per_session(executor: ToolExecutor) -> Any:
     """executor_for(connection): the executor for one MCP client connection. Each connection is
     a run of its own (run id `<executor's run id>-N`), so what a tool keeps per run (a `repl`
     interpreter and its /tmp) is never shared between the clients of one `jarvis mcp serve
-    --http`, and is released when the connection is gone. The copies share the
-    executor's tools, limits and counters."""
-    import copy
+    --http`, and is released when the connection is gone; what one connection's calls read
+    never taints another's (ToolExecutor.for_run). The copies share the executor's tools,
+    limits and counters."""
     import itertools
     import threading
     import weakref
@@ -190,8 +190,7 @@ def _per_session(executor: ToolExecutor) -> Any:
         with lock:
             own = connections.get(connection)
             if own is None:
-                own = copy.copy(executor)
-                own.run_id = f"{base}-{next(numbers)}"
+                own = executor.for_run(f"{base}-{next(numbers)}")
                 connections[connection] = own
                 # Released when the connection closes (the SDK unwinds its exit stack then);
                 # garbage collection alone came late: four clients that had come and gone

@@ -400,6 +400,13 @@ class RunTrust:
                     "rules": self.rules.to_dict(), "max_unconfirmed": self.max_unconfirmed,
                     "unconfirmed": self.unconfirmed, "decisions": list(self.decisions)}
 
+    def fork(self, run_id: str | None) -> RunTrust:
+        """A new run's state, starting from this one's (its rules, grants and marks) and from
+        then on its own: what either reads later does not reach the other."""
+        data = self.to_dict()
+        data["run_id"] = run_id
+        return RunTrust.from_dict(data)
+
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> RunTrust:
         """A RunTrust from `to_dict()` output (missing keys: the empty state)."""
