@@ -460,8 +460,13 @@ def start(once: bool, runner: str | None, max_workers: int | None, poll: float |
     config = load_cli_config()
     sched = _scheduler(runner, config, dispatch=True, max_workers=max_workers, poll_seconds=poll)
     if sched.dispatcher is not None:
-        # An unreachable broker, or a visibility timeout a task outlasts: one line now.
-        sched.dispatcher.check(sched.store)
+        # An unreachable broker, or a visibility timeout a task outlasts: one line now (and
+        # the ledger's connection closed: a caller in process goes on).
+        try:
+            sched.dispatcher.check(sched.store)
+        except BaseException:
+            sched.store.close()
+            raise
     _sync_agents(sched, config)
     if not once:
         from jarvis.commands.listen import listen_beside
