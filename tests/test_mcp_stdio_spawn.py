@@ -22,12 +22,16 @@ import asyncio, os, subprocess, sys
 from jarvis.mcp.stdio import has_controlling_terminal, spawn
 
 async def main():
-    probe = ("import os\\ntry:\\n    os.close(os.open('/dev/tty', os.O_RDWR))\\n"
-             "    print('opened')\\nexcept OSError:\\n    print('refused')\\n")
+    # The probe waits for its stdin to close: once it exits, asyncio reaps it at once and
+    # its session and group can no longer be asked for.
+    probe = ("import os, sys\\ntry:\\n    os.close(os.open('/dev/tty', os.O_RDWR))\\n"
+             "    print('opened', flush=True)\\nexcept OSError:\\n"
+             "    print('refused', flush=True)\\nsys.stdin.read()\\n")
     proc = await spawn([sys.executable, "-c", probe], dict(os.environ), subprocess.DEVNULL, None)
     out = await proc.stdout.receive()
     print(has_controlling_terminal(), os.getsid(0), os.getsid(proc.pid), os.getpgid(proc.pid),
           proc.pid, out.decode().strip(), flush=True)
+    await proc.stdin.aclose()
     await proc._process.wait()
 
 asyncio.run(main())
