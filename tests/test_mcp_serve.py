@@ -125,3 +125,38 @@ def test_a_held_call_is_refused_in_call_and_a_grant_lets_it_through(tmp_path: Pa
         store.close()
     _, (_, sent) = _session(tools, config, set(), calls)
     assert not sent.is_error and sent.content[0].text == "posted to phone"
+
+
+def test_over_http_each_connection_starts_from_the_grants_of_its_time(tmp_path: Path) -> None:
+    """`jarvis mcp serve --http` runs for a long time: a grant the person makes (or revokes)
+    while it runs counts from the next connection, with no restart."""
+    from mcp import Client
+
+    from jarvis.approvals import open_approvals
+    from jarvis.approvals.grants import make_grant
+    from jarvis.server.mcp_serve import run_trust
+
+    (tmp_path / "config.toml").write_text("")
+    config = load_config(tmp_path / "config.toml")
+    tools = [read_inbox, post_out]
+    server = build_server(tools, make_executor(tools, config, set()), per_connection=True,
+                          new_trust=lambda run_id: run_trust(config, run_id))
+
+    def connection():
+        async def go():
+            async with Client(server, mode="legacy") as client:
+                await client.call_tool("read_inbox", {})
+                return await client.call_tool("post_out", {"channel": "phone",
+                                                           "text": "the code is 1234"})
+        return asyncio.run(go())
+
+    assert connection().is_error  # no grant yet
+    store = open_approvals(config)
+    try:
+        grant = store.add_grant(make_grant("post_out", "channel", "phone"))
+        sent = connection()
+        assert not sent.is_error and sent.content[0].text == "posted to phone"
+        store.revoke_grant(grant.id)
+        assert connection().is_error  # revoked: held again
+    finally:
+        store.close()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -90,12 +91,14 @@ def select_tools(config: Any, names: list[str] | None,
 
 
 def build_server(tools: list[BaseTool], executor: ToolExecutor, name: str = "jarvis",
-                 memory: Any = None, per_connection: bool = False) -> Any:
+                 memory: Any = None, per_connection: bool = False,
+                 new_trust: Callable[[str], Any] | None = None) -> Any:
     """An SDK low-level Server whose tools/list and tools/call are the given jarvis tools
     (with titles, behaviour hints and output schemas: see jarvis.server.mcp_served); with
     `memory` (a MemoryResources), jarvis's memory documents are its resources.
     `per_connection`: each client connection is a run of its own (see _per_session), for a
-    server many clients reach."""
+    server many clients reach; its trust is `new_trust(run_id)` (run_trust: the grants of its
+    time), or else a fork of the executor's."""
     from mcp.server import Server
     from mcp.types import CallToolResult, ListToolsResult, TextContent, Tool
 
@@ -106,7 +109,8 @@ def build_server(tools: list[BaseTool], executor: ToolExecutor, name: str = "jar
     has_output = {t.name for t in listed if t.output_schema}
     # Over HTTP many clients reach one server: each connection is a run of its own. Over
     # stdio the process has one client, whose calls all share its run.
-    executor_for = _per_session(executor) if per_connection else (lambda connection: executor)
+    executor_for = (_per_session(executor, new_trust) if per_connection
+                    else (lambda connection: executor))
 
     async def list_tools(ctx: Any, params: Any) -> Any:
         return ListToolsResult(tools=listed)
@@ -161,7 +165,7 @@ def _connection_of(ctx: Any) -> Any:
     return getattr(session, "_connection", session)
 
 
-def _per_session(executor: ToolExecutor) -> Any:
+def _per_session(executor: ToolExecutor, new_trust: Callable[[str], Any] | None = None) -> Any:
     """executor_for(connection): the executor for one MCP client connection. Each connection is
     a run of its own (run id `<executor's run id>-N`), so what a tool keeps per run (a `repl`
     interpreter and its /tmp) is never shared between the clients of one `jarvis mcp serve
@@ -190,7 +194,8 @@ def _per_session(executor: ToolExecutor) -> Any:
         with lock:
             own = connections.get(connection)
             if own is None:
-                own = executor.for_run(f"{base}-{next(numbers)}")
+                run_id = f"{base}-{next(numbers)}"
+                own = executor.for_run(run_id, new_trust(run_id) if new_trust else None)
                 connections[connection] = own
                 # Released when the connection closes (the SDK unwinds its exit stack then);
                 # garbage collection alone came late: four clients that had come and gone
@@ -261,17 +266,25 @@ def _version() -> str:
         return "0"
 
 
-def make_executor(tools: list[BaseTool], config: Any, approved: set[str]) -> ToolExecutor:
+def run_trust(config: Any, run_id: str) -> Any:
+    """A served run's starting trust: the person's [egress] rules and their grants as they
+    are now (a grant made or revoked while the server runs counts from the next run); what
+    the run reads taints it, and nobody is there to ask (docs/trust.md)."""
+    from jarvis.approvals.parking import add_grants
     from jarvis.trust.run import EgressRules, RunTrust
 
-    approver = (lambda spec, arguments: spec.name in approved) if approved else None
-    # One run per connection: what it reads taints it; the person's [egress] rules apply and
-    # nobody is there to ask (docs/trust.md).
-    trust = RunTrust(run_id="mcp-serve", rules=EgressRules.from_config(config))
-    from jarvis.approvals.parking import add_grants
+    trust = RunTrust(run_id=run_id, rules=EgressRules.from_config(config))
+    add_grants(config, trust)
+    return trust
+
+
+def make_executor(tools: list[BaseTool], config: Any, approved: set[str]) -> ToolExecutor:
     from jarvis.approvals.records import IN_CALL
 
-    add_grants(config, trust)  # the person's grants (as of the server's start) let calls through
+    approver = (lambda spec, arguments: spec.name in approved) if approved else None
+    # Over stdio the process's one client is one run, with the grants of the server's start;
+    # over HTTP each connection is a run that starts from the grants of its time (run_trust).
+    trust = run_trust(config, "mcp-serve")
     return ToolExecutor(tools, approver=approver, default_timeout=config.tools.default_timeout,
                         no_person=IN_CALL.format(what="jarvis mcp serve"),
                         max_output_chars=config.tools.max_output_chars, run_id="mcp-serve",
@@ -383,7 +396,8 @@ def run_http(tools: list[BaseTool], config: Any, approved: set[str], host: str, 
         reason = str(exc).split(";")[0]
         raise UserError(f"{reason}; pick another --http HOST:PORT") from None
     server = build_server(tools, make_executor(tools, config, approved),
-                          memory=_memory_resources(config, tools, memory), per_connection=True)
+                          memory=_memory_resources(config, tools, memory), per_connection=True,
+                          new_trust=lambda run_id: run_trust(config, run_id))
     app = http_app(server, host, api_key, config, owner_token=token)
 
     def announce() -> None:

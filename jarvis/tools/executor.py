@@ -213,16 +213,16 @@ class ToolExecutor:
         for t in tools:
             self.add(t)
 
-    def for_run(self, run_id: str) -> ToolExecutor:
+    def for_run(self, run_id: str, trust: RunTrust | None = None) -> ToolExecutor:
         """An executor for another run over the same tools, limits and counters, with its own
-        trust (forked from this one's: rules, grants) and run facts: what one run reads never
-        taints the other (`jarvis mcp serve --http` makes one per connection)."""
+        trust (`trust`, or forked from this one's: rules, grants) and run facts: what one run
+        reads never taints the other (`jarvis mcp serve --http` makes one per connection)."""
         import copy
 
         own = copy.copy(self)
         own.run_id = run_id
         own.metadata = dict(self.metadata)
-        own.trust = self.trust.fork(run_id)
+        own.trust = trust if trust is not None else self.trust.fork(run_id)
         own.trust.on_change(own._publish_trust)
         return own
 
