@@ -166,7 +166,7 @@ def build_app(settings: ServeSettings | None = None, *, config: Any = None, tool
                          max_sessions=settings.max_sessions,
                          max_body_bytes=settings.max_body_bytes,
                          session_idle_seconds=settings.session_idle_seconds,
-                         rules=_rules_with_grants(config, EgressRules.from_config(config)),
+                         rules=lambda: _rules_with_grants(config, EgressRules.from_config(config)),
                          trusted_tools=config.egress.trusted_tools)
     from jarvis.core.registry import ToolRegistry
 
@@ -289,8 +289,8 @@ def access_key(api_key: str | None, owner_token: str | None = None) -> tuple[str
 
 
 def _rules_with_grants(config: Any, rules: Any) -> Any:
-    """`rules` with the person's active grants (as of the server's start): what ORS sessions
-    are allowed without asking (they cannot wait for the person: docs/approvals.md)."""
+    """`rules` with the person's active grants (as they are when an ORS session starts): what
+    the session is allowed without asking (it cannot wait for the person: docs/approvals.md)."""
     from jarvis.approvals.parking import add_grants
     from jarvis.trust.run import RunTrust
 

@@ -117,7 +117,8 @@ class OrsEnvironment:
                  rules: Any = None, trusted_tools: Any = (),
                  unavailable: dict[str, str] | None = None) -> None:
         self.name = name
-        # The person's [egress] rules and trusted tools apply to every session (docs/trust.md).
+        # The person's [egress] rules and trusted tools apply to every session (docs/trust.md);
+        # `rules` may be a function giving them as they are when a session starts (its grants).
         self.rules = rules
         self.trusted_tools = tuple(trusted_tools or ())
         self.tools = {t.spec.name: t for t in tools}
@@ -238,10 +239,15 @@ class OrsEnvironment:
         from jarvis.approvals.records import IN_CALL
         from jarvis.trust.run import RunTrust
 
+        rules = self.rules
+        if callable(rules):  # reads the approvals store: not on the event loop's thread
+            import anyio
+
+            rules = await anyio.to_thread.run_sync(rules)
         executor = ToolExecutor([self.tools[n] for n in names], run_id=sid, approver=self.approver,
                                 default_timeout=self.default_timeout,
                                 max_output_chars=self.max_output_chars, **self.abandoned_caps,
-                                trust=RunTrust(run_id=sid, rules=self.rules),
+                                trust=RunTrust(run_id=sid, rules=rules),
                                 trusted_tools=self.trusted_tools,
                                 no_person=IN_CALL.format(what="an ORS session"))
         self.sessions[sid] = Session(sid, executor, names, task_spec)
