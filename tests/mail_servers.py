@@ -11,19 +11,18 @@
 
 from __future__ import annotations
 
-import asyncio
-import email
 import os
 import shutil
 import signal
 import socket
 import subprocess
 import tempfile
-import threading
 import time
 from email import policy
 from pathlib import Path
 from typing import Any
+
+import net_support
 
 DOVECOT = shutil.which("dovecot") or "/usr/sbin/dovecot"
 START_TIMEOUT = 30.0
@@ -188,55 +187,9 @@ def start_dovecot(user: str = "jarvis@example.org", password: str = "imap-secret
     raise AssertionError("dovecot: no free port after 5 tries")
 
 
-class SmtpReceiver:
-    """A real SMTP server (aiosmtpd) on 127.0.0.1; accepted messages are in `messages` as
-    (mail_from, rcpt_tos, parsed message)."""
+class SmtpReceiver(net_support.SmtpReceiver):
+    """net_support's SMTP receiver, messages parsed as email.message.EmailMessage (the
+    inbound mail tests read them as the listener's mail does)."""
 
     def __init__(self) -> None:
-        self.messages: list[tuple[str, list[str], Any]] = []
-        self.port = 0
-        self.hold = threading.Event()  # set: record the message, then hold the 250 back
-        self.release = threading.Event()
-        self._cond = threading.Condition()
-        self._loop: Any = None
-        self._server: Any = None
-        self._ready = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:  # noqa: N802
-        parsed = email.message_from_bytes(envelope.original_content, policy=policy.default)
-        with self._cond:
-            self.messages.append((envelope.mail_from, list(envelope.rcpt_tos), parsed))
-            self._cond.notify_all()
-        if self.hold.is_set():
-            await asyncio.get_running_loop().run_in_executor(None, self.release.wait, 60)
-        return "250 OK"
-
-    def wait_for(self, count: int, timeout: float = 30.0) -> list[tuple[str, list[str], Any]]:
-        with self._cond:
-            assert self._cond.wait_for(lambda: len(self.messages) >= count, timeout), (
-                f"{len(self.messages)} messages received, expected {count}")
-            return list(self.messages)
-
-    def _run(self) -> None:
-        from aiosmtpd.smtp import SMTP
-
-        self._loop = asyncio.new_event_loop()
-        self._server = self._loop.run_until_complete(
-            self._loop.create_server(lambda: SMTP(self), "127.0.0.1", 0))
-        self.port = self._server.sockets[0].getsockname()[1]
-        self._ready.set()
-        self._loop.run_forever()
-        self._server.close()
-        self._loop.run_until_complete(self._server.wait_closed())
-        self._loop.close()
-
-    def __enter__(self) -> SmtpReceiver:
-        self._thread.start()
-        self._ready.wait(10)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.release.set()
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
+        super().__init__(policy=policy.default)

@@ -214,22 +214,41 @@ class MitmProxy:
 
 class SmtpReceiver:
     """A real SMTP server (aiosmtpd) on 127.0.0.1 with a port chosen by the OS; the messages
-    it accepted are in `messages` as (mail_from, rcpt_tos, parsed email.message.Message)."""
+    it accepted are in `messages` as (mail_from, rcpt_tos, parsed message), parsed with
+    `policy` (email's default, compat32: email.message.Message). With `hold` set it records
+    a message, then holds its 250 back until `release` is set (or it is closed)."""
 
-    def __init__(self) -> None:
+    def __init__(self, policy: Any = None) -> None:
         self.messages: list[tuple[str, list[str], Any]] = []
         self.port = 0
+        self.policy = policy
+        self.hold = threading.Event()
+        self.release = threading.Event()
+        self._cond = threading.Condition()
         self._loop: Any = None
         self._server: Any = None
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:  # noqa: N802
+        import asyncio
         import email
 
-        self.messages.append((envelope.mail_from, list(envelope.rcpt_tos),
-                              email.message_from_bytes(envelope.original_content)))
+        options = {} if self.policy is None else {"policy": self.policy}
+        parsed = email.message_from_bytes(envelope.original_content, **options)
+        with self._cond:
+            self.messages.append((envelope.mail_from, list(envelope.rcpt_tos), parsed))
+            self._cond.notify_all()
+        if self.hold.is_set():
+            await asyncio.get_running_loop().run_in_executor(None, self.release.wait, 60)
         return "250 OK"
+
+    def wait_for(self, count: int, timeout: float = 30.0) -> list[tuple[str, list[str], Any]]:
+        """The messages, once there are at least `count` (an assertion error after `timeout`)."""
+        with self._cond:
+            assert self._cond.wait_for(lambda: len(self.messages) >= count, timeout), (
+                f"{len(self.messages)} messages received, expected {count}")
+            return list(self.messages)
 
     def _run(self) -> None:
         import asyncio
@@ -252,6 +271,7 @@ class SmtpReceiver:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self.release.set()
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
 
