@@ -429,9 +429,9 @@ class ApprovalStore(ApprovalStoreBase):
 
     @contextlib.contextmanager
     def _tx(self) -> Iterator[Any]:
-        with self._lock:
-            conn = self._conn
-            conn.execute("BEGIN IMMEDIATE")
+        from jarvis.core.sqlite_wal import immediate
+
+        with self._lock, immediate(self._conn) as conn:
 
             def execute(sql: str, params: tuple = ()) -> list[dict[str, Any]]:
                 cursor = conn.execute(sql, params)
@@ -440,14 +440,7 @@ class ApprovalStore(ApprovalStoreBase):
                 cols = [d[0] for d in cursor.description]
                 return [dict(zip(cols, row, strict=True)) for row in cursor.fetchall()]
 
-            try:
-                yield execute
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-            else:
-                conn.execute("COMMIT")
+            yield execute
 
     def _read(self, sql: str, params: tuple = ()) -> list[dict[str, Any]]:
         with self._lock:

@@ -209,21 +209,9 @@ class ConversationStore:
 
     @staticmethod
     def _immediate(conn: sqlite3.Connection) -> Any:
-        import contextlib
+        from jarvis.core.sqlite_wal import immediate
 
-        @contextlib.contextmanager
-        def tx() -> Iterator[sqlite3.Connection]:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield conn
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-            else:
-                conn.execute("COMMIT")
-
-        return tx()
+        return immediate(conn)
 
     def _write(self) -> Any:
         import contextlib

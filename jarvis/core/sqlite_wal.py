@@ -1,9 +1,12 @@
-"""Switching a SQLite file to WAL mode when several processes may open it at once."""
+"""The SQLite discipline the stores share: switching a file to WAL mode when several processes
+may open it at once, and write transactions that take the write lock up front."""
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import time
+from collections.abc import Iterator
 
 
 def enter_wal(conn: sqlite3.Connection, timeout: float) -> None:
@@ -28,3 +31,19 @@ def enter_wal(conn: sqlite3.Connection, timeout: float) -> None:
                 return
         time.sleep(delay)
         delay = min(delay * 2, 0.1)
+
+
+@contextlib.contextmanager
+def immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """A write transaction on `conn` (opened with isolation_level=None) that takes the write
+    lock up front (BEGIN IMMEDIATE), so what it reads cannot change before it writes;
+    committed when the block ends, rolled back when it raises (if SQLite has not already)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    else:
+        conn.execute("COMMIT")

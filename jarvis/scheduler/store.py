@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from jarvis.core.sqlite_wal import immediate
 from jarvis.errors import UserError
 from jarvis.scheduler.group_commit import GroupCommit
 from jarvis.scheduler.records import Run, Task, finished_status
@@ -221,17 +222,8 @@ class SchedulerStore(StoreBase):
     def immediate(self) -> Iterator[sqlite3.Connection]:
         """A write transaction that takes the write lock up front (BEGIN IMMEDIATE), so what
         it reads cannot change before it writes."""
-        with self._lock:
-            conn = self.db.conn
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield conn
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-            else:
-                conn.execute("COMMIT")
+        with self._lock, immediate(self.db.conn) as conn:
+            yield conn
 
     _write = immediate
 
