@@ -290,14 +290,22 @@ def test_what_one_connection_read_does_not_taint_another(tmp_path: Path) -> None
     tools = [page, note, send]
     server = build_server(tools, make_executor(tools, config, set()), per_connection=True)
 
-    async def drive() -> tuple[str, str]:
-        async with Client(server, mode="legacy") as one, Client(server, mode="legacy") as two:
+    async def drive() -> tuple[str, str, str, str]:
+        async with Client(server, mode="legacy") as one, Client(server, mode="legacy") as two, \
+                Client(server) as modern:
             await one.call_tool("page", {})
             await one.call_tool("note", {})
             refused = text_of(await one.call_tool("send", {"text": "the door code is 4711"}))
             passed = text_of(await two.call_tool("send", {"text": "hello"}))
-        return refused, passed
+            # The 2026 protocol has no session: each request is a run of its own, which read
+            # nothing before it; the tainted session stays tainted meanwhile.
+            await modern.call_tool("page", {})
+            await modern.call_tool("note", {})
+            alone = text_of(await modern.call_tool("send", {"text": "hi"}))
+            still = text_of(await one.call_tool("send", {"text": "4711 again"}))
+        return refused, passed, alone, still
 
-    refused, passed = anyio.run(drive)
-    assert sent == ["hello"], (sent, refused, passed)
-    assert "untrusted" in refused and passed == "sent", (refused, passed)
+    refused, passed, alone, still = anyio.run(drive)
+    assert sent == ["hello", "hi"], (sent, refused, passed, alone, still)
+    assert "untrusted" in refused and passed == "sent" and alone == "sent", (refused, passed)
+    assert "untrusted" in still, still
